@@ -1,0 +1,43 @@
+// Graph accessors and whole-graph queries.
+#include "layerjit/graph.h"
+
+#include <algorithm>
+
+namespace lj {
+
+const ValueInfo& Graph::value(ValueId id) const {
+  LJ_ASSERT(id >= 0 && static_cast<size_t>(id) < values_.size(), "value id {} out of range in @{}", id, name_);
+  return values_[static_cast<size_t>(id)];
+}
+
+const Node& Graph::node(NodeId id) const {
+  LJ_ASSERT(id >= 0 && static_cast<size_t>(id) < nodes_.size(), "node id {} out of range in @{}", id, name_);
+  return nodes_[static_cast<size_t>(id)];
+}
+
+int64_t Graph::param_bytes(const Bindings& b) const {
+  int64_t total = 0;
+  for (ValueId id : inputs_) {
+    const ValueInfo& v = value(id);
+    if (v.is_param) total += numel(resolve(v.type.shape, b)) * dtype_bytes(v.type.dtype);
+  }
+  return total;
+}
+
+std::vector<std::string> Graph::symbols() const {
+  std::vector<std::string> out;
+  for (ValueId id : inputs_) {
+    for (const Dim& d : value(id).type.shape) {
+      if (d.is_symbol() && std::find(out.begin(), out.end(), d.symbol()) == out.end()) out.push_back(d.symbol());
+    }
+  }
+  return out;
+}
+
+const Graph* Module::find(std::string_view name) const {
+  for (const auto& g : graphs)
+    if (g.name() == name) return &g;
+  return nullptr;
+}
+
+}  // namespace lj

@@ -1,0 +1,33 @@
+// The built-in Llama-style decoder layer (examples/llama3_decoder.cpp), in two forms:
+//   prefill: T tokens of one sequence, causal attention; returns the layer output and the new
+//            (rotated) K and V entries for the KV cache;
+//   decode:  one token for each of B sequences over a KV cache of capacity C, the new token of
+//            sequence b at position pos[b]; returns the output and the updated caches.
+#pragma once
+
+#include <string>
+
+#include "layerjit/graph.h"
+
+namespace lj {
+
+struct LlamaConfig {
+  std::string name = "llama3_8b";
+  int64_t hidden = 4096;
+  int64_t n_heads = 32;
+  int64_t n_kv_heads = 8;
+  int64_t head_dim = 128;
+  int64_t ffn = 14336;
+  double eps = 1e-5;
+  double rope_theta = 500000.0;
+  DType dtype = DType::BF16;
+
+  static LlamaConfig llama3_8b() { return {}; }
+  /// A small config for CPU reference runs: hidden 64, 4 query heads, 2 KV heads, head_dim 16, FFN 160.
+  static LlamaConfig small() { return {"llama_small", 64, 4, 2, 16, 160, 1e-5, 500000.0, DType::BF16}; }
+};
+
+Graph llama_prefill(const LlamaConfig& c);
+Graph llama_decode(const LlamaConfig& c);
+
+}  // namespace lj

@@ -1,0 +1,97 @@
+// Element types, dimensions and tensor types of the layerjit IR.
+//
+// A dimension is either an integer constant or a named symbol (`T`, `B`, `C`). Constants become
+// compile-time constants in generated kernels; symbols become run-time kernel arguments, so a decode
+// step whose context grows by one token never recompiles.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lj {
+
+// The one list of element types: name in the text format, size in bytes, kind.
+#define LJ_DTYPES(X)        \
+  X(F32, "f32", 4, Float)   \
+  X(F16, "f16", 2, Float)   \
+  X(BF16, "bf16", 2, Float) \
+  X(F8E4M3, "f8e4m3", 1, Float) \
+  X(F8E5M2, "f8e5m2", 1, Float) \
+  X(I8, "i8", 1, Int)       \
+  X(I32, "i32", 4, Int)
+
+enum class DType : uint8_t {
+#define LJ_X(id, name, bytes, kind) id,
+  LJ_DTYPES(LJ_X)
+#undef LJ_X
+};
+
+std::string_view dtype_name(DType t);
+std::optional<DType> parse_dtype(std::string_view name);
+int dtype_bytes(DType t);
+bool is_float(DType t);
+bool is_fp8(DType t);
+std::vector<DType> all_dtypes();
+
+/// One dimension: an integer constant (>= 0) or a named symbol bound at run time.
+class Dim {
+ public:
+  Dim() = default;
+  Dim(int64_t value) : value_(value) {}  // NOLINT: implicit, so shapes read as {T, 4096}
+  static Dim sym(std::string name) {
+    Dim d;
+    d.symbol_ = std::move(name);
+    return d;
+  }
+  bool is_const() const { return symbol_.empty(); }
+  bool is_symbol() const { return !symbol_.empty(); }
+  int64_t value() const { return value_; }          // only meaningful if is_const()
+  const std::string& symbol() const { return symbol_; }
+  std::string str() const;
+  bool operator==(const Dim& o) const = default;
+
+ private:
+  int64_t value_ = 0;
+  std::string symbol_;
+};
+
+using Shape = std::vector<Dim>;
+
+std::string shape_str(const Shape& s);  // "[T, 4096]"
+
+/// Number of elements as a symbolic product: constant factor times a sorted list of symbols.
+/// Two shapes hold the same number of elements iff their products are equal.
+struct DimProduct {
+  int64_t constant = 1;
+  std::vector<std::string> symbols;  // sorted, with repeats
+  bool overflow = false;
+  bool operator==(const DimProduct& o) const = default;
+  std::string str() const;
+};
+DimProduct dim_product(const Shape& s);
+
+/// Type of an SSA value: element type and shape.
+struct TensorType {
+  DType dtype = DType::F32;
+  Shape shape;
+  int rank() const { return static_cast<int>(shape.size()); }
+  std::string str() const;  // "bf16[T, 4096]"
+  bool operator==(const TensorType& o) const = default;
+};
+
+/// Values of the symbols for one call (e.g. T=7, B=2, C=64).
+struct Bindings {
+  std::vector<std::pair<std::string, int64_t>> values;
+  std::optional<int64_t> get(std::string_view symbol) const;
+  void set(std::string symbol, int64_t value);
+};
+
+/// Resolve a dimension or shape against bindings; throws UserError naming the unbound symbol.
+int64_t resolve(const Dim& d, const Bindings& b);
+std::vector<int64_t> resolve(const Shape& s, const Bindings& b);
+int64_t numel(const std::vector<int64_t>& dims);
+
+}  // namespace lj

@@ -1,0 +1,77 @@
+// FLOP and minimum-byte counts per op, for roofline reporting (`layerjit plan`, `bench`).
+//
+// Conventions: a multiply-add is 2 FLOPs; elementwise ops count the arithmetic a kernel does per
+// element (silu: exp, add, divide, multiply = 4); minimum bytes read each operand once and write each
+// result once, except kv_cache_write, which touches only the entries it writes (the cache is
+// updated in place).
+#include <fmt/format.h>
+
+#include "layerjit/error.h"
+#include "ops/op_schema.h"
+
+namespace lj {
+
+namespace {
+double elems(const TensorType& t, const Bindings& b) { return static_cast<double>(numel(resolve(t.shape, b))); }
+double bytes(const TensorType& t, const Bindings& b) { return elems(t, b) * dtype_bytes(t.dtype); }
+}  // namespace
+
+OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<TensorType>& res, const Attrs& attrs,
+               const Bindings& b) {
+  OpCost c;
+  for (const auto& t : ops) c.bytes += bytes(t, b);
+  for (const auto& t : res) c.bytes += bytes(t, b);
+  const double out = res.empty() ? 0 : elems(res[0], b);
+  switch (k) {
+    case OpKind::Matmul: {
+      double kdim = static_cast<double>(resolve(ops[0].shape.back(), b));
+      c.flops = 2.0 * out * kdim;
+      break;
+    }
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Relu:
+    case OpKind::Exp:
+    case OpKind::Rsqrt:
+    case OpKind::Cast: c.flops = out; break;
+    case OpKind::Silu: c.flops = 4 * out; break;
+    case OpKind::Gelu: c.flops = 8 * out; break;
+    case OpKind::RmsNorm: c.flops = 4 * out; break;      // square-add, scale by rsqrt, by weight
+    case OpKind::LayerNorm: c.flops = 7 * out; break;    // mean, variance, normalise, affine
+    case OpKind::RopeTable: c.flops = 2 * 2 * out; break;  // angle, then cos and sin
+    case OpKind::Rope: c.flops = 3 * out; break;           // two products and an add per element
+    case OpKind::Softmax: c.flops = 4 * out; break;
+    case OpKind::Attention: {
+      // q [.., T, Hq, D], k [.., S, Hkv, D]: QK^T and PV, 2*2*T*S*D per head; causal halves it.
+      const int r = ops[0].rank();
+      auto d = [&](const TensorType& t, int i) { return static_cast<double>(resolve(t.shape[static_cast<size_t>(r + i)], b)); };
+      double batch = r == 4 ? d(ops[0], -4) : 1.0;
+      double T = d(ops[0], -3), S = d(ops[1], -3), H = d(ops[0], -2), D = d(ops[0], -1);
+      double pairs = T * S;
+      if (attrs.get_bool("causal") && ops.size() == 3) pairs = T * S - T * (T - 1) / 2.0;
+      c.flops = 4.0 * batch * H * D * pairs;
+      break;
+    }
+    case OpKind::KvCacheWrite:
+      // Read the new entries and the positions, write the new entries.
+      c.bytes = 2 * bytes(ops[1], b) + bytes(ops[2], b);
+      c.flops = 0;
+      break;
+    case OpKind::Reshape:
+      c.bytes = 0;  // a view: no data moves
+      break;
+    case OpKind::Transpose:
+    case OpKind::Split:
+    case OpKind::Concat: c.flops = 0; break;
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMean: c.flops = elems(ops[0], b); break;
+    case OpKind::Quantize:
+    case OpKind::Dequantize: c.flops = 2 * out; break;
+  }
+  return c;
+}
+
+}  // namespace lj

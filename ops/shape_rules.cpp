@@ -1,0 +1,356 @@
+// Type and shape inference of every op: checks operand dtypes and shapes and returns result types.
+// Symbols propagate: [T, 4096] @ [6144, 4096]^T -> [T, 6144]. Every failure names the op, the
+// operand and both shapes where two disagree.
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "layerjit/error.h"
+#include "ops/op_schema.h"
+
+namespace lj {
+
+namespace {
+
+[[noreturn]] void fail(std::string msg) { throw UserError(std::move(msg)); }
+
+std::string_view nm(OpKind k) { return op_name(k); }
+std::string opnd(OpKind k, int i) { return operand_name(k, i); }
+
+void need_float(OpKind k, const std::vector<TensorType>& ops, int i) {
+  const TensorType& t = ops[static_cast<size_t>(i)];
+  if (!is_float(t.dtype))
+    fail(fmt::format("{}: {} must have a floating-point dtype, got {}", nm(k), opnd(k, i), t.str()));
+}
+
+void need_dtype(OpKind k, const std::vector<TensorType>& ops, int i, DType want) {
+  const TensorType& t = ops[static_cast<size_t>(i)];
+  if (t.dtype != want)
+    fail(fmt::format("{}: dtype mismatch: {} must be {}, got {}", nm(k), opnd(k, i), dtype_name(want), t.str()));
+}
+
+void need_same_dtype(OpKind k, const std::vector<TensorType>& ops, int i, int j) {
+  const TensorType& a = ops[static_cast<size_t>(i)];
+  const TensorType& b = ops[static_cast<size_t>(j)];
+  if (a.dtype != b.dtype)
+    fail(fmt::format("{}: dtype mismatch: {} is {} but {} is {}", nm(k), opnd(k, i), a.str(), opnd(k, j), b.str()));
+}
+
+void need_rank(OpKind k, const std::vector<TensorType>& ops, int i, int lo, int hi) {
+  const TensorType& t = ops[static_cast<size_t>(i)];
+  if (t.rank() < lo || t.rank() > hi) {
+    std::string want = lo == hi ? fmt::format("rank {}", lo) : hi > 64 ? fmt::format("rank >= {}", lo)
+                                                                      : fmt::format("rank {} to {}", lo, hi);
+    fail(fmt::format("{}: {} must have {}, got {}", nm(k), opnd(k, i), want, t.str()));
+  }
+}
+
+[[noreturn]] void shape_mismatch(OpKind k, const std::vector<TensorType>& ops, int i, int j, std::string why) {
+  fail(fmt::format("{}: shape mismatch: {} is {} but {} is {} ({})", nm(k), opnd(k, i), ops[static_cast<size_t>(i)].str(),
+                   opnd(k, j), ops[static_cast<size_t>(j)].str(), why));
+}
+
+int norm_axis(OpKind k, int64_t axis, int rank, std::string_view what = "axis") {
+  if (axis < -rank || axis >= rank)
+    fail(fmt::format("{}: {} {} is out of range for rank {}", nm(k), what, axis, rank));
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+const Dim& last(const TensorType& t) { return t.shape.back(); }
+
+TensorType infer_broadcast(OpKind k, const std::vector<TensorType>& ops) {
+  need_same_dtype(k, ops, 0, 1);
+  const Shape& a = ops[0].shape;
+  const Shape& b = ops[1].shape;
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Dim* da = i < n - a.size() ? nullptr : &a[i - (n - a.size())];
+    const Dim* db = i < n - b.size() ? nullptr : &b[i - (n - b.size())];
+    if (!da) out[i] = *db;
+    else if (!db) out[i] = *da;
+    else if (*da == *db) out[i] = *da;
+    else if (da->is_const() && da->value() == 1) out[i] = *db;
+    else if (db->is_const() && db->value() == 1) out[i] = *da;
+    else shape_mismatch(k, ops, 0, 1, fmt::format("dimensions {} and {} do not broadcast", da->str(), db->str()));
+  }
+  return {ops[0].dtype, out};
+}
+
+std::vector<TensorType> infer_matmul(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  need_rank(k, ops, 0, 1, 1 << 20);
+  need_rank(k, ops, 1, 2, 2);
+  need_float(k, ops, 0);
+  need_same_dtype(k, ops, 0, 1);
+  const Dim& kx = last(ops[0]);
+  const Dim& kw = ops[1].shape[1];
+  if (!(kx == kw)) shape_mismatch(k, ops, 0, 1, fmt::format("inner dimensions {} and {} differ", kx.str(), kw.str()));
+  Shape out = ops[0].shape;
+  out.back() = ops[1].shape[0];
+  DType dt = ops[0].dtype;
+  if (const AttrValue* od = attrs.find("out_dtype")) dt = std::get<DType>(od->v);
+  else if (is_fp8(dt)) dt = DType::BF16;
+  if (!is_float(dt)) fail(fmt::format("{}: out_dtype must be a floating-point dtype, got {}", nm(k), dtype_name(dt)));
+  return {{dt, out}};
+}
+
+std::vector<TensorType> infer_norm(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  need_rank(k, ops, 0, 1, 1 << 20);
+  need_float(k, ops, 0);
+  for (int i = 1; i < static_cast<int>(ops.size()); ++i) {
+    need_rank(k, ops, i, 1, 1);
+    need_same_dtype(k, ops, 0, i);
+    if (!(ops[static_cast<size_t>(i)].shape[0] == last(ops[0])))
+      shape_mismatch(k, ops, 0, i, "the weight must match the last dimension of x");
+  }
+  if (attrs.get_float("eps") <= 0) fail(fmt::format("{}: eps must be positive, got {}", nm(k), attrs.get_float("eps")));
+  return {ops[0]};
+}
+
+std::vector<TensorType> infer_rope_table(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  need_rank(k, ops, 0, 1, 1);
+  need_dtype(k, ops, 0, DType::I32);
+  int64_t dim = attrs.get_int("dim");
+  if (dim <= 0 || dim % 2 != 0) fail(fmt::format("{}: dim must be positive and even, got {}", nm(k), dim));
+  if (attrs.get_float("theta") <= 1.0) fail(fmt::format("{}: theta must be greater than 1, got {}", nm(k), attrs.get_float("theta")));
+  TensorType t{DType::F32, {ops[0].shape[0], Dim(dim / 2)}};
+  return {t, t};
+}
+
+std::vector<TensorType> infer_rope(OpKind k, const std::vector<TensorType>& ops) {
+  need_rank(k, ops, 0, 2, 1 << 20);
+  need_float(k, ops, 0);
+  need_float(k, ops, 1);
+  need_same_dtype(k, ops, 1, 2);
+  const TensorType& x = ops[0];
+  const Dim& d = last(x);
+  if (!d.is_const() || d.value() % 2 != 0)
+    fail(fmt::format("{}: head dimension of x must be an even constant, got {}", nm(k), x.str()));
+  for (int i = 1; i <= 2; ++i) {
+    const TensorType& t = ops[static_cast<size_t>(i)];
+    if (t.rank() != x.rank() - 1)
+      shape_mismatch(k, ops, 0, i, fmt::format("{} must have rank {}: x's leading dimensions, then head_dim/2", opnd(k, i), x.rank() - 1));
+    for (int j = 0; j + 2 < x.rank(); ++j)
+      if (!(t.shape[static_cast<size_t>(j)] == x.shape[static_cast<size_t>(j)]))
+        shape_mismatch(k, ops, 0, i, fmt::format("leading dimension {} differs", j));
+    if (!(last(t) == Dim(d.value() / 2)))
+      shape_mismatch(k, ops, 0, i, fmt::format("last dimension must be head_dim/2 = {}", d.value() / 2));
+  }
+  return {x};
+}
+
+std::vector<TensorType> infer_attention(OpKind k, const std::vector<TensorType>& ops) {
+  const TensorType& q = ops[0];
+  need_rank(k, ops, 0, 3, 4);
+  need_float(k, ops, 0);
+  need_same_dtype(k, ops, 0, 1);
+  need_same_dtype(k, ops, 0, 2);
+  const int r = q.rank();
+  for (int i = 1; i <= 2; ++i) {
+    if (ops[static_cast<size_t>(i)].rank() != r)
+      shape_mismatch(k, ops, 0, i, fmt::format("q and {} must have the same rank ([T, H, D] or [B, T, H, D])", opnd(k, i)));
+  }
+  const TensorType& kk = ops[1];
+  const TensorType& v = ops[2];
+  if (!(kk.shape == v.shape)) shape_mismatch(k, ops, 1, 2, "k and v must have the same shape");
+  auto at = [&](const TensorType& t, int i) -> const Dim& { return t.shape[static_cast<size_t>(r + i)]; };
+  const Dim& hq = at(q, -2);
+  const Dim& hkv = at(kk, -2);
+  const Dim& dq = at(q, -1);
+  const Dim& dk = at(kk, -1);
+  for (const Dim* d : {&hq, &hkv, &dq})
+    if (!d->is_const())
+      fail(fmt::format("{}: head counts and head_dim must be constants, got q {} and k {}", nm(k), q.str(), kk.str()));
+  if (!(dq == dk)) shape_mismatch(k, ops, 0, 1, fmt::format("head_dim {} and {} differ", dq.str(), dk.str()));
+  if (hq.value() % hkv.value() != 0)
+    fail(fmt::format("{}: query heads ({}) are not a multiple of key/value heads ({}): q is {}, k is {}", nm(k), hq.value(),
+                     hkv.value(), q.str(), kk.str()));
+  if (r == 4 && !(q.shape[0] == kk.shape[0])) shape_mismatch(k, ops, 0, 1, "batch dimensions differ");
+  if (ops.size() == 4) {
+    need_rank(k, ops, 3, 1, 1);
+    need_dtype(k, ops, 3, DType::I32);
+    Dim want = r == 4 ? q.shape[0] : Dim(1);
+    if (!(ops[3].shape[0] == want))
+      shape_mismatch(k, ops, 0, 3, fmt::format("cache_pos must hold one position per sequence: [{}]", want.str()));
+  }
+  return {q};
+}
+
+std::vector<TensorType> infer_kv_cache_write(OpKind k, const std::vector<TensorType>& ops) {
+  need_rank(k, ops, 0, 4, 4);
+  need_rank(k, ops, 1, 3, 4);
+  need_rank(k, ops, 2, 1, 1);
+  need_same_dtype(k, ops, 0, 1);
+  need_dtype(k, ops, 2, DType::I32);
+  const TensorType& c = ops[0];
+  const TensorType& n = ops[1];
+  if (!(n.shape[0] == c.shape[0])) shape_mismatch(k, ops, 0, 1, "batch dimensions differ");
+  const Dim& nh = n.shape[static_cast<size_t>(n.rank() - 2)];
+  const Dim& nd = n.shape[static_cast<size_t>(n.rank() - 1)];
+  if (!(nh == c.shape[2]) || !(nd == c.shape[3]))
+    shape_mismatch(k, ops, 0, 1, "new entries must be [B, H, D] or [B, T, H, D] with the cache's H and D");
+  if (!(ops[2].shape[0] == c.shape[0])) shape_mismatch(k, ops, 0, 2, "pos must hold one position per sequence");
+  return {c};
+}
+
+std::vector<TensorType> infer_reshape(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  Shape s = attrs.get_shape("shape");
+  for (const Dim& d : s)
+    if (d.is_const() && d.value() <= 0) fail(fmt::format("{}: bad dimension {} in shape {}: dimensions must be positive", nm(k), d.value(), shape_str(s)));
+  DimProduct from = dim_product(ops[0].shape);
+  DimProduct to = dim_product(s);
+  if (from.overflow || to.overflow || !(from == to))
+    fail(fmt::format("{}: shape mismatch: cannot reshape {} ({} elements) to {} ({} elements)", nm(k), ops[0].str(),
+                     from.str(), shape_str(s), to.str()));
+  return {{ops[0].dtype, s}};
+}
+
+std::vector<TensorType> infer_transpose(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  auto perm = attrs.get_int_list("perm");
+  const int r = ops[0].rank();
+  if (static_cast<int>(perm.size()) != r)
+    fail(fmt::format("{}: perm has {} entries but x is {} (rank {})", nm(k), perm.size(), ops[0].str(), r));
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  Shape out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= r || seen[static_cast<size_t>(p)])
+      fail(fmt::format("{}: perm {} is not a permutation of 0..{}", nm(k), attrs.find("perm")->str(), r - 1));
+    seen[static_cast<size_t>(p)] = true;
+    out.push_back(ops[0].shape[static_cast<size_t>(p)]);
+  }
+  return {{ops[0].dtype, out}};
+}
+
+std::vector<TensorType> infer_split(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  const int axis = norm_axis(k, attrs.get_int("axis"), ops[0].rank());
+  auto sizes = attrs.get_int_list("sizes");
+  if (sizes.empty()) fail(fmt::format("{}: sizes must not be empty", nm(k)));
+  const Dim& d = ops[0].shape[static_cast<size_t>(axis)];
+  if (!d.is_const()) fail(fmt::format("{}: cannot split symbolic dimension {} of {}", nm(k), d.str(), ops[0].str()));
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s <= 0) fail(fmt::format("{}: sizes must be positive, got {}", nm(k), attrs.find("sizes")->str()));
+    total += s;
+  }
+  if (total != d.value())
+    fail(fmt::format("{}: shape mismatch: sizes {} add up to {} but axis {} of {} is {}", nm(k), attrs.find("sizes")->str(),
+                     total, axis, ops[0].str(), d.value()));
+  std::vector<TensorType> out;
+  for (int64_t s : sizes) {
+    TensorType t = ops[0];
+    t.shape[static_cast<size_t>(axis)] = Dim(s);
+    out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<TensorType> infer_concat(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  const int r = ops[0].rank();
+  if (r == 0) fail(fmt::format("{}: cannot concatenate scalars", nm(k)));
+  const int axis = norm_axis(k, attrs.get_int("axis"), r);
+  int64_t total = 0;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    const TensorType& t = ops[static_cast<size_t>(i)];
+    need_same_dtype(k, ops, 0, i);
+    if (t.rank() != r) shape_mismatch(k, ops, 0, i, "ranks differ");
+    for (int j = 0; j < r; ++j) {
+      if (j == axis) continue;
+      if (!(t.shape[static_cast<size_t>(j)] == ops[0].shape[static_cast<size_t>(j)]))
+        shape_mismatch(k, ops, 0, i, fmt::format("dimension {} differs", j));
+    }
+    const Dim& d = t.shape[static_cast<size_t>(axis)];
+    if (!d.is_const()) fail(fmt::format("{}: cannot concatenate along symbolic dimension {} of {}", nm(k), d.str(), t.str()));
+    total += d.value();
+  }
+  TensorType out = ops[0];
+  out.shape[static_cast<size_t>(axis)] = Dim(total);
+  return {out};
+}
+
+std::vector<TensorType> infer_reduce(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  need_rank(k, ops, 0, 1, 1 << 20);
+  if (k == OpKind::ReduceMean) need_float(k, ops, 0);
+  const int axis = norm_axis(k, attrs.get_int("axis"), ops[0].rank());
+  TensorType out = ops[0];
+  if (attrs.get_bool("keepdim")) out.shape[static_cast<size_t>(axis)] = Dim(1);
+  else out.shape.erase(out.shape.begin() + axis);
+  return {out};
+}
+
+// Quantize / dequantize: the scale is f32, one value ([] or [1]) or one per index of `axis`.
+void check_scale(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  need_dtype(k, ops, 1, DType::F32);
+  const TensorType& s = ops[1];
+  const AttrValue* ax = attrs.find("axis");
+  if (std::holds_alternative<Name>(ax->v)) {
+    bool scalar = s.rank() == 0 || (s.rank() == 1 && s.shape[0] == Dim(1));
+    if (!scalar) shape_mismatch(k, ops, 0, 1, "a per-tensor scale (axis = none) must be f32[] or f32[1]");
+    return;
+  }
+  const int axis = norm_axis(k, std::get<int64_t>(ax->v), ops[0].rank());
+  if (s.rank() != 1 || !(s.shape[0] == ops[0].shape[static_cast<size_t>(axis)]))
+    shape_mismatch(k, ops, 0, 1, fmt::format("a per-channel scale along axis {} must be f32[{}]", axis,
+                                             ops[0].shape[static_cast<size_t>(axis)].str()));
+}
+
+}  // namespace
+
+std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
+  const OpSchema& s = op_schema(k);
+  const int n = static_cast<int>(ops.size());
+  if (n < s.min_operands || (s.max_operands >= 0 && n > s.max_operands)) {
+    std::string names;
+    for (auto o : s.operand_names) names += (names.empty() ? "" : ", ") + std::string(o);
+    std::string want = s.max_operands < 0 ? fmt::format("at least {}", s.min_operands)
+                       : s.min_operands == s.max_operands ? std::to_string(s.min_operands)
+                                                          : fmt::format("{} or {}", s.min_operands, s.max_operands);
+    fail(fmt::format("{}: expected {} operand{} ({}), got {}", s.name, want, s.max_operands == 1 ? "" : "s", names, n));
+  }
+  switch (k) {
+    case OpKind::Matmul: return infer_matmul(k, ops, attrs);
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div: return {infer_broadcast(k, ops)};
+    case OpKind::Silu:
+    case OpKind::Gelu:
+    case OpKind::Relu:
+    case OpKind::Exp:
+    case OpKind::Rsqrt:
+    case OpKind::Softmax:
+      need_float(k, ops, 0);
+      if (k == OpKind::Softmax) norm_axis(k, attrs.get_int("axis"), ops[0].rank());
+      return {ops[0]};
+    case OpKind::Cast: return {{attrs.get_dtype("dtype"), ops[0].shape}};
+    case OpKind::RmsNorm:
+    case OpKind::LayerNorm: return infer_norm(k, ops, attrs);
+    case OpKind::RopeTable: return infer_rope_table(k, ops, attrs);
+    case OpKind::Rope: return infer_rope(k, ops);
+    case OpKind::Attention: {
+      if (const AttrValue* sc = attrs.find("scale"); sc && std::get<double>(sc->v) <= 0)
+        fail(fmt::format("{}: scale must be positive, got {}", nm(k), sc->str()));
+      return infer_attention(k, ops);
+    }
+    case OpKind::KvCacheWrite: return infer_kv_cache_write(k, ops);
+    case OpKind::Reshape: return infer_reshape(k, ops, attrs);
+    case OpKind::Transpose: return infer_transpose(k, ops, attrs);
+    case OpKind::Split: return infer_split(k, ops, attrs);
+    case OpKind::Concat: return infer_concat(k, ops, attrs);
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMean: return infer_reduce(k, ops, attrs);
+    case OpKind::Quantize:
+      need_float(k, ops, 0);
+      check_scale(k, ops, attrs);
+      return {{attrs.get_dtype("dtype"), ops[0].shape}};
+    case OpKind::Dequantize:
+      if (ops[0].dtype != DType::I8 && !is_fp8(ops[0].dtype))
+        fail(fmt::format("{}: x must be quantized (f8e4m3, f8e5m2 or i8), got {}", nm(k), ops[0].str()));
+      check_scale(k, ops, attrs);
+      return {{attrs.get_dtype("dtype"), ops[0].shape}};
+  }
+  LJ_ASSERT(false, "no shape rule for op {}", op_name(k));
+  __builtin_unreachable();
+}
+
+}  // namespace lj

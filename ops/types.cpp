@@ -1,0 +1,120 @@
+// DType tables, dimension and shape printing, symbolic element counts and binding resolution.
+#include "layerjit/types.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "layerjit/error.h"
+
+namespace lj {
+
+namespace {
+struct DTypeInfo {
+  DType type;
+  std::string_view name;
+  int bytes;
+  bool is_float;
+};
+constexpr bool kFloat = true;
+constexpr bool kInt = false;
+constexpr DTypeInfo kDTypes[] = {
+#define LJ_X(id, name, bytes, kind) {DType::id, name, bytes, k##kind},
+    LJ_DTYPES(LJ_X)
+#undef LJ_X
+};
+const DTypeInfo& info(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.type == t) return d;
+  LJ_ASSERT(false, "unknown dtype {}", static_cast<int>(t));
+  __builtin_unreachable();
+}
+}  // namespace
+
+std::string_view dtype_name(DType t) { return info(t).name; }
+int dtype_bytes(DType t) { return info(t).bytes; }
+bool is_float(DType t) { return info(t).is_float; }
+bool is_fp8(DType t) { return t == DType::F8E4M3 || t == DType::F8E5M2; }
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (const auto& d : kDTypes)
+    if (d.name == name) return d.type;
+  return std::nullopt;
+}
+
+std::vector<DType> all_dtypes() {
+  std::vector<DType> out;
+  for (const auto& d : kDTypes) out.push_back(d.type);
+  return out;
+}
+
+std::string Dim::str() const { return is_const() ? std::to_string(value_) : symbol_; }
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += s[i].str();
+  }
+  return out + "]";
+}
+
+std::string TensorType::str() const { return fmt::format("{}{}", dtype_name(dtype), shape_str(shape)); }
+
+std::string DimProduct::str() const {
+  std::string out = std::to_string(constant);
+  for (const auto& s : symbols) out += "*" + s;
+  return out;
+}
+
+DimProduct dim_product(const Shape& s) {
+  DimProduct p;
+  for (const auto& d : s) {
+    if (d.is_symbol()) {
+      p.symbols.push_back(d.symbol());
+    } else if (__builtin_mul_overflow(p.constant, d.value(), &p.constant)) {
+      p.overflow = true;
+    }
+  }
+  std::sort(p.symbols.begin(), p.symbols.end());
+  return p;
+}
+
+std::optional<int64_t> Bindings::get(std::string_view symbol) const {
+  for (const auto& [k, v] : values)
+    if (k == symbol) return v;
+  return std::nullopt;
+}
+
+void Bindings::set(std::string symbol, int64_t value) {
+  for (auto& [k, v] : values) {
+    if (k == symbol) {
+      v = value;
+      return;
+    }
+  }
+  values.emplace_back(std::move(symbol), value);
+}
+
+int64_t resolve(const Dim& d, const Bindings& b) {
+  if (d.is_const()) return d.value();
+  auto v = b.get(d.symbol());
+  LJ_CHECK(v.has_value(), SourceLoc{}, "symbol '{}' has no value: bind it, e.g. --bind {}=16", d.symbol(),
+           d.symbol());
+  return *v;
+}
+
+std::vector<int64_t> resolve(const Shape& s, const Bindings& b) {
+  std::vector<int64_t> out;
+  out.reserve(s.size());
+  for (const auto& d : s) out.push_back(resolve(d, b));
+  return out;
+}
+
+int64_t numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+}  // namespace lj
