@@ -16,12 +16,12 @@ bool valid_name(std::string_view n) {
 }
 }  // namespace
 
-const TensorType& Value::type() const {
+TensorType Value::type() const {
   LJ_CHECK(builder_ != nullptr, SourceLoc{}, "use of an empty Value handle");
   return builder_->info(id_).type;
 }
 
-const std::string& Value::name() const {
+std::string Value::name() const {
   LJ_CHECK(builder_ != nullptr, SourceLoc{}, "use of an empty Value handle");
   return builder_->info(id_).name;
 }
@@ -69,7 +69,6 @@ std::string GraphBuilder::fresh_name() {
 
 Value GraphBuilder::add_input(std::string name, DType dtype, Shape shape, bool is_param, SourceLoc loc) {
   LJ_CHECK(graph_ != nullptr, loc, "graph builder used after finish()");
-  LJ_CHECK(graph_->nodes_.empty(), loc, "input '%{}' declared after the first op: declare every input first", name);
   LJ_CHECK(valid_name(name), loc, "invalid input name '{}': use letters, digits, '_' and '.'", name);
   LJ_CHECK(!lookup(name), loc, "redefinition of value '%{}' in @{}", name, graph_->name_);
   for (const Dim& d : shape) {

@@ -26,8 +26,9 @@ class Value {
  public:
   Value() = default;
   ValueId id() const { return id_; }
-  const TensorType& type() const;
-  const std::string& name() const;
+  // By value: the graph's value table grows as ops are added, so references would dangle.
+  TensorType type() const;
+  std::string name() const;
   /// Renames the value (names are labels; they must be unique in the graph). Returns *this.
   Value named(std::string name) const;
   bool valid() const { return builder_ != nullptr; }
