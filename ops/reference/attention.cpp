@@ -1,0 +1,79 @@
+// Reference scaled dot-product attention with grouped-query heads, causal masking and KV-cache reads.
+//
+// q [T, Hq, D] with k, v [S, Hkv, D], or batched q [B, T, Hq, D] with k, v [B, S, Hkv, D]. Query head
+// h reads KV head h / (Hq / Hkv) (GQA; Hkv = 1 is MQA). Positions:
+//   - without cache_pos, the T queries are the last T of the S keys: query t sits at S - T + t and
+//     every key is valid;
+//   - with cache_pos (i32[B], or [1] unbatched), query t of sequence b sits at cache_pos[b] + t and
+//     only keys at positions < cache_pos[b] + T are valid (the rest of the cache is stale or garbage).
+// causal also masks keys after the query's own position. The default scale is 1/sqrt(D).
+// Scores, softmax and the weighted sum are all in double, over the stored q, k, v values; the output
+// is rounded once. A query that sees no key at all (only possible without cache_pos when causal and
+// T > S) gets zeros, as a flash-attention kernel with an empty row produces.
+#include <cmath>
+#include <limits>
+
+#include "layerjit/error.h"
+#include "ops/reference/reference_ops.h"
+
+namespace lj::ref {
+
+HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
+                     bool causal, std::optional<double> scale, const TensorType& out) {
+  HostTensor y = make_result(out);
+  const bool batched = q.shape.size() == 4;
+  const int64_t batch = batched ? q.shape[0] : 1;
+  const int64_t t_len = q.dim(-3);
+  const int64_t hq = q.dim(-2);
+  const int64_t d = q.dim(-1);
+  const int64_t s_len = k.dim(-3);
+  const int64_t hkv = k.dim(-2);
+  const int64_t group = hq / hkv;
+  const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
+
+  std::vector<double> w(static_cast<size_t>(s_len));
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t first_pos = s_len - t_len;  // position of query 0
+    int64_t valid = s_len;              // keys [0, valid) may be read
+    if (cache_pos) {
+      const int64_t p = as_index(*cache_pos, b);
+      LJ_CHECK(p >= 0 && p + t_len <= s_len, SourceLoc{},
+               "attention: sequence {}: cache_pos {} with {} new token{} does not fit a cache of {} positions", b, p,
+               t_len, t_len == 1 ? "" : "s", s_len);
+      first_pos = p;
+      valid = p + t_len;
+    }
+    for (int64_t t = 0; t < t_len; ++t) {
+      const int64_t qpos = first_pos + t;
+      const int64_t n_keys = causal ? std::min(valid, qpos + 1) : valid;
+      for (int64_t h = 0; h < hq; ++h) {
+        const int64_t kvh = h / group;
+        const double* qv = q.data.data() + ((b * t_len + t) * hq + h) * d;
+        double* out_row = y.data.data() + ((b * t_len + t) * hq + h) * d;
+        if (n_keys <= 0) continue;  // already zero
+        auto kv_row = [&](const HostTensor& src, int64_t j) { return src.data.data() + ((b * s_len + j) * hkv + kvh) * d; };
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < n_keys; ++j) {
+          const double* kr = kv_row(k, j);
+          double dot = 0.0;
+          for (int64_t i = 0; i < d; ++i) dot += qv[i] * kr[i];
+          w[static_cast<size_t>(j)] = sc * dot;
+          m = std::fmax(m, sc * dot);
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          w[static_cast<size_t>(j)] = std::exp(w[static_cast<size_t>(j)] - m);
+          sum += w[static_cast<size_t>(j)];
+        }
+        for (int64_t i = 0; i < d; ++i) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < n_keys; ++j) acc += w[static_cast<size_t>(j)] * kv_row(v, j)[i];
+          out_row[i] = round_to(out.dtype, acc / sum);
+        }
+      }
+    }
+  }
+  return y;
+}
+
+}  // namespace lj::ref

@@ -1,0 +1,86 @@
+// Internal interface of the CPU reference: one function per op family, called by the dispatch in
+// reference_op.cpp after it has checked attributes and operand shapes against the shape rules.
+// Every function receives the result type already inferred with constant dimensions, computes in
+// double and rounds each stored element to the result dtype (round_to), so the returned tensor
+// holds only values its dtype can represent.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "layerjit/reference.h"
+
+namespace lj::ref {
+
+// ---- shapes and indexing (tensor.cpp) ----
+
+/// Constant dimensions of a type whose shape has no symbols (asserted).
+std::vector<int64_t> const_dims(const TensorType& t);
+/// A zero-filled tensor of a type whose shape has no symbols.
+HostTensor make_result(const TensorType& t);
+/// Row-major element strides of a shape.
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape);
+/// Axis in [0, rank) for an axis that the shape rules have already range-checked.
+int normalize_axis(int64_t axis, int rank);
+
+/// A shape viewed around one axis as [outer, n, inner]: element (o, i, j) lives at (o * n + i) * inner + j.
+struct AxisView {
+  int64_t outer = 1;
+  int64_t n = 1;
+  int64_t inner = 1;
+};
+AxisView view_around(const std::vector<int64_t>& shape, int axis);
+
+/// Reads an i32 tensor element as an integer (i32 tensors hold integral doubles).
+int64_t as_index(const HostTensor& t, int64_t i);
+
+// ---- families ----
+
+// elementwise.cpp
+enum class BinaryOp { Add, Sub, Mul, Div };
+enum class UnaryOp { Silu, GeluTanh, GeluErf, Relu, Exp, Rsqrt };
+HostTensor binary(BinaryOp op, const HostTensor& a, const HostTensor& b, const TensorType& out);
+HostTensor unary(UnaryOp op, const HostTensor& x, const TensorType& out);
+HostTensor cast(const HostTensor& x, const TensorType& out);
+
+// matmul.cpp
+HostTensor matmul(const HostTensor& x, const HostTensor& w, const TensorType& out);
+
+// norms.cpp
+HostTensor rms_norm(const HostTensor& x, const HostTensor& w, double eps, const TensorType& out);
+HostTensor layer_norm(const HostTensor& x, const HostTensor& w, const HostTensor& b, double eps,
+                      const TensorType& out);
+
+// rope.cpp
+enum class RopeStyle { Half, Interleaved };
+std::vector<HostTensor> rope_table(const HostTensor& pos, int64_t dim, double theta,
+                                   const std::vector<TensorType>& out);
+HostTensor rope(const HostTensor& x, const HostTensor& cos, const HostTensor& sin, RopeStyle style,
+                const TensorType& out);
+
+// reductions.cpp
+enum class ReduceOp { Sum, Max, Mean };
+HostTensor softmax(const HostTensor& x, int64_t axis, const TensorType& out);
+HostTensor reduce(ReduceOp op, const HostTensor& x, int64_t axis, const TensorType& out);
+
+// attention.cpp
+HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
+                     bool causal, std::optional<double> scale, const TensorType& out);
+
+// kv_cache.cpp
+HostTensor kv_cache_write(const HostTensor& cache, const HostTensor& entries, const HostTensor& pos,
+                          const TensorType& out);
+
+// movement.cpp
+HostTensor reshape(const HostTensor& x, const TensorType& out);
+HostTensor transpose(const HostTensor& x, const std::vector<int64_t>& perm, const TensorType& out);
+std::vector<HostTensor> split(const HostTensor& x, int64_t axis, const std::vector<TensorType>& out);
+HostTensor concat(const std::vector<const HostTensor*>& xs, int64_t axis, const TensorType& out);
+
+// quantize.cpp: `axis` empty means one scale for the whole tensor.
+HostTensor quantize(const HostTensor& x, const HostTensor& scale, std::optional<int64_t> axis, const TensorType& out);
+HostTensor dequantize(const HostTensor& x, const HostTensor& scale, std::optional<int64_t> axis,
+                      const TensorType& out);
+
+}  // namespace lj::ref
