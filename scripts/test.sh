@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole CPU test suite, exactly what CI runs (.ci/run calls this):
+#   1. build with -Werror and run every CPU test (unit, errors, filecheck, cli) — GPU tests are
+#      labelled `gpu` and excluded here; they run on a GPU machine through scripts/gpu-check.sh;
+#   2. build with ASan+UBSan and run the unit tests again;
+#   3. fuzz the text parser for a bounded number of inputs.
+# Any failure fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs="${LAYERJIT_JOBS:-$(nproc)}"
+
+scripts/setup.sh
+
+echo "== build (warnings are errors)"
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "$jobs"
+echo "== CPU tests"
+ctest --test-dir build-ci --label-exclude gpu --output-on-failure --no-tests=error -j "$jobs"
+
+echo "== ASan + UBSan build, unit tests"
+cmake --preset asan >/dev/null
+cmake --build --preset asan -j "$jobs"
+ctest --test-dir build-asan --label-regex unit --output-on-failure --no-tests=error -j "$jobs"
+
+if [ -x scripts/fuzz.sh ]; then
+  echo "== parser fuzzing"
+  scripts/fuzz.sh
+fi
+echo "== all CPU tests passed"

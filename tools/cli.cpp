@@ -1,0 +1,113 @@
+// Argument scanning and input loading shared by the CLI subcommands.
+#include "tools/cli.h"
+
+#include <charconv>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "layerjit/llama.h"
+#include "layerjit/text.h"
+
+namespace lj::cli {
+
+void parse_bindings(const std::string& text, Bindings& out) {
+  std::stringstream ss(text);
+  std::string item;
+  bool any = false;
+  while (std::getline(ss, item, ',')) {
+    any = true;
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      throw UsageError{fmt::format("--bind expects SYMBOL=VALUE (e.g. T=7), got '{}'", item)};
+    std::string sym = item.substr(0, eq);
+    std::string val = item.substr(eq + 1);
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
+    if (ec != std::errc() || ptr != val.data() + val.size() || v <= 0)
+      throw UsageError{fmt::format("--bind {}: value must be a positive integer, got '{}'", sym, val)};
+    out.set(sym, v);
+  }
+  if (!any) throw UsageError{"--bind expects SYMBOL=VALUE (e.g. T=7)"};
+}
+
+GraphOptions parse_graph_options(const std::vector<std::string>& args) {
+  GraphOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", flag)};
+      return args[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      o.help = true;
+    } else if (a == "--bind") {
+      parse_bindings(value("--bind"), o.bindings);
+    } else if (a.rfind("--bind=", 0) == 0) {
+      parse_bindings(a.substr(7), o.bindings);
+    } else if (a == "--graph") {
+      o.graph = value("--graph");
+    } else if (a.rfind("--graph=", 0) == 0) {
+      o.graph = a.substr(8);
+    } else if (!a.empty() && a[0] == '-' && a != "-") {
+      throw UsageError{fmt::format("unknown option '{}'", a)};
+    } else if (o.file) {
+      throw UsageError{fmt::format("unexpected argument '{}': only one FILE may be given", a)};
+    } else {
+      o.file = a;
+    }
+  }
+  return o;
+}
+
+namespace {
+std::string g_loaded_source;  // one CLI invocation loads one file
+}  // namespace
+
+const std::string& loaded_source() { return g_loaded_source; }
+
+Module load_module(const GraphOptions& opts) {
+  Module m;
+  if (opts.file && *opts.file == "-") {
+    std::ostringstream ss;
+    ss << std::cin.rdbuf();
+    g_loaded_source = ss.str();
+    m = parse_module(g_loaded_source, "<stdin>");
+  } else if (opts.file) {
+    std::ifstream in(*opts.file, std::ios::binary);
+    LJ_CHECK(in.good(), SourceLoc{}, "cannot read '{}': no such file or not readable", *opts.file);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    g_loaded_source = ss.str();
+    m = parse_module(g_loaded_source, *opts.file);
+  } else {
+    m.graphs.push_back(llama_prefill(LlamaConfig::llama3_8b()));
+    m.graphs.push_back(llama_decode(LlamaConfig::llama3_8b()));
+  }
+  if (opts.graph) {
+    const Graph* g = m.find(*opts.graph);
+    if (!g) {
+      std::string names;
+      for (const auto& x : m.graphs) names += (names.empty() ? "@" : ", @") + x.name();
+      throw UserError(fmt::format("no graph named @{} (the input has {})", *opts.graph, names));
+    }
+    Module one;
+    one.graphs.push_back(*g);
+    return one;
+  }
+  return m;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
+}
+
+}  // namespace lj::cli

@@ -1,0 +1,46 @@
+// Shared pieces of the layerjit CLI: argument scanning, exit codes, loading the input module.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layerjit/graph.h"
+
+namespace lj::cli {
+
+// Exit codes: 0 success, 1 the input is at fault (user error), 2 the command line is at fault.
+constexpr int kExitOk = 0;
+constexpr int kExitUserError = 1;
+constexpr int kExitUsage = 2;
+
+/// A malformed command line; main() prints it with the command's usage and exits 2.
+struct UsageError {
+  std::string message;
+};
+
+/// Options every graph command understands.
+struct GraphOptions {
+  std::optional<std::string> file;   // none: the built-in Llama-3-8B layer
+  std::optional<std::string> graph;  // --graph NAME: only this graph
+  Bindings bindings;                 // --bind T=7,B=2 (repeatable)
+  bool help = false;
+};
+
+/// Scans `args` (after the command name). Unknown flags or malformed values throw UsageError.
+GraphOptions parse_graph_options(const std::vector<std::string>& args);
+
+/// Parses "T=7,B=2" into bindings; throws UsageError on malformed text.
+void parse_bindings(const std::string& text, Bindings& out);
+
+/// The module the options name: the file or the built-in layer, filtered by --graph. Throws UserError.
+Module load_module(const GraphOptions& opts);
+
+/// Text of the file load_module last read ("" for the built-in layer): main() shows the offending
+/// line of a diagnostic from it.
+const std::string& loaded_source();
+
+/// Human-readable byte count: "436.0 MiB".
+std::string format_bytes(double bytes);
+
+}  // namespace lj::cli

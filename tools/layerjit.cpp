@@ -1,0 +1,92 @@
+// The `layerjit` command-line tool: dispatches to one function per subcommand and turns errors into
+// exit codes (1: the input is at fault, 2: the command line is at fault).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "layerjit/text.h"
+#include "tools/commands.h"
+
+namespace {
+
+using lj::cli::kExitOk;
+using lj::cli::kExitUsage;
+using lj::cli::kExitUserError;
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(const std::vector<std::string>&);
+  const char* usage;
+};
+
+const Command kCommands[] = {
+    {"check", "parse and verify a graph file (or the built-in layer); one-line summary", lj::cli::cmd_check,
+     lj::cli::kCheckUsage},
+    {"print", "print graphs in canonical text IR, optionally with symbols bound", lj::cli::cmd_print,
+     lj::cli::kPrintUsage},
+};
+
+void print_help(std::FILE* out) {
+  std::fputs(
+      "layerjit: a JIT kernel compiler for transformer layers on NVIDIA GPUs\n"
+      "\n"
+      "usage: layerjit <command> [options]   (layerjit <command> --help for details)\n"
+      "\n"
+      "commands:\n",
+      out);
+  for (const auto& c : kCommands) std::fprintf(out, "  %-8s %s\n", c.name, c.summary);
+  std::fputs(
+      "\n"
+      "With no FILE, commands use the built-in Llama-3-8B decoder layer (prefill and decode graphs).\n"
+      "Exit codes: 0 success, 1 invalid input, 2 invalid command line.\n",
+      out);
+}
+
+const Command* find_command(const std::string& name) {
+  for (const auto& c : kCommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_help(stderr);
+    return kExitUsage;
+  }
+  std::string name = argv[1];
+  if (name == "-h" || name == "--help" || name == "help") {
+    print_help(stdout);
+    return kExitOk;
+  }
+  if (name == "--version") {
+    std::puts("layerjit 0.1.0");
+    return kExitOk;
+  }
+  const Command* cmd = find_command(name);
+  if (!cmd) {
+    std::fprintf(stderr, "layerjit: unknown command '%s' (see layerjit --help)\n", name.c_str());
+    return kExitUsage;
+  }
+  std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    return cmd->run(args);
+  } catch (const lj::cli::UsageError& e) {
+    std::fprintf(stderr, "layerjit %s: %s\n\n%s", cmd->name, e.message.c_str(), cmd->usage);
+    return kExitUsage;
+  } catch (const lj::UserError& e) {
+    const std::string& src = lj::cli::loaded_source();
+    std::string text = e.loc().known() && !src.empty() ? lj::format_diagnostic(e, src) : e.formatted();
+    if (text.empty() || text.back() != '\n') text += '\n';
+    std::fputs(text.c_str(), stderr);
+    return kExitUserError;
+  } catch (const lj::InternalError& e) {
+    std::fprintf(stderr, "layerjit: %s\n", e.what());
+    return 3;
+  }
+}
