@@ -10,8 +10,10 @@ namespace lj::cli {
 
 extern const char* const kCheckUsage;
 extern const char* const kPrintUsage;
+extern const char* const kPlanUsage;
 
 int cmd_check(const std::vector<std::string>& args);
 int cmd_print(const std::vector<std::string>& args);
+int cmd_plan(const std::vector<std::string>& args);
 
 }  // namespace lj::cli

@@ -28,6 +28,7 @@ const Command kCommands[] = {
      lj::cli::kCheckUsage},
     {"print", "print graphs in canonical text IR, optionally with symbols bound", lj::cli::cmd_print,
      lj::cli::kPrintUsage},
+    {"plan", "show the fusion groups (kernels), their traffic and FLOPs", lj::cli::cmd_plan, lj::cli::kPlanUsage},
 };
 
 void print_help(std::FILE* out) {

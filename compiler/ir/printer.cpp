@@ -6,6 +6,25 @@
 
 namespace lj {
 
+std::string print_node(const Graph& g, NodeId id) {
+  const Node& n = g.node(id);
+  std::string line;
+  for (size_t i = 0; i < n.results.size(); ++i) line += fmt::format("{}%{}", i ? ", " : "", g.value(n.results[i]).name);
+  line += fmt::format(" = {}(", op_name(n.kind));
+  for (size_t i = 0; i < n.operands.size(); ++i) line += fmt::format("{}%{}", i ? ", " : "", g.value(n.operands[i]).name);
+  line += ")";
+  if (!n.attrs.empty()) {
+    line += " {";
+    bool first = true;
+    for (const auto& [k, v] : n.attrs.items()) {
+      line += fmt::format("{}{} = {}", first ? "" : ", ", k, v.str());
+      first = false;
+    }
+    line += "}";
+  }
+  return line;
+}
+
 std::string print_graph(const Graph& g) {
   std::string out = fmt::format("graph @{}(", g.name());
   const auto& ins = g.inputs();
@@ -16,27 +35,11 @@ std::string print_graph(const Graph& g) {
   out += ") -> ";
   for (size_t i = 0; i < g.outputs().size(); ++i) out += (i ? ", " : "") + g.value(g.outputs()[i]).type.str();
   out += " {\n";
-  for (const Node& n : g.nodes()) {
-    std::string line = "  ";
+  for (NodeId id = 0; id < static_cast<NodeId>(g.nodes().size()); ++id) {
+    const Node& n = g.node(id);
     std::string types;
-    for (size_t i = 0; i < n.results.size(); ++i) {
-      const ValueInfo& r = g.value(n.results[i]);
-      line += fmt::format("{}%{}", i ? ", " : "", r.name);
-      types += (i ? ", " : "") + r.type.str();
-    }
-    line += fmt::format(" = {}(", op_name(n.kind));
-    for (size_t i = 0; i < n.operands.size(); ++i) line += fmt::format("{}%{}", i ? ", " : "", g.value(n.operands[i]).name);
-    line += ")";
-    if (!n.attrs.empty()) {
-      line += " {";
-      bool first = true;
-      for (const auto& [k, v] : n.attrs.items()) {
-        line += fmt::format("{}{} = {}", first ? "" : ", ", k, v.str());
-        first = false;
-      }
-      line += "}";
-    }
-    out += fmt::format("{}  // {}\n", line, types);
+    for (size_t i = 0; i < n.results.size(); ++i) types += (i ? ", " : "") + g.value(n.results[i]).type.str();
+    out += fmt::format("  {}  // {}\n", print_node(g, id), types);
   }
   out += "  return ";
   for (size_t i = 0; i < g.outputs().size(); ++i) out += fmt::format("{}%{}", i ? ", " : "", g.value(g.outputs()[i]).name);

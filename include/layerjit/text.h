@@ -11,6 +11,8 @@ namespace lj {
 
 /// Prints one graph. Each result's inferred type follows as a trailing comment.
 std::string print_graph(const Graph& g);
+/// One statement without its type comment: `%h = rms_norm(%x, %w) {eps = 1e-05}`.
+std::string print_node(const Graph& g, NodeId id);
 /// Prints all graphs of a module, separated by a blank line.
 std::string print_module(const Module& m);
 

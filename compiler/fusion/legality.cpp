@@ -1,0 +1,126 @@
+// Fusion legality predicates: op classes, use maps, cycle checks, iteration spaces.
+#include "compiler/fusion/legality.h"
+
+#include <algorithm>
+
+namespace lj {
+
+bool is_view(OpKind k) {
+  switch (k) {
+    case OpKind::Reshape:
+    case OpKind::Split: return true;
+    case OpKind::Matmul:
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Silu:
+    case OpKind::Gelu:
+    case OpKind::Relu:
+    case OpKind::Exp:
+    case OpKind::Rsqrt:
+    case OpKind::Cast:
+    case OpKind::RmsNorm:
+    case OpKind::LayerNorm:
+    case OpKind::RopeTable:
+    case OpKind::Rope:
+    case OpKind::Softmax:
+    case OpKind::Attention:
+    case OpKind::KvCacheWrite:
+    case OpKind::Transpose:
+    case OpKind::Concat:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMean:
+    case OpKind::Quantize:
+    case OpKind::Dequantize: return false;
+  }
+  LJ_ASSERT(false, "unhandled op kind {}", static_cast<int>(k));
+  __builtin_unreachable();
+}
+
+bool is_elementwise(OpKind k) {
+  switch (k) {
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Silu:
+    case OpKind::Gelu:
+    case OpKind::Relu:
+    case OpKind::Exp:
+    case OpKind::Rsqrt:
+    case OpKind::Cast:
+    case OpKind::Dequantize: return true;
+    // Quantize with a per-tensor scale computed elsewhere is pointwise too, but the quantize groups
+    // of the fusion issue compute amax in the same pass, so it stays with row reductions.
+    case OpKind::Quantize:
+    case OpKind::Matmul:
+    case OpKind::RmsNorm:
+    case OpKind::LayerNorm:
+    case OpKind::RopeTable:
+    case OpKind::Rope:
+    case OpKind::Softmax:
+    case OpKind::Attention:
+    case OpKind::KvCacheWrite:
+    case OpKind::Reshape:
+    case OpKind::Transpose:
+    case OpKind::Split:
+    case OpKind::Concat:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMean: return false;
+  }
+  LJ_ASSERT(false, "unhandled op kind {}", static_cast<int>(k));
+  __builtin_unreachable();
+}
+
+bool is_row_reduction(OpKind k) { return k == OpKind::RmsNorm || k == OpKind::LayerNorm || k == OpKind::Softmax; }
+
+UseMap::UseMap(const Graph& g) : users_(g.values().size()), is_output_(g.values().size(), false) {
+  for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
+    for (ValueId v : g.node(n).operands) {
+      auto& u = users_[static_cast<size_t>(v)];
+      if (u.empty() || u.back() != n) u.push_back(n);
+    }
+  }
+  for (ValueId v : g.outputs()) is_output_[static_cast<size_t>(v)] = true;
+}
+
+bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>& group, NodeId candidate) {
+  std::vector<NodeId> members = group;
+  members.push_back(candidate);
+  auto inside = [&](NodeId n) { return std::find(members.begin(), members.end(), n) != members.end(); };
+  // Walk forward from every edge that leaves the would-be group; reaching a member again is a cycle.
+  std::vector<bool> seen(g.nodes().size(), false);
+  std::vector<NodeId> stack;
+  for (NodeId m : members)
+    for (ValueId r : g.node(m).results)
+      for (NodeId u : uses.users(r))
+        if (!inside(u) && !seen[static_cast<size_t>(u)]) {
+          seen[static_cast<size_t>(u)] = true;
+          stack.push_back(u);
+        }
+  while (!stack.empty()) {
+    NodeId n = stack.back();
+    stack.pop_back();
+    for (ValueId r : g.node(n).results) {
+      for (NodeId u : uses.users(r)) {
+        if (inside(u)) return true;
+        if (!seen[static_cast<size_t>(u)]) {
+          seen[static_cast<size_t>(u)] = true;
+          stack.push_back(u);
+        }
+      }
+    }
+  }
+  return false;
+}
+
+bool same_iteration_space(const Graph& g, NodeId a, NodeId b) {
+  const TensorType& ta = g.value(g.node(a).results[0]).type;
+  const TensorType& tb = g.value(g.node(b).results[0]).type;
+  return ta.shape == tb.shape;
+}
+
+}  // namespace lj

@@ -1,0 +1,37 @@
+// Named predicates behind every fusion decision, so `layerjit plan` can say why.
+#pragma once
+
+#include <vector>
+
+#include "layerjit/graph.h"
+
+namespace lj {
+
+/// Reshape and split produce aliases of their input (no kernel, no traffic).
+bool is_view(OpKind k);
+/// Pointwise ops a fused elementwise kernel can evaluate per element (with broadcast operands).
+bool is_elementwise(OpKind k);
+/// Row-wise reductions over the last axis that a row kernel computes in one pass.
+bool is_row_reduction(OpKind k);
+
+/// Users of every value (node ids, in graph order) and whether it is a graph output.
+class UseMap {
+ public:
+  explicit UseMap(const Graph& g);
+  const std::vector<NodeId>& users(ValueId v) const { return users_[static_cast<size_t>(v)]; }
+  bool is_output(ValueId v) const { return is_output_[static_cast<size_t>(v)]; }
+
+ private:
+  std::vector<std::vector<NodeId>> users_;
+  std::vector<bool> is_output_;
+};
+
+/// Would adding `candidate` to `group` create a cycle between groups? True if a path leaves the
+/// group (or the candidate) through an outside node and comes back in.
+bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>& group, NodeId candidate);
+
+/// Same output shape: an elementwise node may join a producer's group only if it does not
+/// broadcast the producer's result into a larger iteration space.
+bool same_iteration_space(const Graph& g, NodeId a, NodeId b);
+
+}  // namespace lj

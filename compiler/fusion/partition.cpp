@@ -1,0 +1,246 @@
+// plan_fusion: covers a graph with fusion groups by pattern, largest first:
+//   1. RoPE: a rope_table, every rope using its tables, and every kv_cache_write at the same
+//      positions (one kernel computes the angles, rotates q and k, writes the caches);
+//   2. row reductions (rms_norm, layer_norm, softmax) with an elementwise prologue of the same shape
+//      (the residual add) and an elementwise/cast epilogue;
+//   3. maximal elementwise chains over one iteration space (SwiGLU: silu(gate) * up);
+//   4. every other op alone (matmul and attention get their own kernels; later issues fuse into them).
+// Views (reshape, split) are aliases and get no kernel. Group order is a topological order of the
+// group graph with ties broken by the first node, so plans are deterministic.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "compiler/fusion/fusion_group.h"
+#include "compiler/fusion/legality.h"
+
+namespace lj {
+
+namespace {
+
+constexpr int kUnassigned = -1;
+
+class Partitioner {
+ public:
+  Partitioner(const Graph& g, const FusionOptions& o) : g_(g), opts_(o), uses_(g), owner_(g.nodes().size(), kUnassigned) {}
+
+  FusionPlan run() {
+    FusionPlan plan;
+    plan.fused = opts_.fuse;
+    for (NodeId n = 0; n < num_nodes(); ++n)
+      if (is_view(kind(n))) plan.views.push_back(n);
+    if (opts_.fuse) {
+      for (NodeId n = 0; n < num_nodes(); ++n)
+        if (kind(n) == OpKind::RopeTable && owner(n) == kUnassigned) grow_rope(n);
+      for (NodeId n = 0; n < num_nodes(); ++n)
+        if (is_row_reduction(kind(n)) && owner(n) == kUnassigned) grow_row_reduction(n);
+      for (NodeId n = 0; n < num_nodes(); ++n)
+        if (is_elementwise(kind(n)) && owner(n) == kUnassigned) grow_elementwise(n);
+    }
+    for (NodeId n = 0; n < num_nodes(); ++n)
+      if (!is_view(kind(n)) && owner(n) == kUnassigned) single(n);
+    plan.groups = order_and_finish();
+    return plan;
+  }
+
+ private:
+  NodeId num_nodes() const { return static_cast<NodeId>(g_.nodes().size()); }
+  OpKind kind(NodeId n) const { return g_.node(n).kind; }
+  int owner(NodeId n) const { return owner_[static_cast<size_t>(n)]; }
+  NodeId producer(ValueId v) const { return g_.value(v).producer; }
+  std::string vname(ValueId v) const { return "%" + g_.value(v).name; }
+  std::string nname(NodeId n) const { return vname(g_.node(n).results[0]); }
+
+  int new_group(GroupKind k, NodeId first) {
+    FusionGroup grp;
+    grp.id = static_cast<int>(groups_.size());
+    grp.kind = k;
+    groups_.push_back(std::move(grp));
+    add(static_cast<int>(groups_.size()) - 1, first);
+    return static_cast<int>(groups_.size()) - 1;
+  }
+  void add(int gid, NodeId n) {
+    owner_[static_cast<size_t>(n)] = gid;
+    groups_[static_cast<size_t>(gid)].nodes.push_back(n);
+  }
+  const std::vector<NodeId>& members(int gid) const { return groups_[static_cast<size_t>(gid)].nodes; }
+  void note(int gid, std::string why) { groups_[static_cast<size_t>(gid)].why.push_back(std::move(why)); }
+
+  // Adds n to group gid if it is free and no cycle results; records the decision either way.
+  bool try_absorb(int gid, NodeId n, const std::string& what) {
+    if (owner(n) != kUnassigned) return false;
+    if (creates_cycle(g_, uses_, members(gid), n)) {
+      note(gid, fmt::format("not absorbed {} = {} ({}): would create a cycle between kernels", nname(n), op_name(kind(n)), what));
+      return false;
+    }
+    add(gid, n);
+    note(gid, fmt::format("absorbed {} = {} ({})", nname(n), op_name(kind(n)), what));
+    return true;
+  }
+
+  void grow_rope(NodeId table) {
+    int gid = new_group(GroupKind::RopeKvWrite, table);
+    note(gid, fmt::format("cos/sin tables computed in-kernel from {}, never stored", vname(g_.node(table).operands[0])));
+    const Node& t = g_.node(table);
+    ValueId pos = t.operands[0];
+    for (ValueId r : t.results)
+      for (NodeId u : uses_.users(r))
+        if (kind(u) == OpKind::Rope) try_absorb(gid, u, "rotation");
+    for (NodeId u : uses_.users(pos))
+      if (kind(u) == OpKind::KvCacheWrite && g_.node(u).operands[2] == pos) try_absorb(gid, u, "cache write at the same positions");
+  }
+
+  void grow_row_reduction(NodeId red) {
+    int gid = new_group(GroupKind::RowReduce, red);
+    // Prologue: elementwise producers of the reduced operand with the same shape (residual add).
+    ValueId x = g_.node(red).operands[0];
+    NodeId p = producer(x);
+    if (p >= 0 && is_elementwise(kind(p)) && g_.value(g_.node(p).results[0]).type.shape == g_.value(x).type.shape)
+      try_absorb(gid, p, "prologue");
+    // Epilogue: a single elementwise or cast consumer of the result over the same shape.
+    ValueId y = g_.node(red).results[0];
+    const auto& users = uses_.users(y);
+    if (users.size() == 1 && !uses_.is_output(y)) {
+      NodeId u = users[0];
+      if ((is_elementwise(kind(u)) || kind(u) == OpKind::Quantize) && same_iteration_space(g_, red, u))
+        try_absorb(gid, u, "epilogue");
+    }
+  }
+
+  void grow_elementwise(NodeId seed) {
+    int gid = new_group(GroupKind::Elementwise, seed);
+    // Grow to a fixed point over producers and consumers in the same iteration space.
+    for (bool changed = true; changed;) {
+      changed = false;
+      std::vector<NodeId> current = members(gid);
+      for (NodeId m : current) {
+        for (ValueId v : g_.node(m).operands) {
+          NodeId p = producer(v);
+          if (p >= 0 && is_elementwise(kind(p)) && same_iteration_space(g_, p, seed))
+            changed |= try_absorb(gid, p, "producer");
+        }
+        for (ValueId r : g_.node(m).results)
+          for (NodeId u : uses_.users(r))
+            if (is_elementwise(kind(u)) && same_iteration_space(g_, u, seed)) changed |= try_absorb(gid, u, "consumer");
+      }
+    }
+  }
+
+  void single(NodeId n) {
+    GroupKind k = GroupKind::Copy;
+    switch (kind(n)) {
+      case OpKind::Matmul: k = GroupKind::Matmul; break;
+      case OpKind::Attention: k = GroupKind::Attention; break;
+      case OpKind::RmsNorm:
+      case OpKind::LayerNorm:
+      case OpKind::Softmax:
+      case OpKind::Quantize: k = GroupKind::RowReduce; break;
+      case OpKind::RopeTable:
+      case OpKind::Rope: k = GroupKind::RopeKvWrite; break;
+      case OpKind::ReduceSum:
+      case OpKind::ReduceMax:
+      case OpKind::ReduceMean: k = GroupKind::Reduce; break;
+      case OpKind::Add:
+      case OpKind::Sub:
+      case OpKind::Mul:
+      case OpKind::Div:
+      case OpKind::Silu:
+      case OpKind::Gelu:
+      case OpKind::Relu:
+      case OpKind::Exp:
+      case OpKind::Rsqrt:
+      case OpKind::Cast:
+      case OpKind::Dequantize: k = GroupKind::Elementwise; break;
+      case OpKind::KvCacheWrite:
+      case OpKind::Transpose:
+      case OpKind::Concat: k = GroupKind::Copy; break;
+      case OpKind::Reshape:
+      case OpKind::Split: LJ_ASSERT(false, "views get no group"); break;
+    }
+    int gid = new_group(k, n);
+    if (!opts_.fuse) note(gid, "--no-fuse: one kernel per op");
+  }
+
+  // Computes inputs/outputs/internals and orders groups topologically (ties: first node).
+  std::vector<FusionGroup> order_and_finish() {
+    // A value's home group: its producer's group, looking through views to what they alias.
+    auto home = [&](ValueId v) -> int {
+      for (;;) {
+        NodeId p = producer(v);
+        if (p < 0) return kUnassigned;
+        if (!is_view(kind(p))) return owner(p);
+        v = g_.node(p).operands[0];
+      }
+    };
+    for (auto& grp : groups_) std::sort(grp.nodes.begin(), grp.nodes.end());
+    // Dependencies between groups.
+    std::vector<std::set<int>> deps(groups_.size());
+    for (auto& grp : groups_)
+      for (NodeId n : grp.nodes)
+        for (ValueId v : g_.node(n).operands) {
+          int h = home(v);
+          if (h != kUnassigned && h != grp.id) deps[static_cast<size_t>(grp.id)].insert(h);
+        }
+    std::vector<int> order;
+    std::vector<bool> done(groups_.size(), false);
+    while (order.size() < groups_.size()) {
+      int best = kUnassigned;
+      for (const auto& grp : groups_) {
+        if (done[static_cast<size_t>(grp.id)]) continue;
+        bool ready = true;
+        for (int d : deps[static_cast<size_t>(grp.id)]) ready = ready && done[static_cast<size_t>(d)];
+        if (ready && (best == kUnassigned || grp.nodes.front() < members(best).front())) best = grp.id;
+      }
+      LJ_ASSERT(best != kUnassigned, "fusion groups of @{} form a cycle", g_.name());
+      done[static_cast<size_t>(best)] = true;
+      order.push_back(best);
+    }
+    std::vector<FusionGroup> out;
+    for (int old : order) {
+      FusionGroup grp = groups_[static_cast<size_t>(old)];
+      grp.id = static_cast<int>(out.size());
+      fill_io(grp, old);
+      out.push_back(std::move(grp));
+    }
+    return out;
+  }
+
+  void fill_io(FusionGroup& grp, int gid) {
+    auto in_group = [&](NodeId n) { return n >= 0 && owner(n) == gid; };
+    for (NodeId n : grp.nodes) {
+      for (ValueId v : g_.node(n).operands)
+        if (!in_group(producer(v)) && std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end())
+          grp.inputs.push_back(v);
+      for (ValueId r : g_.node(n).results) {
+        bool escapes = uses_.is_output(r);
+        for (NodeId u : uses_.users(r)) escapes = escapes || !in_group(u);
+        (escapes ? grp.outputs : grp.internal).push_back(r);
+      }
+    }
+  }
+
+  const Graph& g_;
+  FusionOptions opts_;
+  UseMap uses_;
+  std::vector<int> owner_;
+  std::vector<FusionGroup> groups_;
+};
+
+}  // namespace
+
+std::string_view group_kind_name(GroupKind k) {
+  switch (k) {
+#define LJ_X(id, name) \
+  case GroupKind::id: return name;
+    LJ_GROUP_KINDS(LJ_X)
+#undef LJ_X
+  }
+  LJ_ASSERT(false, "unhandled group kind {}", static_cast<int>(k));
+  __builtin_unreachable();
+}
+
+FusionPlan plan_fusion(const Graph& g, const FusionOptions& opts) { return Partitioner(g, opts).run(); }
+
+}  // namespace lj

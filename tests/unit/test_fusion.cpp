@@ -1,0 +1,135 @@
+// Fusion planner invariants: coverage, determinism, the unfused baseline, group boundaries.
+#include <algorithm>
+
+#include <catch2/catch.hpp>
+
+#include "compiler/fusion/fusion_group.h"
+#include "compiler/fusion/legality.h"
+#include "layerjit/builder.h"
+#include "layerjit/llama.h"
+#include "layerjit/text.h"
+
+using namespace lj;
+
+namespace {
+// Every node is in exactly one group or is a view.
+void check_cover(const Graph& g, const FusionPlan& p) {
+  std::vector<int> seen(g.nodes().size(), 0);
+  for (const auto& grp : p.groups)
+    for (NodeId n : grp.nodes) ++seen[static_cast<size_t>(n)];
+  for (NodeId n : p.views) ++seen[static_cast<size_t>(n)];
+  for (size_t i = 0; i < seen.size(); ++i) CHECK(seen[i] == 1);
+}
+
+// Each group's inputs are produced by earlier groups (through views) or are graph inputs.
+void check_order(const Graph& g, const FusionPlan& p) {
+  std::vector<int> group_of(g.nodes().size(), -1);
+  for (const auto& grp : p.groups)
+    for (NodeId n : grp.nodes) group_of[static_cast<size_t>(n)] = grp.id;
+  for (const auto& grp : p.groups) {
+    for (ValueId v : grp.inputs) {
+      ValueId src = v;
+      while (g.value(src).producer >= 0 && is_view(g.node(g.value(src).producer).kind))
+        src = g.node(g.value(src).producer).operands[0];
+      NodeId prod = g.value(src).producer;
+      if (prod >= 0) CHECK(group_of[static_cast<size_t>(prod)] < grp.id);
+    }
+  }
+}
+
+std::vector<Graph> llama_graphs() {
+  return {llama_prefill(LlamaConfig::llama3_8b()), llama_decode(LlamaConfig::llama3_8b()),
+          llama_prefill(LlamaConfig::small()), llama_decode(LlamaConfig::small())};
+}
+}  // namespace
+
+TEST_CASE("fused plans cover every node once, in a valid order", "[fusion]") {
+  for (const Graph& g : llama_graphs()) {
+    FusionPlan p = plan_fusion(g);
+    check_cover(g, p);
+    check_order(g, p);
+  }
+}
+
+TEST_CASE("unfused plans have one group per non-view op", "[fusion]") {
+  for (const Graph& g : llama_graphs()) {
+    FusionPlan p = plan_fusion(g, FusionOptions{false});
+    check_cover(g, p);
+    check_order(g, p);
+    for (const auto& grp : p.groups) CHECK(grp.nodes.size() == 1);
+    CHECK(p.groups.size() + p.views.size() == g.nodes().size());
+  }
+}
+
+TEST_CASE("plans are deterministic", "[fusion]") {
+  Graph g = llama_decode(LlamaConfig::llama3_8b());
+  Bindings b;
+  b.set("B", 4);
+  b.set("C", 100);
+  CHECK(print_plan(g, plan_fusion(g), b) == print_plan(g, plan_fusion(g), b));
+}
+
+TEST_CASE("fusion never moves more bytes than the unfused plan", "[fusion]") {
+  Bindings b;
+  b.set("T", 33);
+  b.set("B", 3);
+  b.set("C", 77);
+  for (const Graph& g : llama_graphs()) {
+    double fused = 0, unfused = 0;
+    for (const auto& grp : plan_fusion(g).groups) fused += group_cost(g, grp, b).bytes;
+    for (const auto& grp : plan_fusion(g, FusionOptions{false}).groups) unfused += group_cost(g, grp, b).bytes;
+    CHECK(fused < unfused);
+  }
+}
+
+TEST_CASE("internal values are used only inside their group", "[fusion]") {
+  Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  UseMap uses(g);
+  for (const auto& grp : plan_fusion(g).groups) {
+    for (ValueId v : grp.internal) {
+      CHECK_FALSE(uses.is_output(v));
+      for (NodeId u : uses.users(v)) CHECK(std::find(grp.nodes.begin(), grp.nodes.end(), u) != grp.nodes.end());
+    }
+  }
+}
+
+TEST_CASE("a returned value is written even when its only user is in the group", "[fusion]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::F32, {8});
+  auto a = b.silu(x).named("a");
+  auto c = b.relu(a).named("c");
+  Graph g = b.finish({a, c});
+  FusionPlan p = plan_fusion(g);
+  REQUIRE(p.groups.size() == 1);
+  CHECK(p.groups[0].outputs == std::vector<ValueId>{a.id(), c.id()});
+  CHECK(p.groups[0].internal.empty());
+}
+
+TEST_CASE("elementwise ops over different iteration spaces stay apart", "[fusion]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::F32, {4, 8});
+  auto s = b.input("s", DType::F32, {8});
+  auto e = b.exp(s).named("e");       // iterates over [8]
+  auto y = b.mul(x, e).named("y");    // iterates over [4, 8]: would recompute e per row
+  Graph g = b.finish({y});
+  CHECK(plan_fusion(g).groups.size() == 2);
+}
+
+TEST_CASE("cycle detection sees paths through other groups", "[fusion]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::F32, {4, 8});
+  auto w = b.param("w", DType::F32, {8, 8});
+  auto a = b.silu(x);
+  auto m = b.matmul(a, w);
+  auto c = b.add(a, m);
+  Graph g = b.finish({c});
+  UseMap uses(g);
+  CHECK(creates_cycle(g, uses, {0}, 2));        // silu + add around the matmul
+  CHECK_FALSE(creates_cycle(g, uses, {0}, 1));  // silu + matmul
+}
+
+TEST_CASE("group kind names", "[fusion]") {
+  CHECK(group_kind_name(GroupKind::RopeKvWrite) == "rope_kv_write");
+  CHECK(group_kind_name(GroupKind::RowReduce) == "row_reduce");
+  CHECK(group_kind_name(GroupKind::Elementwise) == "elementwise");
+}
