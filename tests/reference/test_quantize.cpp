@@ -84,7 +84,7 @@ TEST_CASE("quantize saturates to the format's range", "[quantize]") {
   CHECK(run1(OpKind::Quantize, {&big, &one}, attrs({{"dtype", DType::F8E5M2}})).data[0] == 57344);
 }
 
-TEST_CASE("dequantize rounds x * scale to the result dtype", "[quantize]") {
+TEST_CASE("dequantize rounds x times scale to the result dtype", "[quantize]") {
   HostTensor q = tensor(DType::I8, {3}, {3, -127, 1});
   HostTensor scale = tensor(DType::F32, {}, {1.0 + 0x1p-20});
   HostTensor y = run1(OpKind::Dequantize, {&q, &scale}, attrs({{"dtype", DType::BF16}}));

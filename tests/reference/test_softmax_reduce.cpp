@@ -94,7 +94,7 @@ TEST_CASE("reduce_max along the last axis and reduce_mean along the first", "[re
     for (int k = 0; k < 4; ++k) CHECK(mean.data[static_cast<size_t>(j * 4 + k)] == -(50 + 10 * j + k));
 }
 
-TEST_CASE("reduce_max propagates NaN; reduce_sum rounds to the dtype", "[reduce]") {
+TEST_CASE("reduce_max propagates NaN and reduce_sum rounds to the dtype", "[reduce]") {
   HostTensor x = tensor(DType::F32, {2, 3}, {1.0, NAN, 3.0, -1.0, -2.0, -0.5});
   HostTensor mx = run1(OpKind::ReduceMax, {&x}, attrs({{"axis", 1}}));
   CHECK(std::isnan(mx.data[0]));

@@ -44,7 +44,7 @@ TEST_CASE("fill_uniform is deterministic per seed and differs across seeds", "[t
   CHECK(a.data != c.data);
 }
 
-TEST_CASE("fill_uniform stays in [lo, hi), is rounded, and covers the range", "[tensor]") {
+TEST_CASE("fill_uniform stays below hi and at or above lo, is rounded, and covers the range", "[tensor]") {
   for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F8E4M3, DType::F8E5M2}) {
     HostTensor t(dt, {4001});
     fill_uniform(t, 7, -2.0, 3.0);
