@@ -11,9 +11,11 @@ namespace lj::cli {
 extern const char* const kCheckUsage;
 extern const char* const kPrintUsage;
 extern const char* const kPlanUsage;
+extern const char* const kInspectUsage;
 
 int cmd_check(const std::vector<std::string>& args);
 int cmd_print(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
+int cmd_inspect(const std::vector<std::string>& args);
 
 }  // namespace lj::cli

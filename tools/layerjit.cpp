@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"print", "print graphs in canonical text IR, optionally with symbols bound", lj::cli::cmd_print,
      lj::cli::kPrintUsage},
     {"plan", "show the fusion groups (kernels), their traffic and FLOPs", lj::cli::cmd_plan, lj::cli::kPlanUsage},
+    {"inspect", "print the generated CUDA C++ of one fusion group", lj::cli::cmd_inspect, lj::cli::kInspectUsage},
 };
 
 void print_help(std::FILE* out) {

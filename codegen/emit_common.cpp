@@ -1,0 +1,203 @@
+// Emitter machinery shared by every group kind.
+#include "codegen/emit_common.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "layerjit/text.h"
+
+namespace lj {
+
+const char* c_type(DType t) {
+  switch (t) {
+    case DType::F32: return "float";
+    case DType::F16: return "lj_f16";
+    case DType::BF16: return "lj_bf16";
+    case DType::F8E4M3: return "lj_e4m3";
+    case DType::F8E5M2: return "lj_e5m2";
+    case DType::I8: return "signed char";
+    case DType::I32: return "int";
+  }
+  LJ_ASSERT(false, "unhandled dtype {}", static_cast<int>(t));
+  __builtin_unreachable();
+}
+
+std::string ident(std::string_view value_name) {
+  std::string out;
+  for (char c : value_name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+KernelContext::KernelContext(const Graph& g, const FusionGroup& grp) : g_(g), grp_(grp), layouts_(compute_layouts(g)) {}
+
+std::string KernelContext::kernel_name() const {
+  return fmt::format("lj_{}_g{}_{}", ident(g_.name()), grp_.id, group_kind_name(grp_.kind));
+}
+
+std::string KernelContext::buffer_param(ValueId v, bool written) {
+  ValueId buf = layout(v).buffer;
+  for (auto& p : params_) {
+    if (p.kind == KernelParam::Kind::Buffer && p.buffer == buf) {
+      p.written = p.written || written;
+      return p.name;
+    }
+  }
+  KernelParam p;
+  p.kind = KernelParam::Kind::Buffer;
+  p.name = "p_" + ident(g_.value(buf).name);
+  p.buffer = buf;
+  p.dtype = g_.value(buf).type.dtype;
+  p.written = written;
+  params_.push_back(p);
+  return p.name;
+}
+
+void KernelContext::add_symbol_params() {
+  std::vector<std::string> used;
+  auto note = [&](const Shape& s) {
+    for (const Dim& d : s)
+      if (d.is_symbol() && std::find(used.begin(), used.end(), d.symbol()) == used.end()) used.push_back(d.symbol());
+  };
+  for (NodeId n : grp_.nodes) {
+    for (ValueId v : g_.node(n).operands) note(g_.value(v).type.shape);
+    for (ValueId v : g_.node(n).results) note(g_.value(v).type.shape);
+  }
+  // Graph order of symbols, so the ABI does not depend on which op mentions a symbol first.
+  for (const auto& s : g_.symbols()) {
+    if (std::find(used.begin(), used.end(), s) == used.end()) continue;
+    KernelParam p;
+    p.kind = KernelParam::Kind::Symbol;
+    p.name = s;
+    p.symbol = s;
+    p.dtype = DType::I32;
+    params_.push_back(p);
+  }
+}
+
+std::string KernelContext::signature(int threads) const {
+  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", threads, kernel_name());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const KernelParam& p = params_[i];
+    std::string decl = p.kind == KernelParam::Kind::Symbol
+                           ? fmt::format("const lj_i64 {}", p.name)
+                           : fmt::format("{}{}* __restrict__ {}", p.written ? "" : "const ", c_type(p.dtype), p.name);
+    out += fmt::format("\n    {}{}", decl, i + 1 < params_.size() ? "," : ")");
+  }
+  if (params_.empty()) out += ")";
+  return out;
+}
+
+std::string KernelContext::address(ValueId v, const Shape& space, const std::vector<std::string>& coords) const {
+  const TensorLayout& l = layout(v);
+  const Shape& s = g_.value(v).type.shape;
+  const size_t shift = space.size() - s.size();
+  std::string out;
+  if (l.offset.constant != 0) out = product_expr(l.offset);
+  for (size_t k = 0; k < s.size(); ++k) {
+    if (s[k].is_const() && s[k].value() == 1 && !(space[k + shift].is_const() && space[k + shift].value() == 1)) continue;
+    const DimProduct& st = l.strides[k];
+    std::string term = st.symbols.empty() && st.constant == 1 ? coords[k + shift]
+                                                              : fmt::format("{} * {}", coords[k + shift], product_expr(st));
+    out += (out.empty() ? "" : " + ") + term;
+  }
+  return out.empty() ? "0" : out;
+}
+
+bool KernelContext::varies_innermost(ValueId v, const Shape& space) const {
+  const Shape& s = g_.value(v).type.shape;
+  if (s.empty()) return false;
+  const Dim& d = s.back();
+  return !(d.is_const() && d.value() == 1) || (space.back().is_const() && space.back().value() == 1);
+}
+
+int KernelContext::vector_width(const std::vector<ValueId>& values, const Shape& space, int max_width) const {
+  if (space.empty() || !space.back().is_const()) return 1;
+  const int64_t inner = space.back().value();
+  for (int w = max_width; w > 1; w /= 2) {
+    if (inner % w != 0) continue;
+    bool ok = true;
+    for (ValueId v : values) {
+      if (!varies_innermost(v, space)) continue;
+      const TensorLayout& l = layout(v);
+      const DimProduct& inner_stride = l.strides.back();
+      ok = ok && inner_stride.symbols.empty() && inner_stride.constant == 1 && l.offset.constant % w == 0;
+      for (size_t k = 0; k + 1 < l.strides.size(); ++k) ok = ok && l.strides[k].constant % w == 0;
+    }
+    if (ok) return w;
+  }
+  return 1;
+}
+
+void KernelContext::header_comment(SourceWriter& w) const {
+  w.comment(fmt::format("{}: fusion group {} of @{} ({}), generated by layerjit", kernel_name(), grp_.id, g_.name(),
+                        group_kind_name(grp_.kind)));
+  w.comment("Implements:");
+  for (NodeId n : grp_.nodes) w.comment(fmt::format("  {}", print_node(g_, n)));
+  std::string reads, writes, keeps;
+  for (ValueId v : grp_.inputs) reads += (reads.empty() ? "%" : ", %") + g_.value(v).name;
+  for (ValueId v : grp_.outputs) writes += (writes.empty() ? "%" : ", %") + g_.value(v).name;
+  for (ValueId v : grp_.internal) keeps += (keeps.empty() ? "%" : ", %") + g_.value(v).name;
+  w.comment(fmt::format("Reads {}; writes {}{}", reads.empty() ? "nothing" : reads, writes,
+                        keeps.empty() ? "" : "; keeps on chip " + keeps));
+}
+
+std::string rounded_expr(DType t, const std::string& expr) {
+  if (t == DType::F32) return expr;
+  return fmt::format("lj_to_float(lj_from_float<{}>({}))", c_type(t), expr);
+}
+
+std::string pointwise_expr(const Node& n, const std::vector<std::string>& a) {
+  switch (n.kind) {
+    case OpKind::Add: return fmt::format("{} + {}", a[0], a[1]);
+    case OpKind::Sub: return fmt::format("{} - {}", a[0], a[1]);
+    case OpKind::Mul: return fmt::format("{} * {}", a[0], a[1]);
+    case OpKind::Div: return fmt::format("{} / {}", a[0], a[1]);
+    case OpKind::Silu: return fmt::format("lj_silu({})", a[0]);
+    case OpKind::Gelu:
+      return n.attrs.get_string("approx") == "tanh" ? fmt::format("lj_gelu_tanh({})", a[0]) : fmt::format("lj_gelu_erf({})", a[0]);
+    case OpKind::Relu: return fmt::format("lj_relu({})", a[0]);
+    case OpKind::Exp: return fmt::format("__expf({})", a[0]);
+    case OpKind::Rsqrt: return fmt::format("lj_rsqrt({})", a[0]);
+    // A cast inside a fused kernel rounds through the target type, so the value matches what an
+    // unfused cast would have stored.
+    case OpKind::Cast: return fmt::format("lj_to_float(lj_from_float<{}>({}))", c_type(n.attrs.get_dtype("dtype")), a[0]);
+    case OpKind::Dequantize: return fmt::format("{} * {}", a[0], a[1]);
+    case OpKind::Quantize:
+      return fmt::format("lj_to_float(lj_from_float<{}>({} / {}))", c_type(n.attrs.get_dtype("dtype")), a[0], a[1]);
+    case OpKind::Matmul:
+    case OpKind::RmsNorm:
+    case OpKind::LayerNorm:
+    case OpKind::RopeTable:
+    case OpKind::Rope:
+    case OpKind::Softmax:
+    case OpKind::Attention:
+    case OpKind::KvCacheWrite:
+    case OpKind::Reshape:
+    case OpKind::Transpose:
+    case OpKind::Split:
+    case OpKind::Concat:
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMean: break;
+  }
+  LJ_ASSERT(false, "{} is not a pointwise op", op_name(n.kind));
+  __builtin_unreachable();
+}
+
+std::vector<std::string> emit_coords(SourceWriter& w, const Shape& space, const std::string& flat, const std::string& stem) {
+  std::vector<std::string> c(space.size());
+  if (space.empty()) return c;
+  std::string rest = flat;
+  for (size_t k = space.size(); k-- > 1;) {
+    c[k] = fmt::format("{}{}", stem, k);
+    const std::string dim = product_expr(dim_as_product(space[k]));
+    w.line("const lj_i64 {} = {} % {};", c[k], rest, dim);
+    std::string q = fmt::format("{}q{}", stem, k);
+    w.line("const lj_i64 {} = {} / {};", q, rest, dim);
+    rest = q;
+  }
+  c[0] = rest;
+  return c;
+}
+
+}  // namespace lj

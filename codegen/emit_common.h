@@ -1,0 +1,68 @@
+// Shared machinery of the emitters: kernel parameters, C++ spellings of dtypes, addresses of
+// (possibly strided, possibly broadcast) operands, and pointwise op expressions.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "codegen/source_writer.h"
+#include "codegen/tensor_layout.h"
+
+namespace lj {
+
+/// Storage type of a dtype in device code: lj_bf16, float, ...
+const char* c_type(DType t);
+
+/// A C++ identifier for a value name (names may contain '.' or start with a digit).
+std::string ident(std::string_view value_name);
+
+class KernelContext {
+ public:
+  KernelContext(const Graph& g, const FusionGroup& grp);
+
+  const Graph& graph() const { return g_; }
+  const FusionGroup& group() const { return grp_; }
+  const TensorLayout& layout(ValueId v) const { return layouts_[static_cast<size_t>(v)]; }
+  std::string kernel_name() const;
+
+  /// Registers the buffer behind `v` as a parameter (once) and returns its C++ name.
+  std::string buffer_param(ValueId v, bool written);
+  /// The symbols of every shape the kernel touches become int64 parameters.
+  void add_symbol_params();
+  const std::vector<KernelParam>& params() const { return params_; }
+  /// "extern \"C\" __global__ void name(params...)" with __launch_bounds__.
+  std::string signature(int threads) const;
+
+  /// Element offset of `v` at the iteration coordinates `coords` (one C++ expression per dim of the
+  /// iteration space `space`; `v`'s dims align right, size-1 dims broadcast).
+  std::string address(ValueId v, const Shape& space, const std::vector<std::string>& coords) const;
+  /// True if `v` varies along the innermost dim of `space` (false: broadcast along it).
+  bool varies_innermost(ValueId v, const Shape& space) const;
+  /// Largest vector width (elements) <= max_width for which every listed value's innermost run is
+  /// contiguous and aligned: stride 1, offset and other strides multiples of the width.
+  int vector_width(const std::vector<ValueId>& values, const Shape& space, int max_width) const;
+
+  /// Header comment listing the IR nodes the kernel implements.
+  void header_comment(SourceWriter& w) const;
+
+ private:
+  const Graph& g_;
+  const FusionGroup& grp_;
+  std::vector<TensorLayout> layouts_;
+  std::vector<KernelParam> params_;
+};
+
+/// `expr` rounded through dtype `t` (unchanged for f32): fused kernels keep every intermediate at
+/// its IR dtype, so a fused group computes exactly what the unfused ops would store.
+std::string rounded_expr(DType t, const std::string& expr);
+
+/// The fp32 expression of a pointwise node over its operands' register expressions.
+std::string pointwise_expr(const Node& n, const std::vector<std::string>& operands);
+
+/// Emits `coords[i]` for the flattened index `flat` of `space` (innermost first; the outermost
+/// takes the quotient). Returns the coordinate variable names.
+std::vector<std::string> emit_coords(SourceWriter& w, const Shape& space, const std::string& flat, const std::string& stem);
+
+}  // namespace lj

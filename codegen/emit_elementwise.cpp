@@ -1,0 +1,86 @@
+// Elementwise groups: one pass over the output's iteration space, V consecutive elements per thread
+// (16-byte accesses where alignment is proven), every intermediate kept in fp32 registers.
+#include <algorithm>
+
+#include "codegen/emit_common.h"
+#include "codegen/emitters.h"
+#include "layerjit/text.h"
+
+namespace lj {
+
+GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const EmitOptions&) {
+  KernelContext ctx(g, grp);
+  const Shape space = g.value(g.node(grp.nodes.back()).results[0]).type.shape;
+  constexpr int kThreads = 256;
+
+  // Vector width: 16 bytes of the widest stored or loaded dtype, where every access allows it.
+  int widest = 1;
+  std::vector<ValueId> accessed = grp.inputs;
+  accessed.insert(accessed.end(), grp.outputs.begin(), grp.outputs.end());
+  for (ValueId v : accessed) widest = std::max(widest, dtype_bytes(g.value(v).type.dtype));
+  const int vec = ctx.vector_width(accessed, space, 16 / widest);
+
+  for (ValueId v : grp.inputs) ctx.buffer_param(v, false);
+  for (ValueId v : grp.outputs) ctx.buffer_param(v, true);
+  ctx.add_symbol_params();
+
+  SourceWriter w;
+  ctx.header_comment(w);
+  w.line("#include \"layerjit/vec.cuh\"");
+  w.line("#include \"layerjit/math.cuh\"");
+  w.blank();
+  {
+    auto fn = w.scope(ctx.signature(kThreads));
+    w.line("constexpr int V = {};  // elements per thread and access", vec);
+    w.line("const lj_i64 n = {};", product_expr(dim_product(space)));
+    auto loop = w.scope("for (lj_i64 e = ((lj_i64)blockIdx.x * blockDim.x + threadIdx.x) * V; e < n; e += (lj_i64)gridDim.x * blockDim.x * V)");
+    std::vector<std::string> coords = emit_coords(w, space, "e", "c");
+    std::map<ValueId, std::string> reg;  // value -> register array (or scalar for broadcasts)
+    for (ValueId v : grp.inputs) {
+      const std::string r = "v_" + ident(g.value(v).name);
+      const std::string ptr = ctx.buffer_param(v, false);
+      const std::string addr = ctx.address(v, space, coords);
+      const char* t = c_type(g.value(v).type.dtype);
+      if (ctx.varies_innermost(v, space)) {
+        w.line("float {}[V];  // %{}", r, g.value(v).name);
+        w.line("lj_load<{}, V>({} + {}, {});", t, ptr, addr, r);
+        reg[v] = r + "[j]";
+      } else {
+        w.line("const float {} = lj_to_float({}[{}]);  // %{} (broadcast along the last axis)", r, ptr, addr, g.value(v).name);
+        reg[v] = r;
+      }
+    }
+    for (ValueId v : grp.outputs) w.line("float y_{}[V];", ident(g.value(v).name));
+    {
+      w.line("#pragma unroll");
+      auto inner = w.scope("for (int j = 0; j < V; ++j)");
+      for (NodeId n : grp.nodes) {
+        const Node& node = g.node(n);
+        std::vector<std::string> ops;
+        for (ValueId v : node.operands) ops.push_back(reg.at(v));
+        const ValueId r = node.results[0];
+        const std::string name = "t_" + ident(g.value(r).name);
+        w.line("const float {} = {};  // {}", name, rounded_expr(g.value(r).type.dtype, pointwise_expr(node, ops)),
+               print_node(g, n));
+        reg[r] = name;
+        if (std::find(grp.outputs.begin(), grp.outputs.end(), r) != grp.outputs.end())
+          w.line("y_{}[j] = {};", ident(g.value(r).name), name);
+      }
+    }
+    for (ValueId v : grp.outputs)
+      w.line("lj_store<{}, V>({} + {}, y_{});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, true),
+             ctx.address(v, space, coords), ident(g.value(v).name));
+  }
+
+  GeneratedKernel k;
+  k.group = grp.id;
+  k.name = ctx.kernel_name();
+  k.source = w.str();
+  k.params = ctx.params();
+  k.launch.work = dim_product(space);
+  k.launch.per_block = static_cast<int64_t>(kThreads) * vec;
+  k.launch.threads = kThreads;
+  return k;
+}
+
+}  // namespace lj

@@ -1,0 +1,36 @@
+// emit_group: the dispatch from group kind to emitter.
+#include "codegen/emit_common.h"
+#include "codegen/emitters.h"
+
+namespace lj {
+
+bool has_emitter(GroupKind k) {
+  switch (k) {
+    case GroupKind::Elementwise:
+    case GroupKind::RowReduce:
+    case GroupKind::RopeKvWrite: return true;
+    case GroupKind::Matmul:
+    case GroupKind::Attention:
+    case GroupKind::Reduce:
+    case GroupKind::Copy: return false;
+  }
+  LJ_ASSERT(false, "unhandled group kind {}", static_cast<int>(k));
+  __builtin_unreachable();
+}
+
+GeneratedKernel emit_group(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
+  switch (grp.kind) {
+    case GroupKind::Elementwise: return emit_elementwise(g, grp, opts);
+    case GroupKind::RowReduce: return emit_row_reduce(g, grp, opts);
+    case GroupKind::RopeKvWrite: return emit_rope_kv_write(g, grp, opts);
+    case GroupKind::Matmul:
+    case GroupKind::Attention:
+    case GroupKind::Reduce:
+    case GroupKind::Copy: break;
+  }
+  throw UserError(fmt::format("group {} of @{} is a {} group: its kernel generator is not written yet (matmul: issue 6, "
+                              "attention: issue 7)",
+                              grp.id, g.name(), group_kind_name(grp.kind)));
+}
+
+}  // namespace lj

@@ -1,0 +1,151 @@
+// RoPE groups: a rope_table, the ropes that use it and the KV-cache writes at the same positions,
+// in one kernel with one CTA per position row. The cos/sin row is computed once per CTA into shared
+// memory (in double, then rounded to f32 as the rope_table op defines) and never stored; rotated
+// keys go straight into the cache.
+#include <algorithm>
+
+#include "codegen/emit_common.h"
+#include "codegen/emitters.h"
+#include "layerjit/text.h"
+
+namespace lj {
+
+GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const EmitOptions&) {
+  KernelContext ctx(g, grp);
+  NodeId table = -1;
+  std::vector<NodeId> ropes, writes;
+  for (NodeId n : grp.nodes) {
+    switch (g.node(n).kind) {
+      case OpKind::RopeTable: table = n; break;
+      case OpKind::Rope: ropes.push_back(n); break;
+      case OpKind::KvCacheWrite: writes.push_back(n); break;
+      default:
+        throw UserError(fmt::format("{}: {} cannot be part of a rope_kv_write kernel", ctx.kernel_name(), op_name(g.node(n).kind)));
+    }
+  }
+  LJ_CHECK(table >= 0, SourceLoc{}, "{}: a rope group without its rope_table (the tables come from elsewhere) has no kernel yet",
+           ctx.kernel_name());
+  const Node& tn = g.node(table);
+  const int64_t dim = tn.attrs.get_int("dim");
+  const int64_t half = dim / 2;
+  const double theta = tn.attrs.get_float("theta");
+  const ValueId pos = tn.operands[0];
+  const Dim rows = g.value(pos).type.shape[0];
+  for (NodeId r : ropes) {
+    const TensorType& xt = g.value(g.node(r).operands[0]).type;
+    LJ_CHECK(xt.rank() == 3 && xt.shape[0] == rows, g.node(r).loc,
+             "{}: the fused rope kernel rotates [N, H, D] tensors with one position per row; got {}", ctx.kernel_name(), xt.str());
+  }
+  for (NodeId wn : writes) {
+    const TensorType& nt = g.value(g.node(wn).operands[1]).type;
+    LJ_CHECK(nt.rank() == 3, g.node(wn).loc, "{}: the fused cache write takes one new entry [B, H, D] per sequence; got {}",
+             ctx.kernel_name(), nt.str());
+  }
+  constexpr int kThreads = 128;
+
+  const std::string p_pos = ctx.buffer_param(pos, false);
+  for (ValueId v : grp.inputs)
+    if (v != pos) ctx.buffer_param(v, false);
+  for (ValueId v : grp.outputs) ctx.buffer_param(v, true);
+  ctx.add_symbol_params();
+
+  SourceWriter w;
+  ctx.header_comment(w);
+  w.line("#include \"layerjit/types.cuh\"");
+  w.blank();
+  {
+    auto fn = w.scope(ctx.signature(kThreads));
+    w.line("constexpr int HALF = {};  // head_dim / 2", half);
+    w.line("__shared__ float cos_s[HALF], sin_s[HALF];");
+    w.line("const lj_i64 n = blockIdx.x;");
+    w.line("if (n >= {}) return;", product_expr(dim_as_product(rows)));
+    w.line("const lj_i64 pos = {}[n];", p_pos);
+    w.comment(print_node(g, table) + " (never stored)");
+    {
+      auto loop = w.scope("for (int i = threadIdx.x; i < HALF; i += blockDim.x)");
+      w.line("const double inv_freq = pow({}, -2.0 * i / {}.0);", AttrValue(theta).str(), dim);
+      w.line("double s, c;");
+      w.line("sincos((double)pos * inv_freq, &s, &c);");
+      w.line("cos_s[i] = (float)c;");
+      w.line("sin_s[i] = (float)s;");
+    }
+    w.line("__syncthreads();");
+    auto cache_check = [&](NodeId wn) {
+      const TensorType& ct = g.value(g.node(wn).operands[0]).type;
+      // An out-of-range position would write outside the cache: stop the kernel loudly instead.
+      w.line("if (pos < 0 || pos >= {}) __trap();  // %{}: position outside the cache", product_expr(dim_as_product(ct.shape[1])),
+             g.value(g.node(wn).results[0]).name);
+    };
+    std::vector<std::string> checked;  // one check per distinct cache capacity
+    for (NodeId wn : writes) {
+      const std::string cap = product_expr(dim_as_product(g.value(g.node(wn).operands[0]).type.shape[1]));
+      if (std::find(checked.begin(), checked.end(), cap) != checked.end()) continue;
+      checked.push_back(cap);
+      cache_check(wn);
+    }
+    auto writes_of = [&](ValueId v) {
+      std::vector<NodeId> out;
+      for (NodeId wn : writes)
+        if (g.node(wn).operands[1] == v) out.push_back(wn);
+      return out;
+    };
+    auto cache_addr = [&](NodeId wn, const std::string& h, const std::string& d) {
+      const ValueId cache = g.node(wn).operands[0];
+      return ctx.address(cache, g.value(cache).type.shape, {"n", "pos", h, d});
+    };
+    for (NodeId r : ropes) {
+      const Node& rn = g.node(r);
+      const ValueId x = rn.operands[0];
+      const ValueId y = rn.results[0];
+      const TensorType& xt = g.value(x).type;
+      const bool interleaved = rn.attrs.get_string("style") == "interleaved";
+      const Shape& s = xt.shape;
+      w.comment(print_node(g, r));
+      auto loop = w.scope(fmt::format("for (int idx = threadIdx.x; idx < {} * HALF; idx += blockDim.x)", s[1].value()));
+      w.line("const int h = idx / HALF, i = idx % HALF;");
+      const std::string d1 = interleaved ? "2 * i" : "i";
+      const std::string d2 = interleaved ? "2 * i + 1" : "i + HALF";
+      const std::string xp = ctx.buffer_param(x, false);
+      const char* xt_c = c_type(xt.dtype);
+      w.line("const float x1 = lj_to_float({}[{}]);", xp, ctx.address(x, s, {"n", "h", d1}));
+      w.line("const float x2 = lj_to_float({}[{}]);", xp, ctx.address(x, s, {"n", "h", d2}));
+      w.line("const {} y1 = lj_from_float<{}>(fmaf(x1, cos_s[i], -x2 * sin_s[i]));", xt_c, xt_c);
+      w.line("const {} y2 = lj_from_float<{}>(fmaf(x2, cos_s[i], x1 * sin_s[i]));", xt_c, xt_c);
+      if (std::find(grp.outputs.begin(), grp.outputs.end(), y) != grp.outputs.end()) {
+        const std::string yp = ctx.buffer_param(y, true);
+        w.line("{}[{}] = y1;", yp, ctx.address(y, s, {"n", "h", d1}));
+        w.line("{}[{}] = y2;", yp, ctx.address(y, s, {"n", "h", d2}));
+      }
+      for (NodeId wn : writes_of(y)) {
+        const std::string cp = ctx.buffer_param(g.node(wn).results[0], true);
+        w.line("{}[{}] = y1;  // {}", cp, cache_addr(wn, "h", d1), print_node(g, wn));
+        w.line("{}[{}] = y2;", cp, cache_addr(wn, "h", d2));
+      }
+    }
+    // Cache writes of values computed elsewhere (v): a copy into the cache row.
+    for (NodeId wn : writes) {
+      const ValueId nv = g.node(wn).operands[1];
+      if (g.value(nv).producer >= 0 &&
+          std::find(grp.nodes.begin(), grp.nodes.end(), g.value(nv).producer) != grp.nodes.end())
+        continue;
+      const Shape& s = g.value(nv).type.shape;
+      w.comment(print_node(g, wn));
+      auto loop = w.scope(fmt::format("for (int idx = threadIdx.x; idx < {} * {}; idx += blockDim.x)", s[1].value(), s[2].value()));
+      w.line("const int h = idx / {}, d = idx % {};", s[2].value(), s[2].value());
+      w.line("{}[{}] = {}[{}];", ctx.buffer_param(g.node(wn).results[0], true), cache_addr(wn, "h", "d"),
+             ctx.buffer_param(nv, false), ctx.address(nv, s, {"n", "h", "d"}));
+    }
+  }
+
+  GeneratedKernel k;
+  k.group = grp.id;
+  k.name = ctx.kernel_name();
+  k.source = w.str();
+  k.params = ctx.params();
+  k.launch.work = dim_as_product(rows);
+  k.launch.per_block = 1;
+  k.launch.threads = kThreads;
+  return k;
+}
+
+}  // namespace lj

@@ -1,0 +1,245 @@
+// Row-reduction groups: rms_norm, layer_norm or softmax over the last axis, with an elementwise
+// prologue (the residual add) and epilogue (cast, quantize). One CTA per row: the row is loaded
+// once into registers (prologue applied, escaping prologue values stored), reduced with block-wide
+// sums, then normalised, passed through the epilogue and stored. One read and one write per
+// element.
+#include <algorithm>
+
+#include "codegen/emit_common.h"
+#include "codegen/emitters.h"
+#include "layerjit/text.h"
+
+namespace lj {
+
+namespace {
+bool contains(const std::vector<ValueId>& vs, ValueId v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); }
+}  // namespace
+
+GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const EmitOptions&) {
+  KernelContext ctx(g, grp);
+  NodeId red = -1;
+  for (NodeId n : grp.nodes)
+    if (g.node(n).kind == OpKind::RmsNorm || g.node(n).kind == OpKind::LayerNorm || g.node(n).kind == OpKind::Softmax) red = n;
+  if (red < 0) {
+    throw UserError(fmt::format("{}: a row_reduce group without rms_norm, layer_norm or softmax has no kernel yet",
+                                ctx.kernel_name()));
+  }
+  const Node& rn = g.node(red);
+  const Shape space = g.value(rn.operands[0]).type.shape;
+  if (rn.kind == OpKind::Softmax) {
+    int64_t axis = rn.attrs.get_int("axis");
+    if (axis < 0) axis += static_cast<int64_t>(space.size());
+    LJ_CHECK(axis + 1 == static_cast<int64_t>(space.size()), rn.loc,
+             "{}: softmax over axis {} of {}: the row kernel reduces the last axis only (transpose first)",
+             ctx.kernel_name(), axis, g.value(rn.operands[0]).type.str());
+  }
+  LJ_CHECK(space.back().is_const(), rn.loc, "{}: the reduced axis of {} must be a constant", ctx.kernel_name(),
+           g.value(rn.operands[0]).type.str());
+  const int64_t D = space.back().value();
+
+  std::vector<ValueId> accessed = grp.inputs;
+  accessed.insert(accessed.end(), grp.outputs.begin(), grp.outputs.end());
+  int widest = 1;
+  for (ValueId v : accessed) widest = std::max(widest, dtype_bytes(g.value(v).type.dtype));
+  const int vec = ctx.vector_width(accessed, space, 16 / widest);
+  // Threads: enough to cover the row in one pass of V-wide accesses, 32..256.
+  int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (D / vec + 31) / 32 * 32)));
+  const int64_t chunks = (D + static_cast<int64_t>(threads) * vec - 1) / (static_cast<int64_t>(threads) * vec);
+  const bool ragged = D % (static_cast<int64_t>(threads) * vec) != 0;
+
+  for (ValueId v : grp.inputs) ctx.buffer_param(v, false);
+  for (ValueId v : grp.outputs) ctx.buffer_param(v, true);
+  ctx.add_symbol_params();
+
+  SourceWriter w;
+  ctx.header_comment(w);
+  w.line("#include \"layerjit/vec.cuh\"");
+  w.line("#include \"layerjit/math.cuh\"");
+  w.line("#include \"layerjit/reduce.cuh\"");
+  w.blank();
+  {
+  auto fn = w.scope(ctx.signature(threads));
+  w.line("constexpr int V = {};        // elements per access", vec);
+  w.line("constexpr int D = {};     // row length (reduced axis)", D);
+  w.line("constexpr int CHUNKS = {};   // V-wide chunks per thread", chunks);
+  w.line("const lj_i64 rows = {};", product_expr(dim_product(Shape(space.begin(), space.end() - 1))));
+  w.line("const lj_i64 row = blockIdx.x;");
+  w.line("if (row >= rows) return;");
+
+  // Coordinates of a chunk: the row's leading coordinates and the column.
+  auto coords_at = [&](SourceWriter& sw, const std::string& col) {
+    Shape lead(space.begin(), space.end() - 1);
+    std::vector<std::string> c = emit_coords(sw, lead, "row", "r");
+    c.push_back(col);
+    return c;
+  };
+  auto load_inputs = [&](SourceWriter& sw, const std::vector<ValueId>& values, const std::vector<std::string>& coords,
+                         std::map<ValueId, std::string>& reg) {
+    for (ValueId v : values) {
+      if (reg.count(v)) continue;
+      const std::string r = "v_" + ident(g.value(v).name);
+      if (ctx.varies_innermost(v, space)) {
+        sw.line("float {}[V];  // %{}", r, g.value(v).name);
+        sw.line("lj_load<{}, V>({} + {}, {});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, false),
+                ctx.address(v, space, coords), r);
+        reg[v] = r + "[j]";
+      } else {
+        sw.line("const float {} = lj_to_float({}[{}]);  // %{}", r, ctx.buffer_param(v, false), ctx.address(v, space, coords),
+                g.value(v).name);
+        reg[v] = r;
+      }
+    }
+  };
+
+  std::vector<NodeId> prologue, epilogue;
+  for (NodeId n : grp.nodes) {
+    if (n < red) prologue.push_back(n);
+    if (n > red) epilogue.push_back(n);
+  }
+  const ValueId x = rn.operands[0];
+  const std::string chunk_guard = ragged ? "if (col < D) " : "";
+
+  // Pass 1: load the row, apply the prologue, keep the reduced operand in registers.
+  w.line("float xs[CHUNKS][V];");
+  {
+    w.line("#pragma unroll");
+    auto loop = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+    w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+    if (ragged) w.line("if (col >= D) {{ for (int j = 0; j < V; ++j) xs[k][j] = 0.f; continue; }}");
+    auto coords = coords_at(w, "col");
+    std::map<ValueId, std::string> reg;
+    std::vector<ValueId> needed;
+    for (NodeId n : prologue)
+      for (ValueId v : g.node(n).operands)
+        if (contains(grp.inputs, v)) needed.push_back(v);
+    if (contains(grp.inputs, x)) needed.push_back(x);
+    load_inputs(w, needed, coords, reg);
+    std::vector<ValueId> stored;
+    for (NodeId n : prologue)
+      if (contains(grp.outputs, g.node(n).results[0])) stored.push_back(g.node(n).results[0]);
+    for (ValueId v : stored) w.line("float y_{}[V];", ident(g.value(v).name));
+    {
+      w.line("#pragma unroll");
+      auto inner = w.scope("for (int j = 0; j < V; ++j)");
+      for (NodeId n : prologue) {
+        const Node& node = g.node(n);
+        std::vector<std::string> ops;
+        for (ValueId v : node.operands) ops.push_back(reg.at(v));
+        const std::string t = "t_" + ident(g.value(node.results[0]).name);
+        w.line("const float {} = {};  // {}", t, rounded_expr(g.value(node.results[0]).type.dtype, pointwise_expr(node, ops)),
+               print_node(g, n));
+        reg[node.results[0]] = t;
+        if (contains(stored, node.results[0])) w.line("y_{}[j] = {};", ident(g.value(node.results[0]).name), t);
+      }
+      w.line("xs[k][j] = {};", reg.at(x));
+    }
+    for (ValueId v : stored)
+      w.line("lj_store<{}, V>({} + {}, y_{});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, true),
+             ctx.address(v, space, coords), ident(g.value(v).name));
+  }
+
+  // The reduction.
+  w.comment(print_node(g, red));
+  switch (rn.kind) {
+    case OpKind::RmsNorm:
+      w.line("float ss = 0.f;");
+      w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) ss += xs[k][j] * xs[k][j];");
+      w.line("const float scale = rsqrtf(lj_block_sum(ss) / (float)D + {}f);", rn.attrs.get_float("eps"));
+      break;
+    case OpKind::LayerNorm:
+      w.line("float s1 = 0.f;");
+      w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) s1 += xs[k][j];");
+      w.line("const float mean = lj_block_sum(s1) / (float)D;");
+      w.line("float s2 = 0.f;");
+      {
+        auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+        w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+        w.line("{}for (int j = 0; j < V; ++j) {{ const float d = xs[k][j] - mean; s2 += d * d; }}", chunk_guard);
+      }
+      w.line("const float scale = rsqrtf(lj_block_sum(s2) / (float)D + {}f);", rn.attrs.get_float("eps"));
+      break;
+    case OpKind::Softmax:
+      w.line("float mx = -__int_as_float(0x7f800000);");
+      {
+        auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+        w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+        w.line("{}for (int j = 0; j < V; ++j) mx = fmaxf(mx, xs[k][j]);", chunk_guard);
+      }
+      w.line("mx = lj_block_max(mx);");
+      w.line("float se = 0.f;");
+      {
+        auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+        w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+        w.line("{}for (int j = 0; j < V; ++j) {{ xs[k][j] = __expf(xs[k][j] - mx); se += xs[k][j]; }}", chunk_guard);
+      }
+      w.line("const float inv_sum = 1.f / lj_block_sum(se);");
+      break;
+    default: LJ_ASSERT(false, "not a row reduction: {}", op_name(rn.kind));
+  }
+
+  // Pass 2: normalise, epilogue, store.
+  {
+    w.line("#pragma unroll");
+    auto loop = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+    w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+    if (ragged) w.line("if (col >= D) continue;");
+    auto coords = coords_at(w, "col");
+    std::map<ValueId, std::string> reg;
+    std::vector<ValueId> needed;
+    for (size_t i = 1; i < rn.operands.size(); ++i) needed.push_back(rn.operands[i]);
+    for (NodeId n : epilogue)
+      for (ValueId v : g.node(n).operands)
+        if (contains(grp.inputs, v)) needed.push_back(v);
+    load_inputs(w, needed, coords, reg);
+    std::vector<ValueId> stored;
+    for (NodeId n : grp.nodes)
+      if (n >= red && contains(grp.outputs, g.node(n).results[0])) stored.push_back(g.node(n).results[0]);
+    for (ValueId v : stored) w.line("float y_{}[V];", ident(g.value(v).name));
+    {
+      w.line("#pragma unroll");
+      auto inner = w.scope("for (int j = 0; j < V; ++j)");
+      const ValueId y = rn.results[0];
+      const std::string ty = "t_" + ident(g.value(y).name);
+      switch (rn.kind) {
+        case OpKind::RmsNorm:
+          w.line("const float {} = xs[k][j] * scale * {};  // {}", ty, reg.at(rn.operands[1]), print_node(g, red));
+          break;
+        case OpKind::LayerNorm:
+          w.line("const float {} = (xs[k][j] - mean) * scale * {} + {};  // {}", ty, reg.at(rn.operands[1]),
+                 reg.at(rn.operands[2]), print_node(g, red));
+          break;
+        case OpKind::Softmax: w.line("const float {} = xs[k][j] * inv_sum;  // {}", ty, print_node(g, red)); break;
+        default: LJ_ASSERT(false, "not a row reduction: {}", op_name(rn.kind));
+      }
+      // The reduction's own result rounds to its dtype before the epilogue, as if it were stored.
+      reg[y] = rounded_expr(g.value(y).type.dtype, ty);
+      if (contains(stored, y)) w.line("y_{}[j] = {};", ident(g.value(y).name), ty);
+      for (NodeId n : epilogue) {
+        const Node& node = g.node(n);
+        std::vector<std::string> ops;
+        for (ValueId v : node.operands) ops.push_back(reg.at(v));
+        const std::string t = "t_" + ident(g.value(node.results[0]).name);
+        w.line("const float {} = {};  // {}", t, rounded_expr(g.value(node.results[0]).type.dtype, pointwise_expr(node, ops)),
+               print_node(g, n));
+        reg[node.results[0]] = t;
+        if (contains(stored, node.results[0])) w.line("y_{}[j] = {};", ident(g.value(node.results[0]).name), t);
+      }
+    }
+    for (ValueId v : stored)
+      w.line("lj_store<{}, V>({} + {}, y_{});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, true),
+             ctx.address(v, space, coords), ident(g.value(v).name));
+  }
+
+  }
+  GeneratedKernel k;
+  k.group = grp.id;
+  k.name = ctx.kernel_name();
+  k.params = ctx.params();
+  k.launch.work = dim_product(Shape(space.begin(), space.end() - 1));
+  k.launch.per_block = 1;
+  k.launch.threads = threads;
+  k.source = w.str();
+  return k;
+}
+
+}  // namespace lj

@@ -1,0 +1,12 @@
+// One emitter per memory-bound group kind (emit_<kind>.cpp); emit_group() dispatches.
+#pragma once
+
+#include "codegen/kernel.h"
+
+namespace lj {
+
+GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
+GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
+GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
+
+}  // namespace lj

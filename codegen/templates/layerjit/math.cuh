@@ -1,0 +1,11 @@
+// Pointwise math in fp32 with the IR's semantics (docs/ir.md).
+#pragma once
+
+__device__ __forceinline__ float lj_silu(float x) { return x / (1.f + __expf(-x)); }
+__device__ __forceinline__ float lj_relu(float x) { return fmaxf(x, 0.f); }
+__device__ __forceinline__ float lj_gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  return 0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float lj_gelu_erf(float x) { return 0.5f * x * (1.f + erff(x * 0.7071067811865476f)); }
+__device__ __forceinline__ float lj_rsqrt(float x) { return rsqrtf(x); }

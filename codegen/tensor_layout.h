@@ -1,0 +1,36 @@
+// Where each IR value lives in device memory. A value produced by a kernel (or a graph input) owns
+// a dense row-major buffer; a view (reshape, split) is an offset and strides into the buffer it
+// aliases. Offsets and strides are symbolic products (constant * symbols), so a view of a [T, 6144]
+// buffer is described exactly for every T.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layerjit/graph.h"
+
+namespace lj {
+
+struct TensorLayout {
+  ValueId buffer = -1;              // the value that owns the memory
+  DimProduct offset;                // in elements
+  std::vector<DimProduct> strides;  // in elements, one per dim of the value
+};
+
+/// Layouts of every value of `g`. A kv_cache_write result aliases its cache operand (the write is in
+/// place). Throws UserError if a reshape of a strided view cannot be
+/// expressed as a view (it would need a copy), naming the value.
+std::vector<TensorLayout> compute_layouts(const Graph& g);
+
+/// C++ expression for a symbolic product, given how symbols are spelled in the kernel: "6144",
+/// "T", "(64 * T)". Constants print as int64 literals where needed.
+std::string product_expr(const DimProduct& p);
+
+/// Row-major strides of a dense shape.
+std::vector<DimProduct> dense_strides(const Shape& s);
+
+DimProduct multiply(const DimProduct& a, const DimProduct& b);
+DimProduct add_constant_multiple(const DimProduct& base, const DimProduct& term, int64_t times);
+DimProduct dim_as_product(const Dim& d);
+
+}  // namespace lj
