@@ -24,6 +24,7 @@
 #include "compiler/parser/utf8.h"
 #include "layerjit/builder.h"
 #include "layerjit/text.h"
+#include "ops/op_schema.h"
 
 namespace lj {
 
@@ -80,6 +81,21 @@ struct ParsedType {
   std::vector<SourceLoc> dim_locs;
 };
 
+/// One `name = value` of an attribute list.
+struct ParsedAttr {
+  std::string_view name;  // points into the source text, which outlives the parse
+  AttrValue value;
+  SourceLoc loc;
+};
+
+/// The graph being parsed: its builder and the values defined so far by name. The index mirrors the
+/// builder's names (the parser names every value itself), so resolving an operand is O(1).
+struct GraphScope {
+  GraphBuilder& builder;
+  std::string name;
+  std::unordered_map<std::string, Value> values;
+};
+
 class Parser {
  public:
   Parser(std::string_view text, std::string_view filename) : lex_(text, filename) {}
@@ -103,11 +119,11 @@ class Parser {
   }
 
   Graph parse_graph();
-  void parse_param(GraphBuilder& b);
+  void parse_param(GraphScope& scope);
   ParsedType parse_type();
-  void parse_stmt(GraphBuilder& b, std::string_view graph_name);
-  Value parse_operand(GraphBuilder& b, std::string_view graph_name);
-  void parse_attrs(Attrs& attrs, std::vector<SourceLoc>& locs);
+  void parse_stmt(GraphScope& scope);
+  Value parse_operand(const GraphScope& scope);
+  std::vector<ParsedAttr> parse_attrs();
   AttrValue parse_attr_value(int depth);
   std::optional<SourceLoc> find_later_definition(std::string_view name) const;
 
@@ -135,11 +151,12 @@ Graph Parser::parse_graph() {
   if (auto [it, fresh] = graph_names_.emplace(name, loc(name_tok)); !fresh)
     fail_at(name_tok, fmt::format("redefinition of graph @{} (first defined at line {})", name, it->second.line));
   GraphBuilder b(name, loc(kw));
+  GraphScope scope{b, name, {}};
 
   expect(TokKind::LParen, fmt::format("'(' after '@{}'", parser::shorten(name)));
   if (tok_.kind != TokKind::RParen) {
     for (;;) {
-      parse_param(b);
+      parse_param(scope);
       if (tok_.kind != TokKind::Comma) break;
       advance();
     }
@@ -163,13 +180,13 @@ Graph Parser::parse_graph() {
 
   for (;;) {
     if (tok_.kind == TokKind::ValueName) {
-      parse_stmt(b, name);
+      parse_stmt(scope);
     } else if (at_keyword("return")) {
       const Token ret = tok_;
       advance();
       std::vector<Value> outputs;
       for (;;) {
-        outputs.push_back(parse_operand(b, name));
+        outputs.push_back(parse_operand(scope));
         if (tok_.kind != TokKind::Comma) break;
         advance();
       }
@@ -191,7 +208,8 @@ Graph Parser::parse_graph() {
   }
 }
 
-void Parser::parse_param(GraphBuilder& b) {
+void Parser::parse_param(GraphScope& scope) {
+  GraphBuilder& b = scope.builder;
   const Token name_tok = expect(TokKind::ValueName, "a parameter ('%name: type')");
   expect(TokKind::Colon, fmt::format("':' after '{}'", parser::shorten(name_tok.text)));
   bool is_param = false;
@@ -202,8 +220,9 @@ void Parser::parse_param(GraphBuilder& b) {
   ParsedType t = parse_type();
   const std::string name(name_tok.name());
   try {
-    if (is_param) b.param(name, t.type.dtype, t.type.shape, loc(name_tok));
-    else b.input(name, t.type.dtype, t.type.shape, loc(name_tok));
+    Value v = is_param ? b.param(name, t.type.dtype, t.type.shape, loc(name_tok))
+                       : b.input(name, t.type.dtype, t.type.shape, loc(name_tok));
+    scope.values.emplace(name, v);
   } catch (const UserError& e) {
     // The builder names a bad dimension; put the caret on it rather than on the parameter's name.
     if (!b.lookup(name)) {
@@ -240,7 +259,8 @@ ParsedType Parser::parse_type() {
   return out;
 }
 
-void Parser::parse_stmt(GraphBuilder& b, std::string_view graph_name) {
+void Parser::parse_stmt(GraphScope& scope) {
+  GraphBuilder& b = scope.builder;
   std::vector<std::string> names;
   StmtLocs locs;
   for (;;) {
@@ -262,17 +282,27 @@ void Parser::parse_stmt(GraphBuilder& b, std::string_view graph_name) {
   std::vector<Value> operands;
   if (tok_.kind != TokKind::RParen) {
     for (;;) {
-      operands.push_back(parse_operand(b, graph_name));
+      operands.push_back(parse_operand(scope));
       if (tok_.kind != TokKind::Comma) break;
       advance();
     }
   }
   expect(TokKind::RParen, "',' or ')' after an operand");
 
+  std::vector<ParsedAttr> given;
+  if (tok_.kind == TokKind::LBrace) given = parse_attrs();
+  // check_attrs stops at the first bad attribute in the order given, and among more distinct names
+  // than the op has attributes one must be unknown; so only the first (count + 1) can decide the
+  // outcome. Passing just those keeps a statement with a million attributes linear.
+  const size_t keep = std::min(given.size(), op_schema(*kind).attrs.size() + 1);
   Attrs attrs;
-  if (tok_.kind == TokKind::LBrace) parse_attrs(attrs, locs.attrs);
+  for (size_t i = 0; i < keep; ++i) {
+    attrs.set(std::string(given[i].name), std::move(given[i].value));
+    locs.attrs.push_back(std::move(given[i].loc));
+  }
   try {
-    b.op(*kind, operands, attrs, locs.op, names);
+    const std::vector<Value> results = b.op(*kind, operands, attrs, locs.op, names);
+    for (size_t i = 0; i < results.size(); ++i) scope.values.emplace(names[i], results[i]);
   } catch (const UserError& e) {
     SourceLoc at = parser::locate_op_error(e, b, *kind, operands, attrs, names, locs);
     if (at.line == e.loc().line && at.col == e.loc().col) throw;
@@ -280,36 +310,37 @@ void Parser::parse_stmt(GraphBuilder& b, std::string_view graph_name) {
   }
 }
 
-Value Parser::parse_operand(GraphBuilder& b, std::string_view graph_name) {
+Value Parser::parse_operand(const GraphScope& scope) {
   if (tok_.kind != TokKind::ValueName) unexpected("a value ('%name')");
   const Token t = tok_;
-  if (auto v = b.lookup(t.name())) {
+  if (auto it = scope.values.find(std::string(t.name())); it != scope.values.end()) {
     advance();
-    return *v;
+    return it->second;
   }
   const std::string shown = parser::describe(t);  // quoted, shortened
   if (auto later = find_later_definition(t.name()))
     fail_at(t, fmt::format("value {} is used before its definition at line {}", shown, later->line));
-  fail_at(t, fmt::format("undefined value {} in @{}", shown, graph_name));
+  fail_at(t, fmt::format("undefined value {} in @{}", shown, scope.name));
 }
 
-void Parser::parse_attrs(Attrs& attrs, std::vector<SourceLoc>& locs) {
+std::vector<ParsedAttr> Parser::parse_attrs() {
   advance();  // '{'
+  std::vector<ParsedAttr> out;
+  std::unordered_map<std::string_view, int> first_col;  // duplicate detection, O(1) per attribute
   for (;;) {
     if (tok_.kind != TokKind::Ident) unexpected("an attribute name");
     const Token name = tok_;
-    for (size_t i = 0; i < attrs.items().size(); ++i) {
-      if (attrs.items()[i].first == name.text)
-        fail_at(name, fmt::format("duplicate attribute '{}' (first given at column {})", parser::shorten(name.text), locs[i].col));
-    }
+    if (auto [it, fresh] = first_col.emplace(name.text, name.col); !fresh)
+      fail_at(name, fmt::format("duplicate attribute '{}' (first given at column {})", parser::shorten(name.text), it->second));
     advance();
     expect(TokKind::Equal, fmt::format("'=' after attribute '{}'", parser::shorten(name.text)));
-    attrs.set(std::string(name.text), parse_attr_value(0));
-    locs.push_back(loc(name));
+    AttrValue value = parse_attr_value(0);
+    out.push_back({name.text, std::move(value), loc(name)});
     if (tok_.kind != TokKind::Comma) break;
     advance();
   }
   expect(TokKind::RBrace, "',' or '}' after an attribute");
+  return out;
 }
 
 AttrValue Parser::parse_attr_value(int depth) {

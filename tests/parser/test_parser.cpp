@@ -533,3 +533,19 @@ TEST_CASE("scale: a huge identifier and a huge comment are handled", "[parser][s
   CHECK(std::string(e.what()).size() < 200);  // spellings are shortened in messages
   CHECK_NOTHROW(lj::parse_module("//" + huge + "\ngraph @g(%x: f32[8]) { return %x }"));
 }
+
+TEST_CASE("scale: a statement with 200000 attributes is rejected quickly", "[parser][scale]") {
+  std::string attrs;
+  for (int i = 0; i < 200000; ++i) attrs += (i ? ", a" : "a") + std::to_string(i) + " = 1";
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(where_what(in_graph("  %y = softmax(%x) {" + attrs + "}\n  return %y\n")) ==
+        "2:21: softmax: unknown attribute 'a0' (expected one of: axis)");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 20.0);
+}
+
+TEST_CASE("scale: concat of 100000 operands", "[parser][scale]") {
+  std::string operands;
+  for (int i = 0; i < 100000; ++i) operands += i ? ", %x" : "%x";
+  const lj::Module m = lj::parse_module("graph @g(%x: f32[2, 3]) {\n  %y = concat(" + operands + ") {axis = 0}\n  return %y\n}\n");
+  CHECK(m.graphs[0].value(m.graphs[0].outputs()[0]).type.str() == "f32[200000, 3]");
+}
