@@ -33,7 +33,7 @@ args=(-artifact_prefix="$findings/" -runs=100000 -max_total_time=240 -max_len=81
 echo "fuzz: $fuzzer ${args[*]} (corpus: $(ls "$work/corpus" | wc -l) seeds)"
 start=$(date +%s)
 set +e
-"$fuzzer" "${args[@]}" "$work/corpus" 2>&1 | tee "$work/fuzz.log" | grep -E '^(#[0-9]+ *(INITED|DONE|pulse)|==|SUMMARY|stat::number_of_executed_units|Done )'
+"$fuzzer" "${args[@]}" "$work/corpus" 2>&1 | tee "$work/fuzz.log" | grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE|pulse)|==|SUMMARY|stat::number_of_executed_units|Done )'
 status=${PIPESTATUS[0]}
 set -e
 elapsed=$(( $(date +%s) - start ))

@@ -118,6 +118,14 @@ class Parser {
     return t;
   }
 
+  /// A graph body that reaches the end of the file, or the next graph, without its '}': reported at
+  /// the '{' that opened it, since that is where the reader must look.
+  [[noreturn]] void fail_unterminated(const Token& lbrace, std::string_view graph_name) const {
+    fail_at(lbrace, fmt::format("unterminated graph @{}: no '}}' closes this body before {}", parser::shorten(graph_name),
+                                tok_.kind == TokKind::Eof ? "the end of the file"
+                                                          : fmt::format("the next graph (line {})", tok_.line)));
+  }
+
   Graph parse_graph();
   void parse_param(GraphScope& scope);
   ParsedType parse_type();
@@ -149,7 +157,7 @@ Graph Parser::parse_graph() {
   const Token name_tok = expect(TokKind::GraphName, "a graph name ('@name') after 'graph'");
   const std::string name(name_tok.name());
   if (auto [it, fresh] = graph_names_.emplace(name, loc(name_tok)); !fresh)
-    fail_at(name_tok, fmt::format("redefinition of graph @{} (first defined at line {})", name, it->second.line));
+    fail_at(name_tok, fmt::format("redefinition of graph @{} (first defined at line {})", parser::shorten(name), it->second.line));
   GraphBuilder b(name, loc(kw));
   GraphScope scope{b, name, {}};
 
@@ -190,9 +198,7 @@ Graph Parser::parse_graph() {
         if (tok_.kind != TokKind::Comma) break;
         advance();
       }
-      if (tok_.kind == TokKind::Eof || at_keyword("graph"))
-        fail_at(lbrace, fmt::format("unterminated graph @{}: no '}}' closes this body before {}", name,
-                                    tok_.kind == TokKind::Eof ? "the end of the file" : fmt::format("the next graph (line {})", tok_.line)));
+      if (tok_.kind == TokKind::Eof || at_keyword("graph")) fail_unterminated(lbrace, name);
       if (tok_.kind != TokKind::RBrace) unexpected("'}' after the return (nothing may follow 'return' in a graph)");
       advance();
       return b.finish(outputs, loc(ret));
@@ -200,8 +206,7 @@ Graph Parser::parse_graph() {
       b.finish({}, loc(tok_));  // no return: finish reports it
       LJ_ASSERT(false, "GraphBuilder::finish accepted a graph without outputs");
     } else if (tok_.kind == TokKind::Eof || at_keyword("graph")) {
-      fail_at(lbrace, fmt::format("unterminated graph @{}: no '}}' closes this body before {}", name,
-                                  tok_.kind == TokKind::Eof ? "the end of the file" : fmt::format("the next graph (line {})", tok_.line)));
+      fail_unterminated(lbrace, name);
     } else {
       unexpected("a statement ('%name = op(...)' or 'return %name') or '}'");
     }
@@ -320,7 +325,7 @@ Value Parser::parse_operand(const GraphScope& scope) {
   const std::string shown = parser::describe(t);  // quoted, shortened
   if (auto later = find_later_definition(t.name()))
     fail_at(t, fmt::format("value {} is used before its definition at line {}", shown, later->line));
-  fail_at(t, fmt::format("undefined value {} in @{}", shown, scope.name));
+  fail_at(t, fmt::format("undefined value {} in @{}", shown, parser::shorten(scope.name)));
 }
 
 std::vector<ParsedAttr> Parser::parse_attrs() {
