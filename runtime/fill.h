@@ -1,0 +1,26 @@
+// Test-data fills on the device: a seeded random fill whose values the host can regenerate exactly
+// (runtime/device/random.cuh), and a NaN poison fill for outputs, so a kernel that leaves an element
+// unwritten fails the comparison instead of passing on stale zeros.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/stream.h"
+
+namespace lj::rt {
+
+/// out[i] = uniform(seed, i) in [lo, hi), for n floats.
+Status fill_random_f32(Stream& stream, CUdeviceptr out, size_t n, std::uint64_t seed, float lo, float hi);
+/// The same values rounded to bfloat16 (n 16-bit elements).
+Status fill_random_bf16(Stream& stream, CUdeviceptr out, size_t n, std::uint64_t seed, float lo, float hi);
+/// The host twin of fill_random_f32: the value of element i, bit for bit.
+float host_random_f32(std::uint64_t seed, std::uint64_t i, float lo, float hi);
+
+/// Fills `bytes` with a NaN pattern for elements of `element_bytes` (1: 0x7F, a NaN in both fp8
+/// formats; 2 or 4: repeated 0x7FC1, a NaN as f16, bf16 and, paired, f32). Uses the copy engine's
+/// memset: exact, and no kernel to compile.
+Status fill_poison(Stream& stream, CUdeviceptr out, size_t bytes, size_t element_bytes);
+/// True for the f32 poison pattern (to count unwritten outputs).
+bool is_poison_f32(float value);
+
+}  // namespace lj::rt

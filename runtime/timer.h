@@ -1,0 +1,45 @@
+// Kernel timing by the method of DESIGN.md: warm-up runs first (module load, first-touch and clock
+// ramp stay out of the numbers), CUDA events around each repeat, many repeats, median and spread, and
+// inputs rotated through several copies so repeats do not find the previous run's data in L2.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/stream.h"
+
+namespace lj::rt {
+
+struct TimerOptions {
+  int warmup = 5;
+  int repeats = 50;
+  /// The body is called with rotation = repeat % rotations: it should read input set `rotation`.
+  int rotations = 1;
+};
+
+struct Timing {
+  std::vector<double> samples_ms;  ///< one per repeat, in order
+  double median_ms = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+  double p10_ms = 0;
+  double p90_ms = 0;
+  /// (p90 - p10) / median: the relative spread of the middle 80% of repeats.
+  double spread() const { return median_ms > 0 ? (p90_ms - p10_ms) / median_ms : 0; }
+  /// "0.123 ms median (p10 0.120, p90 0.130, min 0.119, max 0.150, n=50)".
+  std::string format() const;
+};
+
+/// Order statistics of a set of samples (CPU-only; what time_on_stream reports).
+Timing summarize(std::vector<double> samples_ms);
+
+/// How many copies of a `bytes_per_set` input make repeats miss L2: enough that the copies together
+/// span at least twice the L2 size (at least 1, at most 64).
+int rotations_for(size_t bytes_per_set, size_t l2_bytes);
+
+/// Times `body` (which enqueues work on `stream`) as TimerOptions says.
+Result<Timing> time_on_stream(Stream& stream, const std::function<Status(int rotation)>& body,
+                              const TimerOptions& options = {});
+
+}  // namespace lj::rt

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# GPU check: runs the GPU-tier test binaries (optionally under compute-sanitizer memcheck) and the
+# benchmarks from an existing build directory, and writes one log. Runs the binaries directly, never
+# through ctest, so a build made on another machine of the same CPU architecture and copied over works
+# (ctest files hold the build machine's absolute paths).
+#
+#   scripts/gpu-check.sh [--memcheck] [--no-bench] [--log FILE] BUILD_DIR
+#
+# Exit status: 0 all passed; 77 skipped (no CUDA driver or GPU: never a pass); 1 something failed.
+set -uo pipefail
+
+memcheck=0
+bench=1
+log=""
+build=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --memcheck) memcheck=1 ;;
+    --no-bench) bench=0 ;;
+    --log) log="$2"; shift ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -*) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
+    *) build="$1" ;;
+  esac
+  shift
+done
+if [[ -z "$build" || ! -d "$build" ]]; then
+  echo "gpu-check: usage: $0 [--memcheck] [--no-bench] [--log FILE] BUILD_DIR" >&2
+  exit 2
+fi
+build="$(cd "$build" && pwd)"
+log="${log:-$build/gpu-check.log}"
+: >"$log"
+say() { echo "$*" | tee -a "$log"; }
+
+# The GPU-tier binaries: every test binary under tests/gpu (one per module as the tier grows).
+mapfile -t tests < <(find "$build/tests/gpu" -maxdepth 1 -type f -perm -u+x -name 'test_*' | sort)
+mapfile -t benches < <(find "$build/bench" -type f -perm -u+x -name 'bench_*' 2>/dev/null | sort)
+if [[ ${#tests[@]} -eq 0 ]]; then
+  say "gpu-check: no GPU test binaries under $build/tests/gpu: build first"
+  exit 1
+fi
+
+say "== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+say "build: $build"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
+else
+  say "nvidia-smi: not found"
+fi
+
+status=0
+skipped=0
+run() {  # run NAME CMD...: logs output and records the outcome
+  local name="$1"; shift
+  say "-- $name: $*"
+  local t0=$SECONDS
+  "$@" >>"$log" 2>&1
+  local rc=$?
+  case $rc in
+    0) say "-- $name: PASS ($((SECONDS - t0)) s)" ;;
+    77) say "-- $name: SKIPPED (no CUDA driver)"; skipped=1 ;;
+    *) say "-- $name: FAIL (exit $rc)"; status=1 ;;
+  esac
+}
+
+for t in "${tests[@]}"; do
+  run "$(basename "$t")" "$t" --durations yes
+done
+if [[ $memcheck -eq 1 ]]; then
+  if command -v compute-sanitizer >/dev/null; then
+    for t in "${tests[@]}"; do
+      # The timer test measures speed, which instrumentation distorts; everything else runs checked.
+      run "memcheck $(basename "$t")" compute-sanitizer --tool memcheck --error-exitcode 1 \
+        "$t" "~the timer scales*"
+    done
+  else
+    say "-- memcheck: compute-sanitizer not found"
+    status=1
+  fi
+fi
+if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
+  for b in "${benches[@]}"; do
+    run "$(basename "$b")" "$b"
+  done
+fi
+
+if [[ $status -ne 0 ]]; then
+  say "== gpu-check: FAILED (log: $log)"
+  exit 1
+fi
+if [[ $skipped -ne 0 ]]; then
+  say "== gpu-check: SKIPPED, no CUDA driver: nothing was tested (log: $log)"
+  exit 77
+fi
+say "== gpu-check: all passed (log: $log)"
+exit 0

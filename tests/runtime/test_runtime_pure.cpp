@@ -1,0 +1,120 @@
+// Runtime logic that needs neither GPU nor driver: target parsing and choice, timing statistics,
+// L2 rotation counts, arena rounding, argument packing and the shared host/device random numbers.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+#include "runtime/device/random.cuh"
+#include "runtime/fill.h"
+#include "runtime/launch.h"
+#include "runtime/memory.h"
+#include "runtime/nvrtc.h"
+#include "runtime/timer.h"
+
+using namespace lj::rt;
+
+TEST_CASE("targets parse and print", "[nvrtc]") {
+  for (const char* s : {"sm_80", "sm_90", "sm_90a", "compute_90", "sm_100a"}) {
+    auto t = Target::parse(s);
+    REQUIRE(t.ok());
+    CHECK(t->name() == s);
+  }
+  CHECK(Target::parse("sm_90a")->arch_specific);
+  CHECK(Target::parse("compute_90")->ptx_only);
+  for (const char* s : {"sm90", "sm_", "sm_9x", "compute_", "gfx90a"}) {
+    INFO(s);
+    CHECK(!Target::parse(s).ok());
+  }
+}
+
+TEST_CASE("choose_target: known arch, newer arch, older arch", "[nvrtc]") {
+  const std::vector<int> archs = {75, 80, 86, 89, 90, 100, 120};
+  auto h100 = choose_target(90, true, archs, "13.0");
+  REQUIRE(h100.ok());
+  CHECK(h100->target.name() == "sm_90a");
+  CHECK(h100->warning.empty());
+  CHECK(choose_target(80, false, archs, "13.0")->target.name() == "sm_80");
+
+  // Newer than NVRTC knows: PTX for the newest virtual arch, with a warning that says so.
+  auto future = choose_target(130, true, archs, "13.0");
+  REQUIRE(future.ok());
+  CHECK(future->target.name() == "compute_120");
+  CHECK_THAT(future->warning, Catch::Contains("newer than NVRTC 13.0 knows"));
+  CHECK_THAT(future->warning, Catch::Contains("driver JIT"));
+
+  auto old = choose_target(50, false, archs, "13.0");
+  REQUIRE(!old.ok());
+  CHECK_THAT(old.message(), Catch::Contains("older than NVRTC 13.0 supports"));
+
+  // A minor revision NVRTC lacks runs the same major's older cubin.
+  auto minor = choose_target(87, false, archs, "13.0");
+  REQUIRE(minor.ok());
+  CHECK(minor->target.name() == "sm_86");
+  CHECK(!minor->warning.empty());
+}
+
+TEST_CASE("timing statistics: median, quantiles, spread", "[timer]") {
+  Timing t = summarize({5, 1, 4, 2, 3});
+  CHECK(t.median_ms == 3);
+  CHECK(t.min_ms == 1);
+  CHECK(t.max_ms == 5);
+  CHECK(t.p10_ms == Approx(1.4));
+  CHECK(t.p90_ms == Approx(4.6));
+  CHECK(t.spread() == Approx(3.2 / 3));
+  CHECK(t.samples_ms == std::vector<double>{5, 1, 4, 2, 3});  // kept in run order
+  CHECK(summarize({}).median_ms == 0);
+}
+
+TEST_CASE("rotation count spans twice the L2", "[timer]") {
+  const size_t l2 = 60u << 20;
+  CHECK(rotations_for(l2 * 4, l2) == 1);
+  CHECK(rotations_for(l2, l2) == 2);
+  CHECK(rotations_for(l2 / 3, l2) == 6);
+  CHECK(rotations_for(1, l2) == 64);
+  CHECK(rotations_for(0, l2) == 1);
+}
+
+TEST_CASE("arena rounds requests to its granules", "[memory]") {
+  CHECK(Arena::round_up(0) == 256);
+  CHECK(Arena::round_up(1) == 256);
+  CHECK(Arena::round_up(257) == 512);
+  CHECK(Arena::round_up((1u << 20) + 1) == (2u << 20));
+  CHECK(Arena::round_up(3u << 20) == (4u << 20));
+}
+
+TEST_CASE("kernel arguments are packed at their alignment", "[launch]") {
+  KernelArgs a = KernelArgs::of(char{1}, double{2.5}, int{7});
+  REQUIRE(a.count() == 3);
+  CHECK(a.sizes() == std::vector<size_t>{1, 8, 4});
+  void** p = a.pointers();
+  CHECK(*static_cast<char*>(p[0]) == 1);
+  CHECK(reinterpret_cast<uintptr_t>(p[1]) % alignof(double) == 0);
+  double d = 0;
+  std::memcpy(&d, p[1], sizeof d);
+  CHECK(d == 2.5);
+  a.set(2, int{9});
+  CHECK(*static_cast<int*>(a.pointers()[2]) == 9);
+}
+
+TEST_CASE("host random numbers: deterministic, in range, seed-dependent", "[fill]") {
+  float lo = -1.0f;
+  float hi = 1.0f;
+  int differ = 0;
+  for (unsigned i = 0; i < 1000; ++i) {
+    const float v = host_random_f32(42, i, lo, hi);
+    CHECK(v >= lo);
+    CHECK(v < hi);
+    CHECK(v == host_random_f32(42, i, lo, hi));
+    differ += v != host_random_f32(43, i, lo, hi);
+  }
+  CHECK(differ > 990);
+  CHECK(lj_device::float_to_bf16_bits(1.0f) == 0x3F80);
+  CHECK(lj_device::float_to_bf16_bits(-2.0f) == 0xC000);
+  CHECK(lj_device::float_to_bf16_bits(1.00390625f) == 0x3F80);  // tie rounds to even
+  float nan_pair = 0;
+  const unsigned pattern = 0x7FC17FC1u;
+  std::memcpy(&nan_pair, &pattern, sizeof nan_pair);
+  CHECK(nan_pair != nan_pair);
+  CHECK(is_poison_f32(nan_pair));
+}
