@@ -87,8 +87,14 @@ std::string KernelContext::signature(int threads) const {
   return out;
 }
 
-std::string KernelContext::address(ValueId v, const Shape& space, const std::vector<std::string>& coords) const {
+std::string KernelContext::address(ValueId v, const Shape& space, const std::vector<std::string>& coords, int axis) const {
   const TensorLayout& l = layout(v);
+  if (axis >= 0) {
+    std::string off = l.offset.constant != 0 ? product_expr(l.offset) + " + " : "";
+    const DimProduct& st = l.strides[0];
+    return off + (st.symbols.empty() && st.constant == 1 ? coords[static_cast<size_t>(axis)]
+                                                        : fmt::format("{} * {}", coords[static_cast<size_t>(axis)], product_expr(st)));
+  }
   const Shape& s = g_.value(v).type.shape;
   const size_t shift = space.size() - s.size();
   std::string out;
@@ -103,7 +109,8 @@ std::string KernelContext::address(ValueId v, const Shape& space, const std::vec
   return out.empty() ? "0" : out;
 }
 
-bool KernelContext::varies_innermost(ValueId v, const Shape& space) const {
+bool KernelContext::varies_innermost(ValueId v, const Shape& space, int axis) const {
+  if (axis >= 0) return axis + 1 == static_cast<int>(space.size());
   const Shape& s = g_.value(v).type.shape;
   if (s.empty()) return false;
   const Dim& d = s.back();
@@ -139,6 +146,16 @@ void KernelContext::header_comment(SourceWriter& w) const {
   for (ValueId v : grp_.internal) keeps += (keeps.empty() ? "%" : ", %") + g_.value(v).name;
   w.comment(fmt::format("Reads {}; writes {}{}", reads.empty() ? "nothing" : reads, writes,
                         keeps.empty() ? "" : "; keeps on chip " + keeps));
+}
+
+OperandRead operand_read(const Graph& g, const Node& n, int index, int space_rank) {
+  OperandRead r{n.operands[static_cast<size_t>(index)], -1};
+  if ((n.kind == OpKind::Quantize || n.kind == OpKind::Dequantize) && index == 1) {
+    const AttrValue* ax = n.attrs.find("axis");
+    if (const auto* a = std::get_if<int64_t>(&ax->v)) r.axis = static_cast<int>(*a < 0 ? *a + space_rank : *a);
+  }
+  (void)g;
+  return r;
 }
 
 std::string rounded_expr(DType t, const std::string& expr) {

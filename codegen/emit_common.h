@@ -36,10 +36,11 @@ class KernelContext {
   std::string signature(int threads) const;
 
   /// Element offset of `v` at the iteration coordinates `coords` (one C++ expression per dim of the
-  /// iteration space `space`; `v`'s dims align right, size-1 dims broadcast).
-  std::string address(ValueId v, const Shape& space, const std::vector<std::string>& coords) const;
+  /// iteration space `space`; `v`'s dims align right, size-1 dims broadcast). `axis` >= 0 maps a
+  /// rank-1 `v` onto that axis instead (a per-channel quantization scale).
+  std::string address(ValueId v, const Shape& space, const std::vector<std::string>& coords, int axis = -1) const;
   /// True if `v` varies along the innermost dim of `space` (false: broadcast along it).
-  bool varies_innermost(ValueId v, const Shape& space) const;
+  bool varies_innermost(ValueId v, const Shape& space, int axis = -1) const;
   /// Largest vector width (elements) <= max_width for which every listed value's innermost run is
   /// contiguous and aligned: stride 1, offset and other strides multiples of the width.
   int vector_width(const std::vector<ValueId>& values, const Shape& space, int max_width) const;
@@ -53,6 +54,15 @@ class KernelContext {
   std::vector<TensorLayout> layouts_;
   std::vector<KernelParam> params_;
 };
+
+/// How a pointwise node reads one operand: the value, and the axis a per-channel scale follows (-1:
+/// numpy broadcasting). The same value read two ways is loaded twice.
+struct OperandRead {
+  ValueId value = -1;
+  int axis = -1;
+  bool operator<(const OperandRead& o) const { return value != o.value ? value < o.value : axis < o.axis; }
+};
+OperandRead operand_read(const Graph& g, const Node& n, int index, int space_rank);
 
 /// `expr` rounded through dtype `t` (unchanged for f32): fused kernels keep every intermediate at
 /// its IR dtype, so a fused group computes exactly what the unfused ops would store.

@@ -35,19 +35,29 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const E
     w.line("const lj_i64 n = {};", product_expr(dim_product(space)));
     auto loop = w.scope("for (lj_i64 e = ((lj_i64)blockIdx.x * blockDim.x + threadIdx.x) * V; e < n; e += (lj_i64)gridDim.x * blockDim.x * V)");
     std::vector<std::string> coords = emit_coords(w, space, "e", "c");
-    std::map<ValueId, std::string> reg;  // value -> register array (or scalar for broadcasts)
-    for (ValueId v : grp.inputs) {
-      const std::string r = "v_" + ident(g.value(v).name);
-      const std::string ptr = ctx.buffer_param(v, false);
-      const std::string addr = ctx.address(v, space, coords);
-      const char* t = c_type(g.value(v).type.dtype);
-      if (ctx.varies_innermost(v, space)) {
-        w.line("float {}[V];  // %{}", r, g.value(v).name);
-        w.line("lj_load<{}, V>({} + {}, {});", t, ptr, addr, r);
-        reg[v] = r + "[j]";
-      } else {
-        w.line("const float {} = lj_to_float({}[{}]);  // %{} (broadcast along the last axis)", r, ptr, addr, g.value(v).name);
-        reg[v] = r;
+    // Inputs, in the order the nodes read them; a value read per channel is a separate load.
+    const int rank = static_cast<int>(space.size());
+    std::map<OperandRead, std::string> loaded;
+    std::map<ValueId, std::string> reg;  // values computed in the kernel -> register
+    auto computed_here = [&](ValueId v) { return std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end(); };
+    for (NodeId n : grp.nodes) {
+      const Node& node = g.node(n);
+      for (int i = 0; i < static_cast<int>(node.operands.size()); ++i) {
+        OperandRead rd = operand_read(g, node, i, rank);
+        if (computed_here(rd.value) || loaded.count(rd)) continue;
+        const ValueId v = rd.value;
+        const std::string r = "v_" + ident(g.value(v).name) + (rd.axis >= 0 ? fmt::format("_axis{}", rd.axis) : "");
+        const std::string ptr = ctx.buffer_param(v, false);
+        const std::string addr = ctx.address(v, space, coords, rd.axis);
+        const char* t = c_type(g.value(v).type.dtype);
+        if (ctx.varies_innermost(v, space, rd.axis)) {
+          w.line("float {}[V];  // %{}", r, g.value(v).name);
+          w.line("lj_load<{}, V>({} + {}, {});", t, ptr, addr, r);
+          loaded[rd] = r + "[j]";
+        } else {
+          w.line("const float {} = lj_to_float({}[{}]);  // %{} (broadcast along the last axis)", r, ptr, addr, g.value(v).name);
+          loaded[rd] = r;
+        }
       }
     }
     for (ValueId v : grp.outputs) w.line("float y_{}[V];", ident(g.value(v).name));
@@ -57,7 +67,10 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const E
       for (NodeId n : grp.nodes) {
         const Node& node = g.node(n);
         std::vector<std::string> ops;
-        for (ValueId v : node.operands) ops.push_back(reg.at(v));
+        for (int i = 0; i < static_cast<int>(node.operands.size()); ++i) {
+          OperandRead rd = operand_read(g, node, i, rank);
+          ops.push_back(computed_here(rd.value) ? reg.at(rd.value) : loaded.at(rd));
+        }
         const ValueId r = node.results[0];
         const std::string name = "t_" + ident(g.value(r).name);
         w.line("const float {} = {};  // {}", name, rounded_expr(g.value(r).type.dtype, pointwise_expr(node, ops)),

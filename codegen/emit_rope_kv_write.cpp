@@ -23,29 +23,41 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
         throw UserError(fmt::format("{}: {} cannot be part of a rope_kv_write kernel", ctx.kernel_name(), op_name(g.node(n).kind)));
     }
   }
-  LJ_CHECK(table >= 0, SourceLoc{}, "{}: a rope group without its rope_table (the tables come from elsewhere) has no kernel yet",
-           ctx.kernel_name());
-  const Node& tn = g.node(table);
-  const int64_t dim = tn.attrs.get_int("dim");
-  const int64_t half = dim / 2;
-  const double theta = tn.attrs.get_float("theta");
-  const ValueId pos = tn.operands[0];
-  const Dim rows = g.value(pos).type.shape[0];
+  // One CTA per row n: a position (rope_table / cache writes) and the rows of every rotated tensor.
+  ValueId pos = table >= 0 ? g.node(table).operands[0] : (!writes.empty() ? g.node(writes[0]).operands[2] : -1);
+  ValueId cos_in = -1, sin_in = -1;  // tables read from memory when the group does not compute them
+  int64_t half = 0;
+  Dim rows;
+  if (table >= 0) {
+    half = g.node(table).attrs.get_int("dim") / 2;
+    rows = g.value(pos).type.shape[0];
+  } else if (!ropes.empty()) {
+    cos_in = g.node(ropes[0]).operands[1];
+    sin_in = g.node(ropes[0]).operands[2];
+    const Shape& cs = g.value(cos_in).type.shape;
+    half = cs.back().value();
+    rows = cs[0];
+  } else {
+    rows = g.value(pos).type.shape[0];
+  }
   for (NodeId r : ropes) {
     const TensorType& xt = g.value(g.node(r).operands[0]).type;
     LJ_CHECK(xt.rank() == 3 && xt.shape[0] == rows, g.node(r).loc,
              "{}: the fused rope kernel rotates [N, H, D] tensors with one position per row; got {}", ctx.kernel_name(), xt.str());
+    LJ_CHECK(table >= 0 || (g.node(r).operands[1] == cos_in && g.node(r).operands[2] == sin_in), g.node(r).loc,
+             "{}: ropes in one kernel must share their cos/sin tables", ctx.kernel_name());
   }
   for (NodeId wn : writes) {
     const TensorType& nt = g.value(g.node(wn).operands[1]).type;
     LJ_CHECK(nt.rank() == 3, g.node(wn).loc, "{}: the fused cache write takes one new entry [B, H, D] per sequence; got {}",
              ctx.kernel_name(), nt.str());
+    LJ_CHECK(g.node(wn).operands[2] == pos, g.node(wn).loc, "{}: cache writes in one kernel must share their positions",
+             ctx.kernel_name());
   }
   constexpr int kThreads = 128;
 
-  const std::string p_pos = ctx.buffer_param(pos, false);
-  for (ValueId v : grp.inputs)
-    if (v != pos) ctx.buffer_param(v, false);
+  if (pos >= 0) ctx.buffer_param(pos, false);
+  for (ValueId v : grp.inputs) ctx.buffer_param(v, false);
   for (ValueId v : grp.outputs) ctx.buffer_param(v, true);
   ctx.add_symbol_params();
 
@@ -55,21 +67,39 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
   w.blank();
   {
     auto fn = w.scope(ctx.signature(kThreads));
-    w.line("constexpr int HALF = {};  // head_dim / 2", half);
-    w.line("__shared__ float cos_s[HALF], sin_s[HALF];");
+    if (half > 0) {
+      w.line("constexpr int HALF = {};  // head_dim / 2", half);
+      w.line("__shared__ float cos_s[HALF], sin_s[HALF];");
+    }
     w.line("const lj_i64 n = blockIdx.x;");
     w.line("if (n >= {}) return;", product_expr(dim_as_product(rows)));
-    w.line("const lj_i64 pos = {}[n];", p_pos);
-    w.comment(print_node(g, table) + " (never stored)");
-    {
+    if (pos >= 0) w.line("const lj_i64 pos = {}[n];", ctx.buffer_param(pos, false));
+    if (table >= 0) {
+      const Node& tn = g.node(table);
+      w.comment(print_node(g, table));
       auto loop = w.scope("for (int i = threadIdx.x; i < HALF; i += blockDim.x)");
-      w.line("const double inv_freq = pow({}, -2.0 * i / {}.0);", AttrValue(theta).str(), dim);
+      w.line("const double inv_freq = pow({}, -2.0 * i / {}.0);", AttrValue(tn.attrs.get_float("theta")).str(),
+             tn.attrs.get_int("dim"));
       w.line("double s, c;");
       w.line("sincos((double)pos * inv_freq, &s, &c);");
       w.line("cos_s[i] = (float)c;");
       w.line("sin_s[i] = (float)s;");
+      // Stored only when another kernel reads the tables (the unfused plan).
+      const Shape tshape = g.value(tn.results[0]).type.shape;
+      for (int r = 0; r < 2; ++r) {
+        const ValueId t = tn.results[static_cast<size_t>(r)];
+        if (std::find(grp.outputs.begin(), grp.outputs.end(), t) == grp.outputs.end()) continue;
+        w.line("{}[{}] = {}_s[i];", ctx.buffer_param(t, true), ctx.address(t, tshape, {"n", "i"}), r == 0 ? "cos" : "sin");
+      }
+    } else if (cos_in >= 0) {
+      const Shape tshape = g.value(cos_in).type.shape;
+      auto loop = w.scope("for (int i = threadIdx.x; i < HALF; i += blockDim.x)");
+      w.line("cos_s[i] = lj_to_float({}[{}]);  // %{}", ctx.buffer_param(cos_in, false), ctx.address(cos_in, tshape, {"n", "i"}),
+             g.value(cos_in).name);
+      w.line("sin_s[i] = lj_to_float({}[{}]);  // %{}", ctx.buffer_param(sin_in, false), ctx.address(sin_in, tshape, {"n", "i"}),
+             g.value(sin_in).name);
     }
-    w.line("__syncthreads();");
+    if (half > 0) w.line("__syncthreads();");
     auto cache_check = [&](NodeId wn) {
       const TensorType& ct = g.value(g.node(wn).operands[0]).type;
       // An out-of-range position would write outside the cache: stop the kernel loudly instead.

@@ -73,22 +73,35 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
     c.push_back(col);
     return c;
   };
-  auto load_inputs = [&](SourceWriter& sw, const std::vector<ValueId>& values, const std::vector<std::string>& coords,
-                         std::map<ValueId, std::string>& reg) {
-    for (ValueId v : values) {
-      if (reg.count(v)) continue;
-      const std::string r = "v_" + ident(g.value(v).name);
-      if (ctx.varies_innermost(v, space)) {
+  const int rank = static_cast<int>(space.size());
+  // Loads every group input that `nodes` read (and `extra`), once per way of reading it.
+  auto load_inputs = [&](SourceWriter& sw, const std::vector<NodeId>& nodes, const std::vector<ValueId>& extra,
+                         const std::vector<std::string>& coords, std::map<OperandRead, std::string>& loaded) {
+    std::vector<OperandRead> reads;
+    for (NodeId n : nodes)
+      for (int i = 0; i < static_cast<int>(g.node(n).operands.size()); ++i) reads.push_back(operand_read(g, g.node(n), i, rank));
+    for (ValueId v : extra) reads.push_back(OperandRead{v, -1});
+    for (const OperandRead& rd : reads) {
+      const ValueId v = rd.value;
+      if (!contains(grp.inputs, v) || loaded.count(rd)) continue;
+      const std::string r = "v_" + ident(g.value(v).name) + (rd.axis >= 0 ? fmt::format("_axis{}", rd.axis) : "");
+      if (ctx.varies_innermost(v, space, rd.axis)) {
         sw.line("float {}[V];  // %{}", r, g.value(v).name);
         sw.line("lj_load<{}, V>({} + {}, {});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, false),
-                ctx.address(v, space, coords), r);
-        reg[v] = r + "[j]";
+                ctx.address(v, space, coords, rd.axis), r);
+        loaded[rd] = r + "[j]";
       } else {
-        sw.line("const float {} = lj_to_float({}[{}]);  // %{}", r, ctx.buffer_param(v, false), ctx.address(v, space, coords),
-                g.value(v).name);
-        reg[v] = r;
+        sw.line("const float {} = lj_to_float({}[{}]);  // %{}", r, ctx.buffer_param(v, false),
+                ctx.address(v, space, coords, rd.axis), g.value(v).name);
+        loaded[rd] = r;
       }
     }
+  };
+  // The register expression of operand i of node n.
+  auto operand_expr = [&](const std::map<OperandRead, std::string>& loaded, const std::map<ValueId, std::string>& reg,
+                          const Node& n, int i) {
+    OperandRead rd = operand_read(g, n, i, rank);
+    return contains(grp.inputs, rd.value) ? loaded.at(rd) : reg.at(rd.value);
   };
 
   std::vector<NodeId> prologue, epilogue;
@@ -107,13 +120,10 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
     w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
     if (ragged) w.line("if (col >= D) {{ for (int j = 0; j < V; ++j) xs[k][j] = 0.f; continue; }}");
     auto coords = coords_at(w, "col");
+    std::map<OperandRead, std::string> loaded;
     std::map<ValueId, std::string> reg;
-    std::vector<ValueId> needed;
-    for (NodeId n : prologue)
-      for (ValueId v : g.node(n).operands)
-        if (contains(grp.inputs, v)) needed.push_back(v);
-    if (contains(grp.inputs, x)) needed.push_back(x);
-    load_inputs(w, needed, coords, reg);
+    load_inputs(w, prologue, {x}, coords, loaded);
+    if (contains(grp.inputs, x)) reg[x] = loaded.at(OperandRead{x, -1});
     std::vector<ValueId> stored;
     for (NodeId n : prologue)
       if (contains(grp.outputs, g.node(n).results[0])) stored.push_back(g.node(n).results[0]);
@@ -124,7 +134,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
       for (NodeId n : prologue) {
         const Node& node = g.node(n);
         std::vector<std::string> ops;
-        for (ValueId v : node.operands) ops.push_back(reg.at(v));
+        for (int i = 0; i < static_cast<int>(node.operands.size()); ++i) ops.push_back(operand_expr(loaded, reg, node, i));
         const std::string t = "t_" + ident(g.value(node.results[0]).name);
         w.line("const float {} = {};  // {}", t, rounded_expr(g.value(node.results[0]).type.dtype, pointwise_expr(node, ops)),
                print_node(g, n));
@@ -184,13 +194,11 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
     w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
     if (ragged) w.line("if (col >= D) continue;");
     auto coords = coords_at(w, "col");
+    std::map<OperandRead, std::string> loaded;
     std::map<ValueId, std::string> reg;
-    std::vector<ValueId> needed;
-    for (size_t i = 1; i < rn.operands.size(); ++i) needed.push_back(rn.operands[i]);
-    for (NodeId n : epilogue)
-      for (ValueId v : g.node(n).operands)
-        if (contains(grp.inputs, v)) needed.push_back(v);
-    load_inputs(w, needed, coords, reg);
+    std::vector<ValueId> weights(rn.operands.begin() + 1, rn.operands.end());
+    load_inputs(w, epilogue, weights, coords, loaded);
+    for (ValueId v : weights) reg[v] = loaded.at(OperandRead{v, -1});
     std::vector<ValueId> stored;
     for (NodeId n : grp.nodes)
       if (n >= red && contains(grp.outputs, g.node(n).results[0])) stored.push_back(g.node(n).results[0]);
@@ -217,7 +225,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
       for (NodeId n : epilogue) {
         const Node& node = g.node(n);
         std::vector<std::string> ops;
-        for (ValueId v : node.operands) ops.push_back(reg.at(v));
+        for (int i = 0; i < static_cast<int>(node.operands.size()); ++i) ops.push_back(operand_expr(loaded, reg, node, i));
         const std::string t = "t_" + ident(g.value(node.results[0]).name);
         w.line("const float {} = {};  // {}", t, rounded_expr(g.value(node.results[0]).type.dtype, pointwise_expr(node, ops)),
                print_node(g, n));

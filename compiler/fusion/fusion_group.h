@@ -15,11 +15,11 @@ namespace lj {
 #define LJ_GROUP_KINDS(X)                                                                       \
   X(Elementwise, "elementwise")   /* chains of pointwise ops with broadcasts (incl. SwiGLU)  */ \
   X(RowReduce, "row_reduce")      /* rms_norm/layer_norm/softmax + prologue/epilogue         */ \
-  X(RopeKvWrite, "rope_kv_write") /* rope_table + rope of q and k + KV-cache writes          */ \
+  X(RopeKvWrite, "rope_kv_write") /* rope_table, ropes, KV-cache writes (any of them)        */ \
   X(Matmul, "matmul")             /* GEMM / GEMV (epilogues: issue 6)                        */ \
   X(Attention, "attention")       /* flash attention / split-KV decode                       */ \
   X(Reduce, "reduce")             /* reduce_sum/max/mean over one axis                       */ \
-  X(Copy, "copy")                 /* transpose, concat, standalone kv_cache_write            */
+  X(Copy, "copy")                 /* transpose, concat                                       */
 
 enum class GroupKind : uint8_t {
 #define LJ_X(id, name) id,

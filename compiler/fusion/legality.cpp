@@ -51,10 +51,8 @@ bool is_elementwise(OpKind k) {
     case OpKind::Exp:
     case OpKind::Rsqrt:
     case OpKind::Cast:
+    case OpKind::Quantize:  // the scale is an operand, so quantize is pointwise
     case OpKind::Dequantize: return true;
-    // Quantize with a per-tensor scale computed elsewhere is pointwise too, but the quantize groups
-    // of the fusion issue compute amax in the same pass, so it stays with row reductions.
-    case OpKind::Quantize:
     case OpKind::Matmul:
     case OpKind::RmsNorm:
     case OpKind::LayerNorm:

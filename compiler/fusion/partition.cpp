@@ -104,7 +104,7 @@ class Partitioner {
     const auto& users = uses_.users(y);
     if (users.size() == 1 && !uses_.is_output(y)) {
       NodeId u = users[0];
-      if ((is_elementwise(kind(u)) || kind(u) == OpKind::Quantize) && same_iteration_space(g_, red, u))
+      if (is_elementwise(kind(u)) && same_iteration_space(g_, red, u))
         try_absorb(gid, u, "epilogue");
     }
   }
@@ -135,10 +135,10 @@ class Partitioner {
       case OpKind::Attention: k = GroupKind::Attention; break;
       case OpKind::RmsNorm:
       case OpKind::LayerNorm:
-      case OpKind::Softmax:
-      case OpKind::Quantize: k = GroupKind::RowReduce; break;
+      case OpKind::Softmax: k = GroupKind::RowReduce; break;
       case OpKind::RopeTable:
-      case OpKind::Rope: k = GroupKind::RopeKvWrite; break;
+      case OpKind::Rope:
+      case OpKind::KvCacheWrite: k = GroupKind::RopeKvWrite; break;
       case OpKind::ReduceSum:
       case OpKind::ReduceMax:
       case OpKind::ReduceMean: k = GroupKind::Reduce; break;
@@ -152,8 +152,8 @@ class Partitioner {
       case OpKind::Exp:
       case OpKind::Rsqrt:
       case OpKind::Cast:
+      case OpKind::Quantize:
       case OpKind::Dequantize: k = GroupKind::Elementwise; break;
-      case OpKind::KvCacheWrite:
       case OpKind::Transpose:
       case OpKind::Concat: k = GroupKind::Copy; break;
       case OpKind::Reshape:

@@ -39,7 +39,7 @@ TEST_CASE("causal attention counts only the unmasked pairs", "[cost]") {
   CHECK(cost_of(g, 1, bind).flops == 4.0 * 4 * 16 * 100);
 }
 
-TEST_CASE("kv_cache_write moves only the new entries; reshape moves nothing", "[cost]") {
+TEST_CASE("kv_cache_write moves only the new entries and reshape moves nothing", "[cost]") {
   GraphBuilder b("g");
   auto cache = b.input("cache", DType::BF16, {2, 1000, 8, 128});
   auto x = b.input("x", DType::BF16, {2, 8, 128});
