@@ -63,7 +63,7 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
 
   SourceWriter w;
   ctx.header_comment(w);
-  w.line("#include \"layerjit/types.cuh\"");
+  w.line("#include \"layerjit/vec.cuh\"");
   w.blank();
   {
     auto fn = w.scope(ctx.signature(kThreads));
@@ -131,25 +131,39 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
       const bool interleaved = rn.attrs.get_string("style") == "interleaved";
       const Shape& s = xt.shape;
       w.comment(print_node(g, r));
-      auto loop = w.scope(fmt::format("for (int idx = threadIdx.x; idx < {} * HALF; idx += blockDim.x)", s[1].value()));
-      w.line("const int h = idx / HALF, i = idx % HALF;");
+      const bool stored = std::find(grp.outputs.begin(), grp.outputs.end(), y) != grp.outputs.end();
+      // Half-style pairs are two contiguous runs (i.. and i + HALF..): V of each per access where
+      // every access is aligned. Interleaved pairs are adjacent: one pair per thread.
+      std::vector<ValueId> accessed = {x};
+      if (stored) accessed.push_back(y);
+      for (NodeId wn : writes_of(y)) accessed.push_back(g.node(wn).operands[0]);
+      int vec = interleaved ? 1 : ctx.vector_width(accessed, s, 16 / dtype_bytes(xt.dtype));
+      while (vec > 1 && half % vec != 0) vec /= 2;
+      const int64_t runs = interleaved ? half : half / vec;
+      auto loop = w.scope(fmt::format("for (int idx = threadIdx.x; idx < {} * {}; idx += blockDim.x)", s[1].value(), runs));
+      w.line("const int h = idx / {}, i = idx % {} * {};", runs, runs, interleaved ? 1 : vec);
       const std::string d1 = interleaved ? "2 * i" : "i";
       const std::string d2 = interleaved ? "2 * i + 1" : "i + HALF";
       const std::string xp = ctx.buffer_param(x, false);
       const char* xt_c = c_type(xt.dtype);
-      w.line("const float x1 = lj_to_float({}[{}]);", xp, ctx.address(x, s, {"n", "h", d1}));
-      w.line("const float x2 = lj_to_float({}[{}]);", xp, ctx.address(x, s, {"n", "h", d2}));
-      w.line("const {} y1 = lj_from_float<{}>(fmaf(x1, cos_s[i], -x2 * sin_s[i]));", xt_c, xt_c);
-      w.line("const {} y2 = lj_from_float<{}>(fmaf(x2, cos_s[i], x1 * sin_s[i]));", xt_c, xt_c);
-      if (std::find(grp.outputs.begin(), grp.outputs.end(), y) != grp.outputs.end()) {
+      w.line("float x1[{}], x2[{}], y1[{}], y2[{}];", vec, vec, vec, vec);
+      w.line("lj_load<{}, {}>({} + {}, x1);", xt_c, vec, xp, ctx.address(x, s, {"n", "h", d1}));
+      w.line("lj_load<{}, {}>({} + {}, x2);", xt_c, vec, xp, ctx.address(x, s, {"n", "h", d2}));
+      w.line("#pragma unroll");
+      {
+        auto inner = w.scope(fmt::format("for (int j = 0; j < {}; ++j)", vec));
+        w.line("y1[j] = fmaf(x1[j], cos_s[i + j], -x2[j] * sin_s[i + j]);");
+        w.line("y2[j] = fmaf(x2[j], cos_s[i + j], x1[j] * sin_s[i + j]);");
+      }
+      if (stored) {
         const std::string yp = ctx.buffer_param(y, true);
-        w.line("{}[{}] = y1;", yp, ctx.address(y, s, {"n", "h", d1}));
-        w.line("{}[{}] = y2;", yp, ctx.address(y, s, {"n", "h", d2}));
+        w.line("lj_store<{}, {}>({} + {}, y1);", xt_c, vec, yp, ctx.address(y, s, {"n", "h", d1}));
+        w.line("lj_store<{}, {}>({} + {}, y2);", xt_c, vec, yp, ctx.address(y, s, {"n", "h", d2}));
       }
       for (NodeId wn : writes_of(y)) {
         const std::string cp = ctx.buffer_param(g.node(wn).results[0], true);
-        w.line("{}[{}] = y1;  // {}", cp, cache_addr(wn, "h", d1), print_node(g, wn));
-        w.line("{}[{}] = y2;", cp, cache_addr(wn, "h", d2));
+        w.line("lj_store<{}, {}>({} + {}, y1);  // {}", xt_c, vec, cp, cache_addr(wn, "h", d1), print_node(g, wn));
+        w.line("lj_store<{}, {}>({} + {}, y2);", xt_c, vec, cp, cache_addr(wn, "h", d2));
       }
     }
     // Cache writes of values computed elsewhere (v): a copy into the cache row.
@@ -159,11 +173,16 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
           std::find(grp.nodes.begin(), grp.nodes.end(), g.value(nv).producer) != grp.nodes.end())
         continue;
       const Shape& s = g.value(nv).type.shape;
+      const ValueId cache = g.node(wn).operands[0];
+      const char* t = c_type(g.value(nv).type.dtype);
+      const int vec = ctx.vector_width({nv, cache}, s, 16 / dtype_bytes(g.value(nv).type.dtype));
+      const int64_t runs = s[2].value() / vec;
       w.comment(print_node(g, wn));
-      auto loop = w.scope(fmt::format("for (int idx = threadIdx.x; idx < {} * {}; idx += blockDim.x)", s[1].value(), s[2].value()));
-      w.line("const int h = idx / {}, d = idx % {};", s[2].value(), s[2].value());
-      w.line("{}[{}] = {}[{}];", ctx.buffer_param(g.node(wn).results[0], true), cache_addr(wn, "h", "d"),
-             ctx.buffer_param(nv, false), ctx.address(nv, s, {"n", "h", "d"}));
+      auto loop = w.scope(fmt::format("for (int idx = threadIdx.x; idx < {} * {}; idx += blockDim.x)", s[1].value(), runs));
+      w.line("const int h = idx / {}, d = idx % {} * {};", runs, runs, vec);
+      w.line("float e[{}];", vec);
+      w.line("lj_load<{}, {}>({} + {}, e);", t, vec, ctx.buffer_param(nv, false), ctx.address(nv, s, {"n", "h", "d"}));
+      w.line("lj_store<{}, {}>({} + {}, e);", t, vec, ctx.buffer_param(g.node(wn).results[0], true), cache_addr(wn, "h", "d"));
     }
   }
 

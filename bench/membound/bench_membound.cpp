@@ -1,0 +1,211 @@
+// Memory-bound kernels against the device's copy bandwidth, measured in the same run: residual add +
+// RMSNorm on [16384, 4096] bf16, SwiGLU on [8192, 14336], RoPE of the Llama-3-8B QKV projection at
+// T=4096 (prefill) and RoPE + KV-cache write for B=4096 decode rows. For each: the fused plan's
+// kernels and the unfused plan's kernels, time (median of CUDA-event repeats, inputs rotated past
+// L2), bytes the plan must move, and GB/s as a fraction of a 16-byte-vector device copy.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/device_headers.h"
+#include "codegen/kernel.h"
+#include "codegen/tensor_layout.h"
+#include "layerjit/llama.h"
+#include "layerjit/text.h"
+#include "runtime/context.h"
+#include "runtime/fill.h"
+#include "runtime/launch.h"
+#include "runtime/memory.h"
+#include "runtime/module.h"
+#include "runtime/nvrtc.h"
+#include "runtime/timer.h"
+
+using namespace lj;
+
+namespace {
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "bench_membound: %s\n", what.c_str());
+  std::exit(1);
+}
+template <class R>
+auto must(R r, const char* what) {
+  if (!r.ok()) die(fmt::format("{}: {}", what, r.message()));
+  if constexpr (requires { *r; }) return std::move(*r);
+}
+void must_ok(const rt::Status& s, const char* what) {
+  if (!s.ok()) die(fmt::format("{}: {}", what, s.message()));
+}
+
+rt::Target device_target(const rt::Context& ctx) {
+  auto archs = must(rt::supported_archs(), "supported archs");
+  return must(rt::choose_target(ctx.info().cc(), false, archs, rt::nvrtc_version()), "target").target;
+}
+
+// One loaded, ready-to-launch kernel of a plan with its buffers.
+struct Launchable {
+  rt::Module module;
+  rt::Kernel kernel;
+  rt::KernelArgs args;
+  rt::LaunchConfig config;
+};
+
+struct PlanRun {
+  std::vector<Launchable> kernels;
+  double bytes = 0;
+};
+
+// Compiles and sets up every group of `plan`. Buffers come from `pool` (one per IR buffer value, so
+// groups of one plan share intermediates as a real execution would).
+PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
+                std::map<ValueId, rt::DeviceBuffer>& pool) {
+  PlanRun run;
+  const rt::Target target = device_target(ctx);
+  for (const FusionGroup& grp : plan.groups) {
+    GeneratedKernel k = emit_group(g, grp);
+    run.bytes += group_cost(g, grp, b).bytes;
+    rt::CompileOptions opts;
+    opts.headers = codegen_device_headers();
+    auto prog = must(rt::compile(k.source, opts, target), "compile");
+    auto mod = must(rt::Module::load(ctx, prog.image()), "load");
+    auto kern = must(mod.kernel(k.name), "kernel");
+    rt::KernelArgs args;
+    for (const KernelParam& p : k.params) {
+      if (p.kind == KernelParam::Kind::Symbol) {
+        args.add(static_cast<long long>(*b.get(p.symbol)));
+        continue;
+      }
+      if (!pool.count(p.buffer)) {
+        const TensorType& t = g.value(p.buffer).type;
+        const size_t n = static_cast<size_t>(numel(resolve(t.shape, b)));
+        auto buf = must(rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))), "allocate");
+        if (t.dtype == DType::I32) {  // positions: small, inside every cache
+          std::vector<int> pos(n);
+          for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int>(i % 7);
+          must_ok(rt::copy_to_device(stream, buf.ptr(), pos.data(), n * 4), "upload positions");
+        } else if (t.dtype == DType::BF16) {
+          must_ok(rt::fill_random_bf16(stream, buf.ptr(), n, 1234 + static_cast<uint64_t>(p.buffer), -1.f, 1.f), "fill");
+        } else {
+          must_ok(rt::fill_random_f32(stream, buf.ptr(), n, 99, -1.f, 1.f), "fill");
+        }
+        pool.emplace(p.buffer, std::move(buf));
+      }
+      args.add(pool.at(p.buffer).ptr());
+    }
+    int64_t work = k.launch.work.constant;
+    for (const auto& s : k.launch.work.symbols) work *= *b.get(s);
+    const auto blocks = static_cast<unsigned>((work + k.launch.per_block - 1) / k.launch.per_block);
+    run.kernels.push_back(Launchable{std::move(mod), kern, std::move(args),
+                                     rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads))});
+  }
+  must_ok(stream.synchronize(), "setup");
+  return run;
+}
+
+double time_plan(rt::Stream& stream, PlanRun& run) {
+  rt::TimerOptions opts;
+  opts.warmup = 5;
+  opts.repeats = 30;
+  auto t = must(rt::time_on_stream(stream, [&](int) -> rt::Status {
+                  for (auto& l : run.kernels) {
+                    rt::Status s = rt::launch(stream, l.kernel, l.config, l.args);
+                    if (!s.ok()) return s;
+                  }
+                  return rt::Status();
+                }, opts),
+                "time");
+  return t.median_ms;
+}
+
+// Device-to-device copy with 16-byte vectors: the bandwidth anchor.
+double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
+  const char* src = R"(extern "C" __global__ void copy16(uint4* out, const uint4* in, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = in[i];
+})";
+  auto prog = must(rt::compile(src, {}, device_target(ctx)), "compile copy");
+  auto mod = must(rt::Module::load(ctx, prog.image()), "load copy");
+  auto kern = must(mod.kernel("copy16"), "copy kernel");
+  auto a = must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc");
+  auto b = must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc");
+  must_ok(rt::fill_random_f32(stream, a.ptr(), bytes / 4, 5, -1.f, 1.f), "fill");
+  const long long n16 = static_cast<long long>(bytes / 16);
+  auto args = rt::KernelArgs::of(b.ptr(), a.ptr(), n16);
+  auto cfg = rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * 8), 512);
+  auto t = must(rt::time_on_stream(stream, [&](int) { return rt::launch(stream, kern, cfg, args); }, {}), "time copy");
+  return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
+}
+
+struct BenchCase {
+  std::string name;
+  Graph graph;
+  Bindings bind;
+};
+
+}  // namespace
+
+int main() {
+  auto ctx_r = rt::Context::get(0);
+  if (!ctx_r.ok()) {
+    std::printf("skipped: no CUDA driver (%s)\n", ctx_r.message().c_str());
+    return 77;
+  }
+  rt::Context& ctx = **ctx_r;
+  rt::Stream stream = must(rt::Stream::create(ctx), "stream");
+
+  std::vector<BenchCase> cases;
+  auto text = R"(
+graph @residual_rmsnorm(%x: bf16[T, 4096], %o: bf16[T, 4096], %w: param bf16[4096]) {
+  %h = add(%x, %o)
+  %n = rms_norm(%h, %w) {eps = 1e-5}
+  return %h, %n
+}
+graph @swiglu(%gu: bf16[T, 28672]) {
+  %g, %u = split(%gu) {axis = 1, sizes = [14336, 14336]}
+  %a = silu(%g)
+  %m = mul(%a, %u)
+  return %m
+}
+)";
+  Module m = parse_module(text, "bench_membound");
+  Bindings t16k, t8k;
+  t16k.set("T", 16384);
+  t8k.set("T", 8192);
+  cases.push_back({"residual add + RMSNorm [16384, 4096]", m.graphs[0], t16k});
+  cases.push_back({"SwiGLU [8192, 14336]", m.graphs[1], t8k});
+
+  // RoPE groups of the Llama-3-8B layer: only the rope_kv_write group of each plan is timed.
+  Bindings t4k, b4k;
+  t4k.set("T", 4096);
+  b4k.set("B", 4096);
+  b4k.set("C", 16);
+  const double copy = copy_gbps(ctx, stream, size_t{1} << 30);
+  std::printf("device: %s, copy bandwidth %.0f GB/s (1 GiB, read + write)\n\n", ctx.info().name.c_str(), copy);
+  std::printf("| case | plan | kernels | time (ms) | bytes (MiB) | GB/s | fraction of copy |\n");
+  std::printf("|------|------|---------|-----------|-------------|------|------------------|\n");
+  auto report = [&](const std::string& name, const char* which, PlanRun& run) {
+    const double ms = time_plan(stream, run);
+    const double gbps = run.bytes / (ms * 1e-3) / 1e9;
+    std::printf("| %s | %s | %zu | %.4f | %.1f | %.0f | %.2f |\n", name.c_str(), which, run.kernels.size(), ms,
+                run.bytes / (1024.0 * 1024.0), gbps, gbps / copy);
+  };
+  for (auto& c : cases) {
+    for (bool fuse : {true, false}) {
+      std::map<ValueId, rt::DeviceBuffer> pool;
+      PlanRun run = prepare(ctx, stream, c.graph, plan_fusion(c.graph, FusionOptions{fuse}), c.bind, pool);
+      report(c.name, fuse ? "fused" : "unfused", run);
+    }
+  }
+  for (auto [name, graph, bind] : {std::tuple{"RoPE q,k (Llama-3-8B prefill, T=4096)", llama_prefill(LlamaConfig::llama3_8b()), t4k},
+                                   std::tuple{"RoPE + KV write (Llama-3-8B decode, B=4096)", llama_decode(LlamaConfig::llama3_8b()), b4k}}) {
+    FusionPlan plan = plan_fusion(graph);
+    FusionPlan only;
+    for (const auto& grp : plan.groups)
+      if (grp.kind == GroupKind::RopeKvWrite) only.groups.push_back(grp);
+    std::map<ValueId, rt::DeviceBuffer> pool;
+    PlanRun run = prepare(ctx, stream, graph, only, bind, pool);
+    report(name, "fused", run);
+  }
+  return 0;
+}

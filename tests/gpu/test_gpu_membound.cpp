@@ -1,0 +1,272 @@
+// GPU tier: every memory-bound kernel layerjit generates (elementwise, row reductions, RoPE + KV
+// write), fused and unfused, against the CPU reference of the nodes it implements. Each group's
+// inputs are fresh random values (never zeros), outputs are poisoned first, shapes include row
+// lengths that no vector width divides (4095, 4097, 7, 1) and views at odd offsets.
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "codegen/device_headers.h"
+#include "codegen/kernel.h"
+#include "codegen/tensor_layout.h"
+#include "layerjit/reference.h"
+#include "runtime/fill.h"
+#include "runtime/memory.h"
+#include "runtime/stream.h"
+#include "tests/codegen/codegen_graphs.h"
+#include "tests/gpu/gpu_test_support.h"
+
+using namespace lj;
+
+namespace {
+
+// --- host <-> device element encodings (values are exactly representable in their dtype) ----------
+uint16_t f16_bits(double v) {
+  if (std::isnan(v)) return 0x7e00;
+  uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  double a = std::fabs(v);
+  if (std::isinf(a)) return sign | 0x7c00;
+  if (a == 0) return sign;
+  int e = static_cast<int>(std::floor(std::log2(a)));
+  if (std::ldexp(1.0, e) > a) --e;
+  if (e < -14) return sign | static_cast<uint16_t>(std::lround(a * std::ldexp(1.0, 24)));
+  return sign | static_cast<uint16_t>(((e + 15) << 10) | std::lround((a / std::ldexp(1.0, e) - 1.0) * 1024));
+}
+double f16_value(uint16_t b) {
+  const double s = (b & 0x8000) ? -1 : 1;
+  const int e = (b >> 10) & 31, m = b & 1023;
+  if (e == 31) return m ? NAN : s * INFINITY;
+  if (e == 0) return s * m * std::ldexp(1.0, -24);
+  return s * (1 + m / 1024.0) * std::ldexp(1.0, e - 15);
+}
+double fp8_value(DType t, uint8_t b) {
+  const double s = (b & 0x80) ? -1 : 1;
+  if (t == DType::F8E4M3) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    if (e == 15 && m == 7) return NAN;
+    return e == 0 ? s * m * std::ldexp(1.0, -9) : s * (1 + m / 8.0) * std::ldexp(1.0, e - 7);
+  }
+  const int e = (b >> 2) & 31, m = b & 3;
+  if (e == 31) return m ? NAN : s * INFINITY;
+  return e == 0 ? s * m * std::ldexp(1.0, -16) : s * (1 + m / 4.0) * std::ldexp(1.0, e - 15);
+}
+
+std::vector<unsigned char> encode(const HostTensor& t) {
+  std::vector<unsigned char> out(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    const double v = t.data[i];
+    unsigned char* p = out.data() + i * static_cast<size_t>(dtype_bytes(t.dtype));
+    switch (t.dtype) {
+      case DType::F32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+      case DType::BF16: { float f = static_cast<float>(v); uint32_t u; std::memcpy(&u, &f, 4); uint16_t b = static_cast<uint16_t>(u >> 16); std::memcpy(p, &b, 2); break; }
+      case DType::F16: { uint16_t b = f16_bits(v); std::memcpy(p, &b, 2); break; }
+      case DType::F8E4M3:
+      case DType::F8E5M2: {
+        int code = -1;
+        for (int c = 0; c < 256 && code < 0; ++c)
+          if (fp8_value(t.dtype, static_cast<uint8_t>(c)) == v && !(v == 0 && std::signbit(v) != bool(c & 0x80))) code = c;
+        REQUIRE(code >= 0);
+        *p = static_cast<unsigned char>(code);
+        break;
+      }
+      case DType::I8: { int8_t b = static_cast<int8_t>(v); std::memcpy(p, &b, 1); break; }
+      case DType::I32: { int32_t b = static_cast<int32_t>(v); std::memcpy(p, &b, 4); break; }
+    }
+  }
+  return out;
+}
+
+double decode_one(DType t, const unsigned char* p) {
+  switch (t) {
+    case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
+    case DType::BF16: { uint16_t b; std::memcpy(&b, p, 2); uint32_t u = static_cast<uint32_t>(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+    case DType::F16: { uint16_t b; std::memcpy(&b, p, 2); return f16_value(b); }
+    case DType::F8E4M3:
+    case DType::F8E5M2: return fp8_value(t, *p);
+    case DType::I8: return static_cast<int8_t>(*p);
+    case DType::I32: { int32_t b; std::memcpy(&b, p, 4); return b; }
+  }
+  return NAN;
+}
+
+// Tolerance per dtype: one rounding step of the format (the kernel computes in fp32, the reference in
+// fp64, so a value near a rounding boundary may land one step apart), plus a small absolute floor.
+bool close(DType t, double got, double want) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isnan(got)) return false;
+  double rel = 1e-5, abs_tol = 1e-6;
+  switch (t) {
+    case DType::F32: break;
+    case DType::BF16: rel = 1.0 / 64; abs_tol = 1.0 / 1024; break;
+    case DType::F16: rel = 1.0 / 512; abs_tol = 1.0 / 8192; break;
+    case DType::F8E4M3: rel = 1.0 / 8; abs_tol = 1.0 / 512; break;
+    case DType::F8E5M2: rel = 1.0 / 4; abs_tol = 1.0 / 8192; break;
+    case DType::I8:
+    case DType::I32: rel = 0; abs_tol = 1; break;
+  }
+  return std::fabs(got - want) <= abs_tol + rel * std::fabs(want);
+}
+
+struct Case {
+  const Graph* graph;
+  Bindings bind;
+  uint64_t seed;
+};
+
+// Random data for a value no group node produces: positions inside the caches, positive scales,
+// values in [-1, 1) otherwise (exactly representable in the dtype).
+HostTensor random_input(const Graph& g, ValueId v, const Bindings& b, uint64_t seed) {
+  const ValueInfo& info = g.value(v);
+  HostTensor t(info.type.dtype, resolve(info.type.shape, b));
+  bool is_scale = false;
+  for (const Node& n : g.nodes())
+    if ((n.kind == OpKind::Quantize || n.kind == OpKind::Dequantize) && n.operands[1] == v) is_scale = true;
+  if (info.type.dtype == DType::I32) {
+    int64_t cap = 1000;
+    for (const Node& n : g.nodes())
+      if (n.kind == OpKind::KvCacheWrite && n.operands[2] == v) cap = resolve(g.value(n.operands[0]).type.shape[1], b);
+    fill_uniform(t, seed, 0, static_cast<double>(cap));
+  } else if (is_scale) {
+    fill_uniform(t, seed, 0.05, 0.5);
+  } else {
+    fill_uniform(t, seed, -1.0, 1.0);
+  }
+  return t;
+}
+
+// The reference value of `v`: from `known`, or by evaluating its producer (recursively).
+const HostTensor& evaluate(const Graph& g, ValueId v, const Bindings& b, std::map<ValueId, HostTensor>& known) {
+  if (auto it = known.find(v); it != known.end()) return it->second;
+  const Node& n = g.node(g.value(v).producer);
+  std::vector<const HostTensor*> ops;
+  for (ValueId o : n.operands) ops.push_back(&evaluate(g, o, b, known));
+  std::vector<TensorType> types;
+  for (ValueId r : n.results) types.push_back(g.value(r).type);
+  auto res = reference_op(n.kind, ops, n.attrs, types, b);
+  for (size_t i = 0; i < n.results.size(); ++i) known[n.results[i]] = std::move(res[i]);
+  return known.at(v);
+}
+
+// Runs one group on the GPU and compares every written buffer with the reference.
+void check_group(rt::Context& ctx, rt::Stream& stream, const Case& c, const FusionGroup& grp) {
+  const Graph& g = *c.graph;
+  const std::vector<TensorLayout> layouts = compute_layouts(g);
+  GeneratedKernel k = emit_group(g, grp);
+  INFO(g.name() << " group " << grp.id << " (" << group_kind_name(grp.kind) << ")\n" << k.source);
+
+  // Reference: random buffers behind every input, views evaluated from them, then the group's nodes.
+  std::map<ValueId, HostTensor> known;
+  uint64_t seed = c.seed * 1000 + static_cast<uint64_t>(grp.id);
+  for (ValueId v : grp.inputs) {
+    const ValueId buf = layouts[static_cast<size_t>(v)].buffer;
+    if (!known.count(buf)) known[buf] = random_input(g, buf, c.bind, ++seed);
+  }
+  std::map<ValueId, HostTensor> before = known;  // buffers as uploaded
+  for (NodeId n : grp.nodes)
+    for (ValueId r : g.node(n).results) evaluate(g, r, c.bind, known);
+
+  rt::CompileOptions opts;
+  opts.headers = codegen_device_headers();
+  rt::Module mod = lj_test::load(ctx, k.source, opts);
+  rt::Kernel kern = lj_test::kernel(mod, k.name.c_str());
+
+  std::vector<rt::DeviceBuffer> buffers;
+  rt::KernelArgs args;
+  for (const KernelParam& p : k.params) {
+    if (p.kind == KernelParam::Kind::Symbol) {
+      args.add(static_cast<long long>(*c.bind.get(p.symbol)));
+      continue;
+    }
+    const TensorType& t = g.value(p.buffer).type;
+    const size_t bytes = static_cast<size_t>(numel(resolve(t.shape, c.bind)) * dtype_bytes(t.dtype));
+    auto buf = rt::DeviceBuffer::allocate(ctx, bytes);
+    LJ_REQUIRE_OK(buf);
+    if (before.count(p.buffer)) {
+      auto host = encode(before.at(p.buffer));
+      LJ_REQUIRE_OK(rt::copy_to_device(stream, buf->ptr(), host.data(), host.size()));
+    } else {
+      LJ_REQUIRE_OK(rt::fill_poison(stream, buf->ptr(), bytes, static_cast<size_t>(dtype_bytes(t.dtype))));
+    }
+    args.add(buf->ptr());
+    buffers.push_back(std::move(*buf));
+  }
+  int64_t work = k.launch.work.constant;
+  for (const auto& s : k.launch.work.symbols) work *= *c.bind.get(s);
+  const auto blocks = static_cast<unsigned>((work + k.launch.per_block - 1) / k.launch.per_block);
+  LJ_REQUIRE_OK(rt::launch(stream, kern, rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads)), args));
+  LJ_REQUIRE_OK(stream.synchronize());
+
+  // Every written buffer must equal the reference of the value stored in it.
+  size_t bi = 0;
+  for (const KernelParam& p : k.params) {
+    if (p.kind == KernelParam::Kind::Symbol) continue;
+    const rt::DeviceBuffer& buf = buffers[bi++];
+    if (!p.written) continue;
+    ValueId holder = -1;  // the group output whose buffer this is (a cache write aliases its input)
+    for (ValueId o : grp.outputs)
+      if (layouts[static_cast<size_t>(o)].buffer == p.buffer) holder = o;
+    REQUIRE(holder >= 0);
+    const HostTensor& want = known.at(holder);
+    std::vector<unsigned char> got(buf.bytes());
+    LJ_REQUIRE_OK(rt::copy_to_host(stream, got.data(), buf.ptr(), got.size()));
+    LJ_REQUIRE_OK(stream.synchronize());
+    size_t bad = 0, first = 0;
+    double worst = 0;
+    const int eb = dtype_bytes(want.dtype);
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      const double gv = decode_one(want.dtype, got.data() + i * static_cast<size_t>(eb));
+      if (!close(want.dtype, gv, want.data[i])) {
+        if (bad++ == 0) first = i;
+      }
+      if (!std::isnan(gv)) worst = std::max(worst, std::fabs(gv - want.data[i]));
+    }
+    INFO("output %" << g.value(holder).name << " " << want.data.size() << " elements, max |error| " << worst
+                    << ", first bad element " << first << ": got "
+                    << decode_one(want.dtype, got.data() + first * static_cast<size_t>(eb)) << " want " << want.data[first]);
+    CHECK(bad == 0);
+  }
+}
+
+void check_graph(const Graph& g, Bindings bind, uint64_t seed) {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  int run = 0;
+  for (bool fuse : {true, false}) {
+    FusionPlan plan = plan_fusion(g, FusionOptions{fuse});
+    for (const FusionGroup& grp : plan.groups) {
+      if (!has_emitter(grp.kind)) continue;
+      check_group(ctx, *stream, Case{&g, bind, seed}, grp);
+      ++run;
+    }
+  }
+  CHECK(run > 0);
+}
+
+Bindings binds(std::initializer_list<std::pair<const char*, int64_t>> kv) {
+  Bindings b;
+  for (const auto& [k, v] : kv) b.set(k, v);
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("llama 8B prefill memory-bound kernels match the reference (T=5)", "[gpu][membound]") {
+  check_graph(llama_prefill(LlamaConfig::llama3_8b()), binds({{"T", 5}}), 1);
+}
+
+TEST_CASE("llama 8B decode memory-bound kernels match the reference (B=3, C=37)", "[gpu][membound]") {
+  check_graph(llama_decode(LlamaConfig::llama3_8b()), binds({{"B", 3}, {"C", 37}}), 2);
+}
+
+TEST_CASE("small llama prefill and decode kernels match the reference", "[gpu][membound]") {
+  check_graph(llama_prefill(LlamaConfig::small()), binds({{"T", 33}}), 3);
+  check_graph(llama_decode(LlamaConfig::small()), binds({{"B", 2}, {"C", 9}}), 4);
+}
+
+TEST_CASE("odd-shaped graphs match the reference for T in {1, 7, 129}", "[gpu][membound]") {
+  for (const Graph& g : lj_test::codegen_graphs()) {
+    if (g.name().rfind("llama", 0) == 0) continue;
+    for (int64_t t : {1, 7, 129}) check_graph(g, binds({{"T", t}}), static_cast<uint64_t>(10 + t));
+  }
+}
