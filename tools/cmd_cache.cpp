@@ -1,0 +1,238 @@
+// `layerjit cache`: one function per action over cache/'s DiskCache and TuningDb. Read-only actions
+// (stats, ls, show) never refresh last-used stamps, so looking at the cache does not change what
+// eviction removes next.
+#include "tools/cmd_cache.h"
+
+#include <cstdio>
+#include <ctime>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "cache/disk_cache.h"
+#include "cache/tuning_db.h"
+#include "layerjit/error.h"
+
+namespace lj::cli {
+
+const char* const kCacheUsage =
+    "usage: layerjit cache <action> [--dir DIR]\n"
+    "\n"
+    "Inspects and maintains the kernel cache (cubins, sources, manifests) and the tuning database.\n"
+    "\n"
+    "actions:\n"
+    "  stats                 location, entries and bytes against the size cap, stale files, tuning records\n"
+    "  ls                    one line per entry, most recently used first: key, size, last use, kernel, arch\n"
+    "  show KEY              one entry's manifest, verified against its checksums (KEY: 32 hex digits or a\n"
+    "                        unique prefix of at least 6)\n"
+    "  clear [--tuning]      remove every entry not in use by a running process (--tuning: also every\n"
+    "                        tuning record)\n"
+    "  prune [--max-bytes N] remove stale temp files, unpublished payloads and corrupt entries, then evict\n"
+    "                        least recently used entries down to the cap (N: bytes, or 512M, 2G)\n"
+    "\n"
+    "options:\n"
+    "  --dir DIR             use DIR instead of $LAYERJIT_CACHE_DIR, $XDG_CACHE_HOME/layerjit or\n"
+    "                        ~/.cache/layerjit\n"
+    "\n"
+    "The size cap is LAYERJIT_CACHE_MAX_BYTES (default 2G). Exits 1 when the cache directory is refused\n"
+    "(owned by another user, writable by group or others, or a symlink) or KEY names no entry.\n";
+
+namespace {
+
+struct CacheArgs {
+  std::string action;
+  std::optional<std::string> key;
+  std::optional<std::string> dir;
+  std::optional<uint64_t> max_bytes;
+  bool tuning = false;
+  bool help = false;
+};
+
+CacheArgs parse(const std::vector<std::string>& args) {
+  CacheArgs a;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& s = args[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", flag)};
+      return args[++i];
+    };
+    auto bytes = [](const std::string& text) {
+      auto b = cache::parse_byte_size(text);
+      if (!b) throw UsageError{fmt::format("--max-bytes expects a byte count such as 2147483648 or 2G, got '{}'", text)};
+      return *b;
+    };
+    if (s == "-h" || s == "--help") a.help = true;
+    else if (s == "--dir") a.dir = value("--dir");
+    else if (s.rfind("--dir=", 0) == 0) a.dir = s.substr(6);
+    else if (s == "--max-bytes") a.max_bytes = bytes(value("--max-bytes"));
+    else if (s.rfind("--max-bytes=", 0) == 0) a.max_bytes = bytes(s.substr(12));
+    else if (s == "--tuning") a.tuning = true;
+    else if (!s.empty() && s[0] == '-') throw UsageError{fmt::format("unknown option '{}'", s)};
+    else if (a.action.empty()) a.action = s;
+    else if (a.action == "show" && !a.key) a.key = s;
+    else throw UsageError{fmt::format("unexpected argument '{}'", s)};
+  }
+  if (a.help) return a;
+  if (a.action.empty()) throw UsageError{"missing action (stats, ls, show, clear or prune)"};
+  if (a.action != "stats" && a.action != "ls" && a.action != "show" && a.action != "clear" && a.action != "prune")
+    throw UsageError{fmt::format("unknown action '{}'", a.action)};
+  if (a.action == "show" && !a.key) throw UsageError{"show needs a KEY"};
+  if (a.tuning && a.action != "clear") throw UsageError{"--tuning only applies to clear"};
+  if (a.max_bytes && a.action != "prune") throw UsageError{"--max-bytes only applies to prune"};
+  return a;
+}
+
+cache::CacheOptions options_for(const CacheArgs& a) {
+  cache::CacheOptions o = cache::cache_options_from_env();
+  if (a.dir) o.root = *a.dir;
+  if (a.max_bytes) o.max_bytes = *a.max_bytes;
+  return o;
+}
+
+std::string age(int64_t unix_seconds) {
+  int64_t s = static_cast<int64_t>(std::time(nullptr)) - unix_seconds;
+  if (s < 0) s = 0;
+  if (s < 120) return fmt::format("{}s ago", s);
+  if (s < 2 * 3600) return fmt::format("{}m ago", s / 60);
+  if (s < 2 * 86400) return fmt::format("{}h ago", s / 3600);
+  return fmt::format("{}d ago", s / 86400);
+}
+
+std::unique_ptr<cache::DiskCache> open_or_fail(const CacheArgs& a) {
+  cache::CacheOptions o = options_for(a);
+  // A refused root becomes this command's error; the library's warning would say it twice.
+  o.warn = [](const std::string&) {};
+  auto c = cache::DiskCache::open(o);
+  if (!c->enabled()) throw UserError(fmt::format("kernel cache disabled: {}", c->disabled_reason()));
+  return c;
+}
+
+int stats(const CacheArgs& a) {
+  auto c = open_or_fail(a);
+  auto db = cache::TuningDb::open(options_for(a));
+  cache::Usage u = c->scan();
+  uint64_t cap = c->options().max_bytes;
+  std::string origin = a.dir ? "--dir" : cache::default_cache_root() ? cache::default_cache_root()->chosen_by : "";
+  std::printf("cache root     %s (from %s)\n", c->root_path().c_str(), origin.c_str());
+  std::printf("directory      %s\n", c->version_dir().c_str());
+  std::printf("entries        %zu, %s of %s cap (%.1f %%)\n", u.entries.size(), format_bytes(static_cast<double>(u.entry_bytes)).c_str(),
+              format_bytes(static_cast<double>(cap)).c_str(),
+              cap ? 100.0 * static_cast<double>(u.total_bytes()) / static_cast<double>(cap) : 0.0);
+  if (!u.entries.empty())
+    std::printf("last used      oldest %s, newest %s\n", age(u.entries.front().last_used_unix).c_str(),
+                age(u.entries.back().last_used_unix).c_str());
+  std::printf("stale files    %llu temp, %llu unpublished payloads (%s)\n",
+              static_cast<unsigned long long>(u.temp_files), static_cast<unsigned long long>(u.orphan_files),
+              format_bytes(static_cast<double>(u.temp_bytes + u.orphan_bytes)).c_str());
+  if (u.other_files > 0)
+    std::printf("other files    %llu (%s), not written by layerjit\n", static_cast<unsigned long long>(u.other_files),
+                format_bytes(static_cast<double>(u.other_bytes)).c_str());
+  if (db->enabled()) std::printf("tuning records %zu\n", db->list().size());
+  return kExitOk;
+}
+
+int ls(const CacheArgs& a) {
+  auto c = open_or_fail(a);
+  cache::Usage u = c->scan();
+  std::printf("%-32s  %10s  %-9s  %-8s  %s\n", "KEY", "SIZE", "LAST USED", "ARCH", "KERNEL");
+  for (auto it = u.entries.rbegin(); it != u.entries.rend(); ++it) {
+    auto m = c->peek_manifest(it->key);
+    std::printf("%-32s  %10s  %-9s  %-8s  %s\n", it->key.hex().c_str(), format_bytes(static_cast<double>(it->bytes)).c_str(),
+                age(it->last_used_unix).c_str(), m ? m->arch.c_str() : "?",
+                m ? m->info.kernel_name.c_str() : "(unreadable manifest)");
+  }
+  std::printf("%zu entr%s, %s\n", u.entries.size(), u.entries.size() == 1 ? "y" : "ies",
+              format_bytes(static_cast<double>(u.entry_bytes)).c_str());
+  return kExitOk;
+}
+
+int show(const CacheArgs& a) {
+  auto c = open_or_fail(a);
+  std::string want = *a.key;
+  for (char& ch : want) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (want.size() < 6 || want.size() > 32 || want.find_first_not_of("0123456789abcdef") != std::string::npos)
+    throw UsageError{fmt::format("KEY must be 6 to 32 hex digits, got '{}'", *a.key)};
+  cache::Usage u = c->scan();
+  std::vector<cache::EntryStat> matches;
+  for (const cache::EntryStat& e : u.entries)
+    if (e.key.hex().rfind(want, 0) == 0) matches.push_back(e);
+  if (matches.empty()) throw UserError(fmt::format("no cache entry with key {}", want));
+  if (matches.size() > 1) throw UserError(fmt::format("key prefix {} matches {} entries; give more digits", want, matches.size()));
+  const cache::EntryStat& e = matches.front();
+  cache::LoadResult l = c->load(e.key, /*touch=*/false);
+  if (l.status != cache::LoadStatus::kHit)
+    throw UserError(fmt::format("cache entry {} is {}: {}", e.key.hex(), cache::to_string(l.status),
+                                l.detail.empty() ? "it was removed meanwhile" : l.detail + " (removed)"));
+  const cache::Manifest& m = l.entry->manifest;
+  std::string options, env;
+  for (const std::string& o : m.options) options += (options.empty() ? "" : " ") + o;
+  for (const cache::EnvSetting& s : m.env) env += (env.empty() ? "" : ", ") + s.name + (s.value ? "=" + *s.value : " unset");
+  auto known = [](const std::optional<int>& v, const char* unit) { return v ? fmt::format("{}{}", *v, unit) : std::string("unknown"); };
+  std::printf("key            %s\n", m.key.hex().c_str());
+  std::printf("kernel         %s\n", m.info.kernel_name.c_str());
+  std::printf("arch           %s\n", m.arch.c_str());
+  std::printf("nvrtc          %s\n", m.nvrtc_version.c_str());
+  std::printf("options        %s\n", options.c_str());
+  std::printf("device headers %s\n", m.device_headers_hash.c_str());
+  std::printf("environment    %s\n", env.empty() ? "(no code-changing variables registered)" : env.c_str());
+  std::printf("format         v%d, written by layerjit %s\n", m.format_version, m.layerjit_version.c_str());
+  std::printf("created        %s\n", age(m.created_unix).c_str());
+  std::printf("last used      %s\n", age(e.last_used_unix).c_str());
+  std::printf("compile time   %.1f ms\n", m.info.compile_seconds * 1e3);
+  std::printf("registers      %s\n", known(m.info.registers, "").c_str());
+  std::printf("spills         %s\n", known(m.info.spill_bytes, " bytes").c_str());
+  std::printf("cubin          %s, %s, xxh3-128 %s\n", m.cubin.file.c_str(), format_bytes(static_cast<double>(m.cubin.bytes)).c_str(),
+              m.cubin.checksum.c_str());
+  std::printf("source         %s, %s, xxh3-128 %s\n", m.source.file.c_str(), format_bytes(static_cast<double>(m.source.bytes)).c_str(),
+              m.source.checksum.c_str());
+  std::printf("integrity      ok (sizes, checksums and key verified)\n");
+  return kExitOk;
+}
+
+int clear(const CacheArgs& a) {
+  auto c = open_or_fail(a);
+  cache::EvictReport r = c->clear();
+  std::printf("removed %llu entr%s (%s)", static_cast<unsigned long long>(r.evicted), r.evicted == 1 ? "y" : "ies",
+              format_bytes(static_cast<double>(r.bytes_freed)).c_str());
+  if (r.skipped_in_use > 0) std::printf(", kept %llu in use by a running process", static_cast<unsigned long long>(r.skipped_in_use));
+  std::printf("\n");
+  if (a.tuning) {
+    auto db = cache::TuningDb::open(options_for(a));
+    std::printf("removed %zu tuning record(s)\n", db->clear());
+  }
+  return kExitOk;
+}
+
+int prune(const CacheArgs& a) {
+  auto c = open_or_fail(a);
+  cache::PruneReport r = c->prune(/*verify=*/true);
+  std::printf("removed %llu stale file(s) (%s)\n", static_cast<unsigned long long>(r.stale_files_removed),
+              format_bytes(static_cast<double>(r.stale_bytes)).c_str());
+  std::printf("verified %llu entr%s, removed %llu corrupt\n", static_cast<unsigned long long>(r.verified),
+              r.verified == 1 ? "y" : "ies", static_cast<unsigned long long>(r.corrupt_removed));
+  std::printf("evicted %llu least recently used (%s); now %s of %s cap", static_cast<unsigned long long>(r.eviction.evicted),
+              format_bytes(static_cast<double>(r.eviction.bytes_freed)).c_str(),
+              format_bytes(static_cast<double>(r.eviction.bytes_after)).c_str(),
+              format_bytes(static_cast<double>(c->options().max_bytes)).c_str());
+  if (r.eviction.skipped_in_use > 0)
+    std::printf(" (%llu in use, kept)", static_cast<unsigned long long>(r.eviction.skipped_in_use));
+  std::printf("\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_cache(const std::vector<std::string>& args) {
+  CacheArgs a = parse(args);
+  if (a.help) {
+    std::fputs(kCacheUsage, stdout);
+    return kExitOk;
+  }
+  if (a.action == "stats") return stats(a);
+  if (a.action == "ls") return ls(a);
+  if (a.action == "show") return show(a);
+  if (a.action == "clear") return clear(a);
+  return prune(a);
+}
+
+}  // namespace lj::cli
