@@ -6,6 +6,7 @@
 // usage: bench_cache [--arch sm_90a] [--keep DIR]
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
