@@ -39,6 +39,7 @@ std::string KernelContext::buffer_param(ValueId v, bool written) {
   for (auto& p : params_) {
     if (p.kind == KernelParam::Kind::Buffer && p.buffer == buf) {
       p.written = p.written || written;
+      p.read = p.read || !written;
       return p.name;
     }
   }
@@ -48,6 +49,7 @@ std::string KernelContext::buffer_param(ValueId v, bool written) {
   p.buffer = buf;
   p.dtype = g_.value(buf).type.dtype;
   p.written = written;
+  p.read = !written;
   params_.push_back(p);
   return p.name;
 }

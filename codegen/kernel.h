@@ -17,6 +17,7 @@ struct KernelParam {
   ValueId buffer = -1; // Buffer: the value owning the memory
   DType dtype = DType::F32;
   bool written = false;  // Buffer: the kernel stores to it
+  bool read = false;     // Buffer: the kernel loads from it (both: an in-place cache update)
   std::string symbol;    // Symbol: which IR symbol (passed as int64)
 };
 

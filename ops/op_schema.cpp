@@ -98,8 +98,10 @@ bool kind_matches(AttrKind k, const AttrValue& v) {
     case AttrKind::ShapeList: {
       const auto* l = std::get_if<AttrList>(&v.v);
       if (!l) return false;
-      for (const auto& e : *l)
-        if (!std::holds_alternative<int64_t>(e.v) && !std::holds_alternative<Name>(e.v)) return false;
+      for (const auto& e : *l) {
+        const auto* n = std::get_if<Name>(&e.v);
+        if (!std::holds_alternative<int64_t>(e.v) && !(n && is_valid_symbol(n->text))) return false;
+      }
       return true;
     }
     case AttrKind::AxisOrNone: {
@@ -143,7 +145,7 @@ const char* attr_kind_name(AttrKind k) {
     case AttrKind::String: return "a string";
     case AttrKind::DTypeName: return "a dtype";
     case AttrKind::IntList: return "a list of integers";
-    case AttrKind::ShapeList: return "a shape (a list of integers and symbol names)";
+    case AttrKind::ShapeList: return "a shape: a list of integers and symbol names";
     case AttrKind::AxisOrNone: return "an integer axis or none";
   }
   LJ_ASSERT(false, "unhandled attribute kind {}", static_cast<int>(k));

@@ -230,7 +230,8 @@ std::vector<TensorType> infer_split(OpKind k, const std::vector<TensorType>& ops
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s <= 0) fail(fmt::format("{}: sizes must be positive, got {}", nm(k), attrs.find("sizes")->str()));
-    total += s;
+    if (__builtin_add_overflow(total, s, &total))
+      fail(fmt::format("{}: sizes {} add up to more than 2^63", nm(k), attrs.find("sizes")->str()));
   }
   if (total != d.value())
     fail(fmt::format("{}: shape mismatch: sizes {} add up to {} but axis {} of {} is {}", nm(k), attrs.find("sizes")->str(),
@@ -260,7 +261,8 @@ std::vector<TensorType> infer_concat(OpKind k, const std::vector<TensorType>& op
     }
     const Dim& d = t.shape[static_cast<size_t>(axis)];
     if (!d.is_const()) fail(fmt::format("{}: cannot concatenate along symbolic dimension {} of {}", nm(k), d.str(), t.str()));
-    total += d.value();
+    if (__builtin_add_overflow(total, d.value(), &total))
+      fail(fmt::format("{}: the concatenated dimension exceeds 2^63 elements", nm(k)));
   }
   TensorType out = ops[0];
   out.shape[static_cast<size_t>(axis)] = Dim(total);

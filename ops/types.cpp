@@ -2,6 +2,7 @@
 #include "layerjit/types.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -50,6 +51,14 @@ std::vector<DType> all_dtypes() {
 
 std::string Dim::str() const { return is_const() ? std::to_string(value_) : symbol_; }
 
+bool is_valid_symbol(std::string_view name) {
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
+  for (char c : name)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.')) return false;
+  if (parse_dtype(name)) return false;
+  return name != "true" && name != "false";  // in an attribute list these read as bools
+}
+
 std::string shape_str(const Shape& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) {
@@ -62,8 +71,8 @@ std::string shape_str(const Shape& s) {
 std::string TensorType::str() const { return fmt::format("{}{}", dtype_name(dtype), shape_str(shape)); }
 
 std::string DimProduct::str() const {
-  std::string out = std::to_string(constant);
-  for (const auto& s : symbols) out += "*" + s;
+  std::string out = symbols.empty() || constant != 1 ? std::to_string(constant) : "";
+  for (const auto& s : symbols) out += (out.empty() ? "" : "*") + s;
   return out;
 }
 

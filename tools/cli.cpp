@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/dump.h"
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
 
@@ -86,6 +87,7 @@ Module load_module(const GraphOptions& opts) {
     m.graphs.push_back(llama_prefill(LlamaConfig::llama3_8b()));
     m.graphs.push_back(llama_decode(LlamaConfig::llama3_8b()));
   }
+  if (dump_enabled(DumpStage::Ir)) dump(DumpStage::Ir, opts.file ? *opts.file : "built-in layer", print_module(m));
   if (opts.graph) {
     const Graph* g = m.find(*opts.graph);
     if (!g) {

@@ -1,30 +1,94 @@
-// `layerjit inspect [FILE] --graph NAME --group N`: the generated CUDA C++ of one fusion group.
+// `layerjit inspect [FILE] --graph NAME --group N [--ptx | --sass]`: one fusion group's generated
+// CUDA C++, its PTX (NVRTC, no GPU needed) or its SASS (the toolkit's cuobjdump, when present).
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <optional>
 
-#include "codegen/kernel.h"
-#include "compiler/fusion/fusion_group.h"
+#include <unistd.h>
+
+#include "compiler/dump.h"
+#include "runtime/kernel_compile.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
 
 const char* const kInspectUsage =
-    "usage: layerjit inspect [FILE] [--graph NAME] --group N [--no-fuse] [--arch sm_XY]\n"
+    "usage: layerjit inspect [FILE] [--graph NAME] --group N [--ptx | --sass] [--arch sm_XY[a]] [--no-fuse]\n"
     "\n"
-    "Prints the CUDA C++ that layerjit generates for fusion group N (numbered as in `layerjit plan`)\n"
-    "of the graph (default: the built-in Llama-3-8B layer; --graph picks one when the input has\n"
-    "several). Kernels are specialised on constant dimensions; symbols are kernel arguments.\n";
+    "Prints what layerjit generates for fusion group N (numbered as in `layerjit plan`) of the graph\n"
+    "(default: the built-in Llama-3-8B layer; --graph picks one when the input has several): the CUDA\n"
+    "C++ source, or with --ptx the PTX NVRTC makes of it, or with --sass the machine code (needs the\n"
+    "CUDA toolkit's cuobjdump). --arch picks the target (default sm_90). No GPU is needed.\n";
+
+namespace {
+// cuobjdump from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin.
+std::optional<std::string> find_cuobjdump() {
+  std::vector<std::string> dirs;
+  if (const char* path = std::getenv("PATH")) {
+    std::string p = path;
+    size_t start = 0;
+    while (start <= p.size()) {
+      size_t end = p.find(':', start);
+      dirs.push_back(p.substr(start, end == std::string::npos ? std::string::npos : end - start));
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  if (const char* home = std::getenv("CUDA_HOME")) dirs.push_back(std::string(home) + "/bin");
+  dirs.push_back("/usr/local/cuda/bin");
+  for (const auto& d : dirs) {
+    std::string f = d + "/cuobjdump";
+    if (!d.empty() && access(f.c_str(), X_OK) == 0) return f;
+  }
+  return std::nullopt;
+}
+
+std::string sass_of(const std::string& cubin, const std::string& kernel_name) {
+  auto tool = find_cuobjdump();
+  if (!tool)
+    throw UserError("cannot show SASS: cuobjdump was not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin "
+                    "(install the CUDA toolkit's cuobjdump); --ptx shows the PTX without it");
+  char path[] = "/tmp/layerjit-inspect-XXXXXX";
+  int fd = mkstemp(path);
+  LJ_CHECK(fd >= 0, SourceLoc{}, "cannot create a temporary file for cuobjdump");
+  close(fd);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+  }
+  std::string cmd = "'" + *tool + "' -sass '" + path + "' 2>&1";
+  std::string text;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+    int rc = pclose(p);
+    unlink(path);
+    LJ_CHECK(rc == 0, SourceLoc{}, "cuobjdump failed on the cubin of {}:\n{}", kernel_name, text);
+    return text;
+  }
+  unlink(path);
+  throw UserError("cannot run cuobjdump");
+}
+}  // namespace
 
 int cmd_inspect(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   FusionOptions fo;
   EmitOptions eo;
+  std::string arch = "sm_90";
   std::optional<int> group;
+  bool ptx = false, sass = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--no-fuse") {
       fo.fuse = false;
+    } else if (a == "--ptx") {
+      ptx = true;
+    } else if (a == "--sass") {
+      sass = true;
     } else if (a == "--group" || a == "--arch") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
@@ -35,12 +99,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
           throw UsageError{"--group expects a group number from `layerjit plan`, got '" + v + "'"};
         group = n;
       } else {
-        int sm = 0;
-        auto [p, ec] = v.rfind("sm_", 0) == 0 ? std::from_chars(v.data() + 3, v.data() + v.size(), sm)
-                                              : std::from_chars_result{v.data(), std::errc::invalid_argument};
-        if (ec != std::errc() || sm < 70) throw UsageError{"--arch expects sm_XY (e.g. sm_90), got '" + v + "'"};
-        eo.sm = sm;
-        (void)p;
+        arch = v;
       }
     } else {
       rest.push_back(a);
@@ -51,7 +110,11 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::fputs(kInspectUsage, stdout);
     return kExitOk;
   }
+  if (ptx && sass) throw UsageError{"--ptx and --sass are exclusive"};
   if (!group) throw UsageError{"--group N is required (see `layerjit plan` for the numbers)"};
+  auto target = rt::Target::parse(arch);
+  if (!target.ok() || target->ptx_only) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
+  eo.sm = target->sm;
   Module m = load_module(o);
   if (m.graphs.size() != 1) {
     std::string names;
@@ -59,12 +122,19 @@ int cmd_inspect(const std::vector<std::string>& args) {
     throw UsageError{"the input has " + std::to_string(m.graphs.size()) + " graphs (" + names + "): choose one with --graph"};
   }
   const Graph& g = m.graphs[0];
-  FusionPlan plan = plan_fusion(g, fo);
+  FusionPlan plan = plan_graph(g, fo, o.bindings);
   if (*group >= static_cast<int>(plan.groups.size()))
     throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),
                                 plan.groups.size() - 1, *group));
-  GeneratedKernel k = emit_group(g, plan.groups[static_cast<size_t>(*group)], eo);
-  std::fputs(k.source.c_str(), stdout);
+  GeneratedKernel k = emit_kernel(g, plan.groups[static_cast<size_t>(*group)], eo);
+  if (!ptx && !sass) {
+    std::fputs(k.source.c_str(), stdout);
+    return kExitOk;
+  }
+  auto prog = rt::compile_kernel(k, *target, /*want_ptx=*/true);
+  if (!prog.ok()) throw InternalError(prog.message());  // generated code must compile: a layerjit bug
+  dump(DumpStage::Ptx, k.name, prog->ptx);
+  std::fputs(ptx ? prog->ptx.c_str() : sass_of(prog->cubin, k.name).c_str(), stdout);
   return kExitOk;
 }
 

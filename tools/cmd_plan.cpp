@@ -30,7 +30,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   Module m = load_module(o);
   for (size_t i = 0; i < m.graphs.size(); ++i) {
     if (i) std::fputs("\n", stdout);
-    std::fputs(print_plan(m.graphs[i], plan_fusion(m.graphs[i], fo), o.bindings).c_str(), stdout);
+    std::fputs(print_plan(m.graphs[i], plan_graph(m.graphs[i], fo, o.bindings), o.bindings).c_str(), stdout);
   }
   return kExitOk;
 }

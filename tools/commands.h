@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tools/cli.h"
+#include "tools/stages.h"
 
 namespace lj::cli {
 
@@ -12,10 +13,15 @@ extern const char* const kCheckUsage;
 extern const char* const kPrintUsage;
 extern const char* const kPlanUsage;
 extern const char* const kInspectUsage;
+extern const char* const kCompileUsage;
+extern const char* const kDevicesUsage;
 
 int cmd_check(const std::vector<std::string>& args);
 int cmd_print(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
+int cmd_compile(const std::vector<std::string>& args);
+/// `layerjit devices` (tools/cmd_devices.cpp), adapted to the argument vector.
+int cmd_devices_args(const std::vector<std::string>& args);
 
 }  // namespace lj::cli

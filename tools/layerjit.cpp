@@ -29,7 +29,12 @@ const Command kCommands[] = {
     {"print", "print graphs in canonical text IR, optionally with symbols bound", lj::cli::cmd_print,
      lj::cli::kPrintUsage},
     {"plan", "show the fusion groups (kernels), their traffic and FLOPs", lj::cli::cmd_plan, lj::cli::kPlanUsage},
-    {"inspect", "print the generated CUDA C++ of one fusion group", lj::cli::cmd_inspect, lj::cli::kInspectUsage},
+    {"inspect", "print the generated CUDA C++, PTX or SASS of one fusion group", lj::cli::cmd_inspect,
+     lj::cli::kInspectUsage},
+    {"compile", "generate and compile every kernel of the plan (NVRTC, no GPU needed)", lj::cli::cmd_compile,
+     lj::cli::kCompileUsage},
+    {"devices", "list the CUDA devices the driver sees (needs a driver)", lj::cli::cmd_devices_args,
+     lj::cli::kDevicesUsage},
 };
 
 void print_help(std::FILE* out) {

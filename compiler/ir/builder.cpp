@@ -48,16 +48,17 @@ void GraphBuilder::rename(ValueId id, std::string name) {
   LJ_CHECK(valid_name(name), SourceLoc{}, "invalid value name '{}': use letters, digits, '_' and '.'", name);
   ValueInfo& v = graph_->values_.at(static_cast<size_t>(id));
   if (v.name == name) return;
-  for (const auto& other : graph_->values_)
-    LJ_CHECK(other.name != name, SourceLoc{}, "redefinition of value '%{}' in @{}", name, graph_->name_);
+  LJ_CHECK(!names_.count(name), SourceLoc{}, "redefinition of value '%{}' in @{}", name, graph_->name_);
+  names_.erase(v.name);
+  names_.emplace(name, id);
   v.name = std::move(name);
 }
 
 std::optional<Value> GraphBuilder::lookup(std::string_view name) {
   LJ_CHECK(graph_ != nullptr, SourceLoc{}, "graph builder used after finish()");
-  for (size_t i = 0; i < graph_->values_.size(); ++i)
-    if (graph_->values_[i].name == name) return Value(this, static_cast<ValueId>(i));
-  return std::nullopt;
+  auto it = names_.find(std::string(name));
+  if (it == names_.end()) return std::nullopt;
+  return Value(this, it->second);
 }
 
 std::string GraphBuilder::fresh_name() {
@@ -74,13 +75,16 @@ Value GraphBuilder::add_input(std::string name, DType dtype, Shape shape, bool i
   for (const Dim& d : shape) {
     LJ_CHECK(d.is_symbol() || d.value() > 0, loc, "bad dimension {} in {}: dimensions must be positive", d.value(),
              shape_str(shape));
-    LJ_CHECK(d.is_const() || valid_name(d.symbol()), loc, "bad dimension '{}': a symbol must be a name", d.symbol());
+    LJ_CHECK(d.is_const() || is_valid_symbol(d.symbol()), loc,
+             "bad dimension '{}': a symbol is a name starting with a letter or '_', other than a dtype, true or false",
+             d.symbol());
   }
   ValueInfo v;
   v.name = std::move(name);
   v.type = {dtype, std::move(shape)};
   v.is_param = is_param;
   v.loc = std::move(loc);
+  names_.emplace(v.name, static_cast<ValueId>(graph_->values_.size()));
   graph_->values_.push_back(std::move(v));
   auto id = static_cast<ValueId>(graph_->values_.size() - 1);
   graph_->inputs_.push_back(id);
@@ -126,7 +130,7 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
   LJ_ASSERT(s.num_results < 0 || static_cast<int>(results.size()) == s.num_results,
             "{} inferred {} results, schema says {}", s.name, results.size(), s.num_results);
   if (!result_names.empty()) {
-    LJ_CHECK(result_names.size() == results.size(), loc, "{} produces {} result{} but {} name{} given", s.name,
+    LJ_CHECK(result_names.size() == results.size(), loc, "{}: produces {} result{} but {} name{} given", s.name,
              results.size(), results.size() == 1 ? "" : "s", result_names.size(), result_names.size() == 1 ? " is" : "s are");
     for (size_t i = 0; i < result_names.size(); ++i) {
       LJ_CHECK(valid_name(result_names[i]), loc, "invalid value name '{}': use letters, digits, '_' and '.'", result_names[i]);
@@ -144,6 +148,7 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
     v.producer = node_id;
     v.result_index = static_cast<int>(i);
     v.loc = loc;
+    names_.emplace(v.name, static_cast<ValueId>(graph_->values_.size()));
     graph_->values_.push_back(std::move(v));
     auto id = static_cast<ValueId>(graph_->values_.size() - 1);
     n.results.push_back(id);
@@ -250,8 +255,8 @@ Graph GraphBuilder::finish(const std::vector<Value>& outputs, SourceLoc loc) {
              want.size(), want.size() == 1 ? "" : "s", outputs.size(), outputs.size() == 1 ? "" : "s");
     for (size_t i = 0; i < want.size(); ++i) {
       const TensorType& got = graph_->value(graph_->outputs_[i]).type;
-      LJ_CHECK(got == want[i], loc, "@{} declares result {} as {} but returns %{} of type {}", graph_->name_, i,
-               want[i].str(), graph_->value(graph_->outputs_[i]).name, got.str());
+      LJ_CHECK(got == want[i], loc, "@{} declares result {} of {} as {} but returns %{} of type {}", graph_->name_, i + 1,
+               want.size(), want[i].str(), graph_->value(graph_->outputs_[i]).name, got.str());
     }
   }
   Graph g = std::move(*graph_);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -108,6 +109,7 @@ class GraphBuilder {
   std::string fresh_name();
 
   std::unique_ptr<Graph> graph_;
+  std::unordered_map<std::string, ValueId> names_;  // value name -> id: parsing stays linear
   int next_temp_ = 0;
   std::optional<std::vector<TensorType>> declared_outputs_;
   SourceLoc declared_loc_;

@@ -62,6 +62,10 @@ using Shape = std::vector<Dim>;
 
 std::string shape_str(const Shape& s);  // "[T, 4096]"
 
+/// A symbol name prints back unambiguously: a letter or '_' first, then letters, digits, '_' or '.',
+/// and not a dtype name, `true` or `false` (in a shape attribute those would read back as another kind).
+bool is_valid_symbol(std::string_view name);
+
 /// Number of elements as a symbolic product: constant factor times a sorted list of symbols.
 /// Two shapes hold the same number of elements iff their products are equal.
 struct DimProduct {

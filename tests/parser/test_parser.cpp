@@ -191,7 +191,7 @@ TEST_CASE("locations: a graph-level error in the second graph is located there",
 TEST_CASE("locations: a declared result type mismatch in the second graph points at its return", "[parser][loc][errors]") {
   const std::string text =
       "graph @a(%x: f32[8]) -> f32[8] {\n  return %x\n}\ngraph @b(%x: f32[8]) -> f16[8] {\n  %y = silu(%x)\n  return %y\n}\n";
-  CHECK(where_what(text) == "6:3: @b declares result 0 as f16[8] but returns %y of type f32[8]");
+  CHECK(where_what(text) == "6:3: @b declares result 1 of 1 as f16[8] but returns %y of type f32[8]");
 }
 
 // --- syntax ---------------------------------------------------------------------------------------
@@ -378,7 +378,7 @@ TEST_CASE("declared results: matching types are accepted", "[parser][results]") 
 
 TEST_CASE("declared results: a wrong type or count is reported at the return", "[parser][results][errors]") {
   CHECK(where_what("graph @g(%x: f32[8]) -> f32[4] {\n  return %x\n}\n") ==
-        "2:3: @g declares result 0 as f32[4] but returns %x of type f32[8]");
+        "2:3: @g declares result 1 of 1 as f32[4] but returns %x of type f32[8]");
   CHECK(where_what("graph @g(%x: f32[8]) -> f32[8] {\n  return %x, %x\n}\n") ==
         "2:3: @g declares 1 result type but returns 2 values");
 }
@@ -399,7 +399,7 @@ TEST_CASE("errors: op-level failures point at the op name", "[parser][errors]") 
         "2:8: matmul: shape mismatch: x is f32[4, 8] but w is f32[16, 4] (inner dimensions 8 and 4 differ)");
   CHECK(where_what(in_graph("  %y = add(%x, %x, %x)\n  return %y\n")) == "2:8: add: expected 2 operands (a, b), got 3");
   CHECK(where_what(in_graph("  %a = split(%x) {axis = 1, sizes = [32, 32]}\n  return %a\n")) ==
-        "2:8: split produces 2 results but 1 name is given");
+        "2:8: split: produces 2 results but 1 name is given");
 }
 
 TEST_CASE("errors: unknown op, with a suggestion only for a near miss", "[parser][errors]") {

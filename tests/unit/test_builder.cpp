@@ -48,7 +48,12 @@ TEST_CASE("inputs: duplicates and bad dimensions", "[builder]") {
   auto x = b.input("x", DType::F32, {4});
   CHECK(error_of([&] { b.input("x", DType::F32, {4}); }) == "redefinition of value '%x' in @g");
   CHECK(error_of([&] { b.input("y", DType::F32, {0}); }) == "bad dimension 0 in [0]: dimensions must be positive");
-  CHECK(error_of([&] { b.input("z", DType::F32, {Dim::sym("not ok")}); }) == "bad dimension 'not ok': a symbol must be a name");
+  CHECK(error_of([&] { b.input("z", DType::F32, {Dim::sym("not ok")}); }) ==
+        "bad dimension 'not ok': a symbol is a name starting with a letter or '_', other than a dtype, true or false");
+  // Symbols that would print back as something else are refused.
+  CHECK(error_of([&] { b.input("z", DType::F32, {Dim::sym("3")}); }).find("bad dimension '3'") == 0);
+  CHECK(error_of([&] { b.input("z", DType::F32, {Dim::sym("bf16")}); }).find("bad dimension 'bf16'") == 0);
+  CHECK(error_of([&] { b.input("z", DType::F32, {Dim::sym("true")}); }).find("bad dimension 'true'") == 0);
   b.silu(x);
   // Inputs may still be declared after ops; they keep declaration order.
   auto w = b.param("w", DType::F32, {4});
@@ -90,7 +95,7 @@ TEST_CASE("declared result types are checked at finish", "[builder]") {
   auto x = b.input("x", DType::F32, {Dim::sym("T"), 4});
   auto y = b.silu(x).named("y");
   b.declare_outputs({TensorType{DType::BF16, {Dim::sym("T"), 4}}});
-  CHECK(error_of([&] { b.finish({y}); }) == "@g declares result 0 as bf16[T, 4] but returns %y of type f32[T, 4]");
+  CHECK(error_of([&] { b.finish({y}); }) == "@g declares result 1 of 1 as bf16[T, 4] but returns %y of type f32[T, 4]");
 }
 
 TEST_CASE("declared result count is checked at finish", "[builder]") {
@@ -106,7 +111,7 @@ TEST_CASE("result names given to op() must match the result count and be unique"
   Attrs a;
   a.set("axis", 0);
   a.set("sizes", AttrList{AttrValue(2), AttrValue(4)});
-  CHECK(error_of([&] { b.op(OpKind::Split, {x}, a, {}, {"p"}); }) == "split produces 2 results but 1 name is given");
+  CHECK(error_of([&] { b.op(OpKind::Split, {x}, a, {}, {"p"}); }) == "split: produces 2 results but 1 name is given");
   CHECK(error_of([&] { b.op(OpKind::Split, {x}, a, {}, {"p", "p"}); }) == "redefinition of value '%p' in @g");
   CHECK(error_of([&] { b.op(OpKind::Split, {x}, a, {}, {"x", "q"}); }) == "redefinition of value '%x' in @g");
   auto r = b.op(OpKind::Split, {x}, a, {}, {"p", "q"});
@@ -143,11 +148,17 @@ TEST_CASE("nodes record operands, results, attributes and locations", "[builder]
   CHECK_FALSE(g.value(x.id()).is_param);
 }
 
-TEST_CASE("lookup finds values by name", "[builder]") {
+TEST_CASE("lookup finds values by name, also after a rename", "[builder]") {
   GraphBuilder b("g");
-  b.input("x", DType::F32, {4});
+  auto x = b.input("x", DType::F32, {4});
   CHECK(b.lookup("x").has_value());
   CHECK_FALSE(b.lookup("y").has_value());
+  auto s = b.silu(x).named("s");
+  s.named("t");
+  CHECK_FALSE(b.lookup("s").has_value());
+  REQUIRE(b.lookup("t").has_value());
+  CHECK(b.lookup("t")->id() == s.id());
+  b.relu(x).named("s");  // the old name is free again
 }
 
 TEST_CASE("graph names must be identifiers", "[builder]") {

@@ -259,6 +259,23 @@ TEST_CASE("split gives one result per size", "[shape]") {
   CHECK(b.split(x, -1, {6144}).size() == 1);
 }
 
+TEST_CASE("sizes that overflow int64 are an error, not undefined behaviour", "[shape]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::F32, {4});
+  auto big = b.input("big", DType::F32, {INT64_MAX});
+  CHECK(error_of([&] { b.split(x, 0, {INT64_MAX, INT64_MAX}); }) ==
+        "split: sizes [9223372036854775807, 9223372036854775807] add up to more than 2^63");
+  CHECK(error_of([&] { b.concat({big, big}, 0); }) == "concat: the concatenated dimension exceeds 2^63 elements");
+}
+
+TEST_CASE("shape attributes name symbols that print back unambiguously", "[shape]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::F32, {Dim::sym("T"), 4});
+  Attrs a;
+  a.set("shape", AttrList{AttrValue(Name{"bf16"}), AttrValue(4)});
+  CHECK(error_of([&] { b.op(OpKind::Reshape, {x}, a); }).find("reshape: attribute 'shape' must be a shape") == 0);
+}
+
 TEST_CASE("split errors: sizes must add up, symbolic axes cannot split", "[shape]") {
   GraphBuilder b("g");
   auto x = b.input("x", DType::BF16, {T, 6144});

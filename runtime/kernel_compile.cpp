@@ -1,0 +1,27 @@
+// Compiling generated kernels with NVRTC.
+#include "runtime/kernel_compile.h"
+
+#include <fmt/format.h>
+
+#include "codegen/device_headers.h"
+
+namespace lj::rt {
+
+CompileJob compile_job(const GeneratedKernel& k, const Target& target, bool want_ptx) {
+  CompileJob job;
+  job.source = k.source;
+  job.options.program_name = k.name + ".cu";
+  job.options.headers = codegen_device_headers();
+  job.options.want_ptx = want_ptx;
+  job.target = target;
+  return job;
+}
+
+Result<CompiledProgram> compile_kernel(const GeneratedKernel& k, const Target& target, bool want_ptx) {
+  CompileJob job = compile_job(k, target, want_ptx);
+  auto r = compile(job.source, job.options, job.target);
+  if (!r.ok()) return Error{fmt::format("fusion group {} ({}) failed to compile for {}:\n{}", k.group, k.name, target.name(), r.message())};
+  return r;
+}
+
+}  // namespace lj::rt

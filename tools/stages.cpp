@@ -1,0 +1,19 @@
+// Pipeline stages as the CLI runs them: each prints itself when LAYERJIT_DUMP asks for it.
+#include "compiler/dump.h"
+#include "tools/stages.h"
+
+namespace lj::cli {
+
+FusionPlan plan_graph(const Graph& g, const FusionOptions& fo, const Bindings& b) {
+  FusionPlan plan = plan_fusion(g, fo);
+  if (dump_enabled(DumpStage::Fusion)) dump(DumpStage::Fusion, "@" + g.name(), print_plan(g, plan, b));
+  return plan;
+}
+
+GeneratedKernel emit_kernel(const Graph& g, const FusionGroup& grp, const EmitOptions& eo) {
+  GeneratedKernel k = emit_group(g, grp, eo);
+  dump(DumpStage::Source, k.name, k.source);
+  return k;
+}
+
+}  // namespace lj::cli
