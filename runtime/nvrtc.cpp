@@ -108,6 +108,15 @@ Result<Target> Target::parse(std::string_view text) {
   return t;
 }
 
+std::vector<std::string> nvrtc_options(const CompileOptions& options, const Target& target) {
+  std::vector<std::string> out;
+  for (const char* o : fixed_options()) out.emplace_back(o);
+  out.push_back("--gpu-architecture=" + target.name());
+  if (options.pch) out.emplace_back("-pch");
+  for (const std::string& o : options.extra) out.push_back(o);
+  return out;
+}
+
 std::span<const char* const> fixed_options() {
   static const char* const kOptions[] = {"-std=c++17", "-default-device", "-lineinfo"};
   return kOptions;
@@ -250,10 +259,7 @@ Result<CompiledProgram> compile(std::string_view source, const CompileOptions& o
 
   CompiledProgram out;
   out.target = target;
-  for (const char* o : fixed_options()) out.options.emplace_back(o);
-  out.options.push_back("--gpu-architecture=" + target.name());
-  if (options.pch) out.options.emplace_back("-pch");
-  for (const std::string& o : options.extra) out.options.push_back(o);
+  out.options = nvrtc_options(options, target);
   std::vector<const char*> argv;
   for (const std::string& o : out.options) argv.push_back(o.c_str());
 

@@ -55,6 +55,8 @@ struct CompiledProgram {
 
 /// Options every compile gets, before the arch and the caller's extras.
 std::span<const char* const> fixed_options();
+/// The exact option list compile() passes to NVRTC (what a cache key must cover).
+std::vector<std::string> nvrtc_options(const CompileOptions& options, const Target& target);
 
 /// Compiles `source` for `target`. On failure the error holds, for each NVRTC error, the program
 /// name and line, the enclosing kernel's name and three lines of source either side, then the raw log.

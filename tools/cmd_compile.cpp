@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/compile_cached.h"
 #include "compiler/dump.h"
 #include "runtime/kernel_compile.h"
 #include "tools/commands.h"
@@ -15,12 +16,14 @@
 namespace lj::cli {
 
 const char* const kCompileUsage =
-    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--no-fuse]\n"
+    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--ptx] [--no-fuse]\n"
     "\n"
     "Generates the kernels of every fusion group of each graph (default: the built-in Llama-3-8B layer)\n"
-    "and compiles them with NVRTC for --arch (default sm_90; no GPU needed), in parallel. Writes\n"
-    "DIR/<kernel>.cu, .ptx and .cubin and DIR/manifest.json (kernels, parameters, launch rules, compile\n"
-    "times, and the groups whose kernel generators are not written yet).\n";
+    "and compiles them with NVRTC for --arch (default sm_90; no GPU needed), in parallel, through the\n"
+    "kernel cache (`layerjit cache`): a kernel compiled before is loaded, not recompiled. Writes\n"
+    "DIR/<kernel>.cu and .cubin (and .ptx with --ptx, which always runs NVRTC) and DIR/manifest.json\n"
+    "(kernels, parameters, launch rules, cache hits, compile times, and the groups whose kernel\n"
+    "generators are not written yet).\n";
 
 namespace {
 void write_file(const std::filesystem::path& p, const std::string& text) {
@@ -51,10 +54,13 @@ int cmd_compile(const std::vector<std::string>& args) {
   FusionOptions fo;
   std::string arch = "sm_90";
   std::optional<std::string> dir;
+  bool want_ptx = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--no-fuse") {
       fo.fuse = false;
+    } else if (a == "--ptx") {
+      want_ptx = true;
     } else if (a == "--emit" || a == "--arch") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       if (a == "--emit") dir = args[++i];
@@ -96,10 +102,16 @@ int cmd_compile(const std::vector<std::string>& args) {
     }
   }
   std::vector<rt::CompileJob> jobs;
-  for (const auto& k : kernels) jobs.push_back(rt::compile_job(k, *target, /*want_ptx=*/true));
+  std::vector<std::string> names;
+  for (const auto& k : kernels) {
+    jobs.push_back(rt::compile_job(k, *target, want_ptx));
+    names.push_back(k.name);
+  }
+  cache::KernelCache kcache = cache::KernelCache::open_default();
   const auto t0 = std::chrono::steady_clock::now();
-  auto results = rt::compile_parallel(jobs);
+  auto results = cache::compile_many_cached(kcache, jobs, names);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t hits = 0;
 
   nlohmann::json list = nlohmann::json::array();
   for (size_t i = 0; i < kernels.size(); ++i) {
@@ -107,16 +119,23 @@ int cmd_compile(const std::vector<std::string>& args) {
     if (!results[i].ok())
       throw InternalError(fmt::format("fusion group {} ({}) failed to compile for {}:\n{}", k.group, k.name, target->name(),
                                       results[i].message()));
-    const rt::CompiledProgram& p = *results[i];
+    const rt::CompiledProgram& p = results[i]->program;
+    hits += results[i]->hit;
     dump(DumpStage::Ptx, k.name, p.ptx);
     const std::filesystem::path base = std::filesystem::path(*dir) / k.name;
+    nlohmann::json files = {k.name + ".cu", k.name + ".cubin"};
     write_file(base.string() + ".cu", k.source);
-    write_file(base.string() + ".ptx", p.ptx);
     write_file(base.string() + ".cubin", p.cubin);
+    if (want_ptx) {
+      write_file(base.string() + ".ptx", p.ptx);
+      files.push_back(k.name + ".ptx");
+    }
     list.push_back({{"graph", owner[i]->name()},
                     {"group", k.group},
                     {"kernel", k.name},
-                    {"files", {k.name + ".cu", k.name + ".ptx", k.name + ".cubin"}},
+                    {"cache", results[i]->hit ? "hit" : "compiled"},
+                    {"cache_key", results[i]->key.hex()},
+                    {"files", files},
                     {"params", params_json(*owner[i], k)},
                     {"launch", {{"grid_x", "ceil(" + k.launch.work.str() + " / " + std::to_string(k.launch.per_block) + ")"},
                                 {"threads", k.launch.threads},
@@ -127,8 +146,9 @@ int cmd_compile(const std::vector<std::string>& args) {
   manifest["kernels"] = list;
   manifest["not_generated"] = skipped;
   write_file(std::filesystem::path(*dir) / "manifest.json", manifest.dump(2) + "\n");
-  std::printf("compiled %zu kernels for %s in %.2f s into %s (%zu groups without a generator yet: see manifest.json)\n",
-              kernels.size(), target->name().c_str(), wall, dir->c_str(), skipped.size());
+  std::printf("%zu kernels for %s in %.2f s (%zu from the cache, %zu compiled) into %s (%zu groups without a generator "
+              "yet: see manifest.json)\n",
+              kernels.size(), target->name().c_str(), wall, hits, kernels.size() - hits, dir->c_str(), skipped.size());
   return kExitOk;
 }
 

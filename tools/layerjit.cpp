@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "layerjit/text.h"
+#include "tools/cmd_cache.h"
 #include "tools/commands.h"
 
 namespace {
@@ -35,6 +36,8 @@ const Command kCommands[] = {
      lj::cli::kCompileUsage},
     {"devices", "list the CUDA devices the driver sees (needs a driver)", lj::cli::cmd_devices_args,
      lj::cli::kDevicesUsage},
+    {"cache", "inspect and maintain the kernel cache and tuning database (stats, ls, show, clear, prune)",
+     lj::cli::cmd_cache, lj::cli::kCacheUsage},
 };
 
 void print_help(std::FILE* out) {
