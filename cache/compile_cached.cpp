@@ -1,6 +1,8 @@
 // compile_cached: NVRTC behind the kernel cache.
 #include "cache/compile_cached.h"
 
+#include "runtime/embedded_headers.h"
+
 namespace lj::cache {
 
 KeyComponents key_components(const rt::CompileJob& job) {
@@ -9,7 +11,10 @@ KeyComponents key_components(const rt::CompileJob& job) {
   c.options = rt::nvrtc_options(job.options, job.target);
   c.arch = job.target.name();
   c.nvrtc_version = rt::nvrtc_version();
-  std::vector<std::pair<std::string_view, std::string_view>> headers(job.options.headers.begin(), job.options.headers.end());
+  // compile() passes the runtime's embedded headers to every program, then the job's own.
+  std::vector<std::pair<std::string_view, std::string_view>> headers(rt::embedded_headers().begin(),
+                                                                     rt::embedded_headers().end());
+  headers.insert(headers.end(), job.options.headers.begin(), job.options.headers.end());
   c.device_headers_hash = hash_device_headers(headers);
   c.env = capture_code_env();
   return c;

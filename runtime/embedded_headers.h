@@ -1,18 +1,15 @@
-// The layerjit device headers (runtime/device/*.cuh), embedded into the library at build time by
-// embed_headers.cmake, so NVRTC gets them from memory and never reads the source tree at run time.
+// The runtime's own device headers (runtime/device/*.cuh, e.g. the seeded random fill), embedded
+// into the library at build time by cmake/embed_files.cmake, so NVRTC gets them from memory and
+// never reads the source tree at run time. compile() passes them to every program.
 #pragma once
 
-#include <span>
-#include <string_view>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace lj::rt {
 
-struct EmbeddedHeader {
-  std::string_view include_name;  ///< e.g. "layerjit/random.cuh"
-  std::string_view text;
-};
-
-/// Every embedded header, in a stable order.
-std::span<const EmbeddedHeader> embedded_headers();
+/// (include name, text) pairs, e.g. ("layerjit/random.cuh", ...), in a stable order.
+const std::vector<std::pair<std::string, std::string>>& embedded_headers();
 
 }  // namespace lj::rt

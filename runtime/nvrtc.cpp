@@ -239,13 +239,9 @@ Result<CompiledProgram> compile(std::string_view source, const CompileOptions& o
   // Header lists: the embedded layerjit device headers, then the caller's.
   std::vector<const char*> header_texts;
   std::vector<const char*> header_names;
-  std::vector<std::string> owned;  // NUL-terminated copies of the embedded headers
-  const auto embedded = embedded_headers();
-  owned.reserve(embedded.size());
-  for (const EmbeddedHeader& h : embedded) {
-    owned.emplace_back(h.text);
-    header_texts.push_back(owned.back().c_str());
-    header_names.push_back(h.include_name.data());  // literals: NUL-terminated
+  for (const auto& [name, text] : embedded_headers()) {
+    header_names.push_back(name.c_str());
+    header_texts.push_back(text.c_str());
   }
   for (const auto& [name, text] : options.headers) {
     header_names.push_back(name.c_str());
