@@ -76,6 +76,20 @@ void KernelContext::add_symbol_params() {
   }
 }
 
+void KernelContext::add_group_params() {
+  for (ValueId v : grp_.inputs) buffer_param(v, false);
+  for (ValueId v : grp_.outputs) buffer_param(v, true);
+  add_symbol_params();
+}
+
+int KernelContext::group_vector_width(const Shape& space) const {
+  std::vector<ValueId> accessed = grp_.inputs;
+  accessed.insert(accessed.end(), grp_.outputs.begin(), grp_.outputs.end());
+  int widest = 1;
+  for (ValueId v : accessed) widest = std::max(widest, dtype_bytes(g_.value(v).type.dtype));
+  return vector_width(accessed, space, 16 / widest);
+}
+
 std::string KernelContext::signature(int threads) const {
   std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", threads, kernel_name());
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -31,6 +31,10 @@ class KernelContext {
   std::string buffer_param(ValueId v, bool written);
   /// The symbols of every shape the kernel touches become int64 parameters.
   void add_symbol_params();
+  /// The usual parameter list: every group input, then every output, then the symbols.
+  void add_group_params();
+  /// vector_width() over every group input and output, up to 16 bytes of the widest dtype.
+  int group_vector_width(const Shape& space) const;
   const std::vector<KernelParam>& params() const { return params_; }
   /// "extern \"C\" __global__ void name(params...)" with __launch_bounds__.
   std::string signature(int threads) const;

@@ -14,15 +14,8 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const E
   constexpr int kThreads = 256;
 
   // Vector width: 16 bytes of the widest stored or loaded dtype, where every access allows it.
-  int widest = 1;
-  std::vector<ValueId> accessed = grp.inputs;
-  accessed.insert(accessed.end(), grp.outputs.begin(), grp.outputs.end());
-  for (ValueId v : accessed) widest = std::max(widest, dtype_bytes(g.value(v).type.dtype));
-  const int vec = ctx.vector_width(accessed, space, 16 / widest);
-
-  for (ValueId v : grp.inputs) ctx.buffer_param(v, false);
-  for (ValueId v : grp.outputs) ctx.buffer_param(v, true);
-  ctx.add_symbol_params();
+  const int vec = ctx.group_vector_width(space);
+  ctx.add_group_params();
 
   SourceWriter w;
   ctx.header_comment(w);

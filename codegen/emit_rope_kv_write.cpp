@@ -56,10 +56,8 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
   }
   constexpr int kThreads = 128;
 
-  if (pos >= 0) ctx.buffer_param(pos, false);
-  for (ValueId v : grp.inputs) ctx.buffer_param(v, false);
-  for (ValueId v : grp.outputs) ctx.buffer_param(v, true);
-  ctx.add_symbol_params();
+  if (pos >= 0) ctx.buffer_param(pos, false);  // positions first: the kernel reads them before anything else
+  ctx.add_group_params();
 
   SourceWriter w;
   ctx.header_comment(w);

@@ -37,19 +37,13 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
            g.value(rn.operands[0]).type.str());
   const int64_t D = space.back().value();
 
-  std::vector<ValueId> accessed = grp.inputs;
-  accessed.insert(accessed.end(), grp.outputs.begin(), grp.outputs.end());
-  int widest = 1;
-  for (ValueId v : accessed) widest = std::max(widest, dtype_bytes(g.value(v).type.dtype));
-  const int vec = ctx.vector_width(accessed, space, 16 / widest);
+  const int vec = ctx.group_vector_width(space);
   // Threads: enough to cover the row in one pass of V-wide accesses, 32..256.
   int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (D / vec + 31) / 32 * 32)));
   const int64_t chunks = (D + static_cast<int64_t>(threads) * vec - 1) / (static_cast<int64_t>(threads) * vec);
   const bool ragged = D % (static_cast<int64_t>(threads) * vec) != 0;
 
-  for (ValueId v : grp.inputs) ctx.buffer_param(v, false);
-  for (ValueId v : grp.outputs) ctx.buffer_param(v, true);
-  ctx.add_symbol_params();
+  ctx.add_group_params();
 
   SourceWriter w;
   ctx.header_comment(w);

@@ -3,21 +3,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/unit/error_of.h"
+
 #include "layerjit/builder.h"
 #include "layerjit/text.h"
 
 using namespace lj;
 
-namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-}  // namespace
+using lj_test::error_of;
 
 TEST_CASE("results get fresh numeric names unless named", "[builder]") {
   GraphBuilder b("g");

@@ -4,6 +4,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/unit/error_of.h"
+
 #include "layerjit/builder.h"
 #include "ops/op_schema.h"
 
@@ -13,14 +15,7 @@ namespace {
 const Dim T = Dim::sym("T");
 const Dim B = Dim::sym("B");
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using lj_test::error_of;
 }  // namespace
 
 TEST_CASE("matmul propagates symbols: [T, 4096] @ [6144, 4096]^T -> [T, 6144]", "[shape]") {
