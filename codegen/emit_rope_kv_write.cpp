@@ -3,6 +3,7 @@
 // memory (in double, then rounded to f32 as the rope_table op defines) and never stored; rotated
 // keys go straight into the cache.
 #include <algorithm>
+#include <cmath>
 
 #include "codegen/emit_common.h"
 #include "codegen/emitters.h"
@@ -63,6 +64,22 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
   ctx.header_comment(w);
   w.line("#include \"layerjit/vec.cuh\"");
   w.blank();
+  if (table >= 0) {
+    // theta^(-2i/dim) is a compile-time constant: computed here in double exactly as the CPU
+    // reference computes it (17 significant digits read back to the same double), so the kernel
+    // spends no time on pow() and the angles match the reference bit for bit.
+    const Node& tn = g.node(table);
+    const int64_t dim = tn.attrs.get_int("dim");
+    const double theta = tn.attrs.get_float("theta");
+    std::string values;
+    for (int64_t i = 0; i < half; ++i) {
+      values += fmt::format("{}{:.17g}", i == 0 ? "" : (i % 4 == 0 ? ",\n    " : ", "),
+                            std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim)));
+    }
+    w.line("// {}: inv_freq[i] = theta^(-2i/dim)", print_node(g, table));
+    w.line("static __device__ const double lj_inv_freq[{}] = {{\n    {}}};", half, values);
+    w.blank();
+  }
   {
     auto fn = w.scope(ctx.signature(kThreads));
     if (half > 0) {
@@ -76,8 +93,7 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
       const Node& tn = g.node(table);
       w.comment(print_node(g, table));
       auto loop = w.scope("for (int i = threadIdx.x; i < HALF; i += blockDim.x)");
-      w.line("const double inv_freq = pow({}, -2.0 * i / {}.0);", AttrValue(tn.attrs.get_float("theta")).str(),
-             tn.attrs.get_int("dim"));
+      w.line("const double inv_freq = lj_inv_freq[i];");
       w.line("double s, c;");
       w.line("sincos((double)pos * inv_freq, &s, &c);");
       w.line("cos_s[i] = (float)c;");

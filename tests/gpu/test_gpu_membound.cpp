@@ -4,6 +4,7 @@
 // lengths that no vector width divides (4095, 4097, 7, 1) and views at odd offsets.
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "codegen/device_headers.h"
@@ -111,6 +112,8 @@ struct Case {
   const Graph* graph;
   Bindings bind;
   uint64_t seed;
+  bool exact = false;  // every element must equal the reference exactly (a single rounding)
+  std::function<HostTensor(const Graph&, ValueId, const Bindings&, uint64_t)> input;  // default: random_input
 };
 
 // Random data for a value no group node produces: positions inside the caches, positive scales,
@@ -159,7 +162,7 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const Case& c, const Fusi
   uint64_t seed = c.seed * 1000 + static_cast<uint64_t>(grp.id);
   for (ValueId v : grp.inputs) {
     const ValueId buf = layouts[static_cast<size_t>(v)].buffer;
-    if (!known.count(buf)) known[buf] = random_input(g, buf, c.bind, ++seed);
+    if (!known.count(buf)) known[buf] = c.input ? c.input(g, buf, c.bind, ++seed) : random_input(g, buf, c.bind, ++seed);
   }
   std::map<ValueId, HostTensor> before = known;  // buffers as uploaded
   for (NodeId n : grp.nodes)
@@ -215,7 +218,9 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const Case& c, const Fusi
     const int eb = dtype_bytes(want.dtype);
     for (size_t i = 0; i < want.data.size(); ++i) {
       const double gv = decode_one(want.dtype, got.data() + i * static_cast<size_t>(eb));
-      if (!close(want.dtype, gv, want.data[i])) {
+      const bool ok = c.exact ? (gv == want.data[i] || (std::isnan(gv) && std::isnan(want.data[i])))
+                              : close(want.dtype, gv, want.data[i]);
+      if (!ok) {
         if (bad++ == 0) first = i;
       }
       if (!std::isnan(gv)) worst = std::max(worst, std::fabs(gv - want.data[i]));
@@ -227,7 +232,8 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const Case& c, const Fusi
   }
 }
 
-void check_graph(const Graph& g, Bindings bind, uint64_t seed) {
+void check_graph(const Graph& g, Bindings bind, uint64_t seed, bool exact = false,
+                 std::function<HostTensor(const Graph&, ValueId, const Bindings&, uint64_t)> input = {}) {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
@@ -236,7 +242,7 @@ void check_graph(const Graph& g, Bindings bind, uint64_t seed) {
     FusionPlan plan = plan_fusion(g, FusionOptions{fuse});
     for (const FusionGroup& grp : plan.groups) {
       if (!has_emitter(grp.kind)) continue;
-      check_group(ctx, *stream, Case{&g, bind, seed}, grp);
+      check_group(ctx, *stream, Case{&g, bind, seed, exact, input}, grp);
       ++run;
     }
   }
@@ -269,4 +275,30 @@ TEST_CASE("odd-shaped graphs match the reference for T in {1, 7, 129}", "[gpu][m
     if (g.name().rfind("llama", 0) == 0) continue;
     for (int64_t t : {1, 7, 129}) check_graph(g, binds({{"T", t}}), static_cast<uint64_t>(10 + t));
   }
+}
+
+TEST_CASE("casts to every narrow format round exactly as the reference", "[gpu][membound]") {
+  // Magnitudes from 2^-22 to 2^20 with both signs: fp8 subnormals, normals and saturation (448,
+  // 57344), f16 subnormals and overflow, i8 saturation; every value a float, so the kernel's
+  // conversion is the only rounding and must match the reference's bit for bit.
+  Module m = parse_module(R"(
+graph @casts(%x: f32[T, 96]) {
+  %a = cast(%x) {dtype = f8e4m3}
+  %b = cast(%x) {dtype = f8e5m2}
+  %c = cast(%x) {dtype = bf16}
+  %d = cast(%x) {dtype = f16}
+  %e = cast(%x) {dtype = i8}
+  return %a, %b, %c, %d, %e
+}
+)", "casts");
+  auto spread = [](const Graph& g, ValueId v, const Bindings& b, uint64_t seed) {
+    HostTensor t(g.value(v).type.dtype, resolve(g.value(v).type.shape, b));
+    HostTensor u(DType::F32, t.shape), e(DType::F32, t.shape);
+    fill_uniform(u, seed, 1.0, 2.0);
+    fill_uniform(e, seed + 7, -22.0, 21.0);
+    for (size_t i = 0; i < t.data.size(); ++i)
+      t.data[i] = round_to(DType::F32, (i % 2 ? -1.0 : 1.0) * u.data[i] * std::ldexp(1.0, static_cast<int>(std::floor(e.data[i]))));
+    return t;
+  };
+  check_graph(m.graphs[0], binds({{"T", 77}}), 99, /*exact=*/true, spread);
 }
