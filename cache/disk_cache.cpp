@@ -56,25 +56,6 @@ bool first_report(const std::string& id) {
   return reported.insert(id).second;
 }
 
-// The names in one directory (a fresh descriptor: readdir consumes its position).
-std::vector<std::string> list_dir(int dirfd) {
-  std::vector<std::string> names;
-  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return names;
-  DIR* dir = ::fdopendir(fd);
-  if (!dir) {
-    ::close(fd);
-    return names;
-  }
-  while (const dirent* e = ::readdir(dir)) {
-    std::string_view n = e->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  ::closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 bool still_current(int shard_fd, int fd, const std::string& name) {
   struct stat opened {}, named {};
   return ::fstat(fd, &opened) == 0 && ::fstatat(shard_fd, name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&

@@ -3,6 +3,7 @@
 // followed (the *at() calls with O_NOFOLLOW close that race).
 #include "cache/posix_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -147,5 +149,23 @@ void FlockGuard::release() {
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+std::vector<std::string> list_dir(int dirfd) {
+  std::vector<std::string> names;
+  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return names;
+  DIR* dir = ::fdopendir(fd);
+  if (!dir) {
+    ::close(fd);
+    return names;
+  }
+  while (const dirent* e = ::readdir(dir)) {
+    std::string_view n = e->d_name;
+    if (n != "." && n != "..") names.emplace_back(n);
+  }
+  ::closedir(dir);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 }  // namespace lj::cache

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace lj::cache {
 
@@ -84,5 +85,9 @@ class FlockGuard {
 
 /// "No such file or directory" style text for an errno value.
 std::string errno_text(int err);
+
+/// The names in a directory, sorted, without "." and ".." (read through a fresh descriptor, since
+/// readdir consumes its position). Empty if the directory cannot be read.
+std::vector<std::string> list_dir(int dirfd);
 
 }  // namespace lj::cache

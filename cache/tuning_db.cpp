@@ -278,33 +278,15 @@ RecordResult TuningDb::record(const TuningKey& key, std::span<const Measured> ca
 
 namespace {
 
-std::vector<std::string> names_in(int dirfd) {
-  std::vector<std::string> names;
-  int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return names;
-  DIR* dir = ::fdopendir(fd);
-  if (!dir) {
-    ::close(fd);
-    return names;
-  }
-  while (const dirent* e = ::readdir(dir)) {
-    std::string_view n = e->d_name;
-    if (n != "." && n != "..") names.emplace_back(n);
-  }
-  ::closedir(dir);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 }  // namespace
 
 std::vector<TuningRecord> TuningDb::list() {
   std::vector<TuningRecord> out;
   if (!enabled()) return out;
-  for (const std::string& shard : names_in(tuning_fd_.get())) {
+  for (const std::string& shard : list_dir(tuning_fd_.get())) {
     UniqueFd sfd;
     if (open_dir_at(tuning_fd_.get(), shard, sfd) != 0) continue;
-    for (const std::string& name : names_in(sfd.get())) {
+    for (const std::string& name : list_dir(sfd.get())) {
       if (name.size() != 37 || name.substr(32) != ".json") continue;
       UniqueFd fd;
       std::string text;
@@ -331,11 +313,11 @@ std::vector<TuningRecord> TuningDb::list() {
 size_t TuningDb::clear() {
   size_t removed = 0;
   if (!enabled()) return removed;
-  for (const std::string& shard : names_in(tuning_fd_.get())) {
+  for (const std::string& shard : list_dir(tuning_fd_.get())) {
     UniqueFd sfd;
     if (open_dir_at(tuning_fd_.get(), shard, sfd) != 0) continue;
     FlockGuard dir_lock(sfd.get(), LOCK_EX);
-    for (const std::string& name : names_in(sfd.get()))
+    for (const std::string& name : list_dir(sfd.get()))
       if (::unlinkat(sfd.get(), name.c_str(), 0) == 0) removed += 1;
   }
   return removed;
