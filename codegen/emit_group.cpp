@@ -8,8 +8,8 @@ bool has_emitter(GroupKind k) {
   switch (k) {
     case GroupKind::Elementwise:
     case GroupKind::RowReduce:
-    case GroupKind::RopeKvWrite: return true;
-    case GroupKind::Matmul:
+    case GroupKind::RopeKvWrite:
+    case GroupKind::Matmul: return true;
     case GroupKind::Attention:
     case GroupKind::Reduce:
     case GroupKind::Copy: return false;
@@ -23,14 +23,15 @@ GeneratedKernel emit_group(const Graph& g, const FusionGroup& grp, const EmitOpt
     case GroupKind::Elementwise: return emit_elementwise(g, grp, opts);
     case GroupKind::RowReduce: return emit_row_reduce(g, grp, opts);
     case GroupKind::RopeKvWrite: return emit_rope_kv_write(g, grp, opts);
-    case GroupKind::Matmul:
+    case GroupKind::Matmul: return emit_matmul(g, grp, opts);
     case GroupKind::Attention:
     case GroupKind::Reduce:
     case GroupKind::Copy: break;
   }
-  throw UserError(fmt::format("group {} of @{} is a {} group: its kernel generator is not written yet (matmul: issue 6, "
-                              "attention: issue 7)",
-                              grp.id, g.name(), group_kind_name(grp.kind)));
+  const std::string_view kind = group_kind_name(grp.kind);
+  const bool vowel = std::string_view("aeiou").find(kind.front()) != std::string_view::npos;
+  throw UserError(fmt::format("group {} of @{} is {} {} group: its kernel generator is not written yet (attention: issue 7)",
+                              grp.id, g.name(), vowel ? "an" : "a", kind));
 }
 
 }  // namespace lj

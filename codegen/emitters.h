@@ -1,4 +1,4 @@
-// One emitter per memory-bound group kind (emit_<kind>.cpp); emit_group() dispatches.
+// One emitter per group kind (emit_<kind>.cpp); emit_group() dispatches.
 #pragma once
 
 #include "codegen/kernel.h"
@@ -8,5 +8,7 @@ namespace lj {
 GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
+/// Decode GEMV: W streamed once per chunk of MT rows of x (emit_matmul.cpp).
+GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 
 }  // namespace lj

@@ -1,5 +1,8 @@
 // Graphs whose generated kernels the codegen tests compile and run: the Llama layers and small
-// graphs with shapes that are not multiples of any vector width or block size.
+// graphs with shapes that are not multiples of any vector width or block size. The @mm_* graphs
+// cover the GEMV kernel: (N, K) from (1, 7) to (129, 4095), bf16/f16/f32 inputs, an f32 output,
+// x as a strided view of a split (offset 120 of a 1128-wide row: 16-byte loads; offset 1125:
+// scalar loads of a 3-element row) and a rank-3 x.
 #pragma once
 
 #include <string>
@@ -49,6 +52,36 @@ graph @quant(%x: bf16[T, 96], %s: f32[], %sc: f32[96]) {
 graph @rope_interleaved(%x: f16[T, 3, 64], %pos: i32[T]) {
   %c, %s = rope_table(%pos) {dim = 64, theta = 10000.0}
   %y = rope(%x, %c, %s) {style = "interleaved"}
+  return %y
+}
+graph @mm_1x7(%x: bf16[T, 7], %w: param bf16[1, 7]) {
+  %y = matmul(%x, %w)
+  return %y
+}
+graph @mm_7x127(%x: bf16[T, 127], %w: param bf16[7, 127]) {
+  %y = matmul(%x, %w)
+  return %y
+}
+graph @mm_127x129_f32(%x: f32[T, 129], %w: param f32[127, 129]) {
+  %y = matmul(%x, %w)
+  return %y
+}
+graph @mm_1000_out_f32(%x: bf16[T, 1000], %w: param bf16[1000, 1000]) {
+  %y = matmul(%x, %w) {out_dtype = f32}
+  return %y
+}
+graph @mm_129x4095_f16(%x: f16[T, 4095], %w: param f16[129, 4095]) {
+  %y = matmul(%x, %w)
+  return %y
+}
+graph @mm_split_view(%xx: bf16[T, 1128], %w: param bf16[127, 1000], %w3: param bf16[7, 3]) {
+  %a, %b, %c, %d = split(%xx) {axis = 1, sizes = [120, 1000, 5, 3]}
+  %y = matmul(%b, %w)
+  %z = matmul(%d, %w3)
+  return %y, %z
+}
+graph @mm_rank3(%x: bf16[T, 3, 64], %w: param bf16[129, 64]) {
+  %y = matmul(%x, %w)
   return %y
 }
 )";

@@ -1,7 +1,8 @@
-// GPU tier: every memory-bound kernel layerjit generates (elementwise, row reductions, RoPE + KV
-// write), fused and unfused, against the CPU reference of the nodes it implements. Each group's
-// inputs are fresh random values (never zeros), outputs are poisoned first, shapes include row
-// lengths that no vector width divides (4095, 4097, 7, 1) and views at odd offsets.
+// GPU tier: every kernel layerjit generates (elementwise, row reductions, RoPE + KV write, and the
+// decode GEMV of matmul groups), fused and unfused, against the CPU reference of the nodes it
+// implements. Each group's inputs are fresh random values (never zeros), outputs are poisoned first,
+// shapes include row lengths that no vector width divides (4095, 4097, 7, 1) and views at odd
+// offsets; matmuls run over (N, K) from (1, 7) to (129, 4095) with M in {1, 7, 129}.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -106,6 +107,35 @@ bool close(DType t, double got, double want) {
     case DType::I32: rel = 0; abs_tol = 1; break;
   }
   return std::fabs(got - want) <= abs_tol + rel * std::fabs(want);
+}
+
+// Tolerance of a matmul output: the dtype's relative step (bf16: 2^-6, as close()) plus an absolute
+// term scaled with sqrt(K). With inputs uniform in [-1, 1) a dot product of length K has typical
+// magnitude sqrt(K / 9), and the kernel's fp32 sum differs from the fp64 reference by accumulation-
+// order error proportional to that scale, so a result that cancels to near zero can be off by a
+// rounding step of the output format at the scale of the partial sums, not of the result. The unit
+// is one rounding step of the output format (bf16 2^-8, f16 2^-11, fp8 2^-4 / 2^-3) and for f32
+// outputs the fp32 accumulation step 2^-24 with a margin of 2^6 for the order of K additions.
+bool matmul_close(DType t, int64_t k, double got, double want) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isnan(got)) return false;
+  double rel = 1e-5, unit = std::ldexp(1.0, -18);
+  switch (t) {
+    case DType::F32: break;
+    case DType::BF16: rel = 1.0 / 64; unit = std::ldexp(1.0, -8); break;
+    case DType::F16: rel = 1.0 / 512; unit = std::ldexp(1.0, -11); break;
+    case DType::F8E4M3: rel = 1.0 / 8; unit = std::ldexp(1.0, -4); break;
+    case DType::F8E5M2: rel = 1.0 / 4; unit = std::ldexp(1.0, -3); break;
+    case DType::I8:
+    case DType::I32: FAIL("matmul outputs are floating point"); break;
+  }
+  return std::fabs(got - want) <= std::sqrt(static_cast<double>(k)) * unit + rel * std::fabs(want);
+}
+
+// The reduction length of a matmul group (0 for other kinds): selects matmul_close for its output.
+int64_t matmul_k(const Graph& g, const FusionGroup& grp) {
+  if (grp.kind != GroupKind::Matmul) return 0;
+  return g.value(g.node(grp.nodes[0]).operands[1]).type.shape[1].value();
 }
 
 struct Case {
@@ -213,13 +243,15 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const Case& c, const Fusi
     std::vector<unsigned char> got(buf.bytes());
     LJ_REQUIRE_OK(rt::copy_to_host(stream, got.data(), buf.ptr(), got.size()));
     LJ_REQUIRE_OK(stream.synchronize());
+    const int64_t reduction_k = matmul_k(g, grp);
     size_t bad = 0, first = 0;
     double worst = 0;
     const int eb = dtype_bytes(want.dtype);
     for (size_t i = 0; i < want.data.size(); ++i) {
       const double gv = decode_one(want.dtype, got.data() + i * static_cast<size_t>(eb));
-      const bool ok = c.exact ? (gv == want.data[i] || (std::isnan(gv) && std::isnan(want.data[i])))
-                              : close(want.dtype, gv, want.data[i]);
+      const bool ok = c.exact        ? (gv == want.data[i] || (std::isnan(gv) && std::isnan(want.data[i])))
+                      : reduction_k > 0 ? matmul_close(want.dtype, reduction_k, gv, want.data[i])
+                                        : close(want.dtype, gv, want.data[i]);
       if (!ok) {
         if (bad++ == 0) first = i;
       }
@@ -242,6 +274,11 @@ void check_graph(const Graph& g, Bindings bind, uint64_t seed, bool exact = fals
     FusionPlan plan = plan_fusion(g, FusionOptions{fuse});
     for (const FusionGroup& grp : plan.groups) {
       if (!has_emitter(grp.kind)) continue;
+      // The Llama-3-8B weights (up to 28672 x 4096) are too large for the CPU reference: random fp64
+      // host copies of each (~1 GiB for gate_up) and a K * N * M fp64 matmul per group. Matmul kernels
+      // are checked on the small Llama layer and the odd-shaped @mm_* graphs instead, which use the
+      // same emitter and cover every tail.
+      if (grp.kind == GroupKind::Matmul && g.name().rfind("llama3_8b", 0) == 0) continue;
       check_group(ctx, *stream, Case{&g, bind, seed, exact, input}, grp);
       ++run;
     }
