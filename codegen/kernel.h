@@ -41,8 +41,9 @@ struct EmitOptions {
   int sm = 90;  // target architecture (80, 90, ...): specialises the source
 };
 
-/// Emits the kernel of one memory-bound group (elementwise, row_reduce, rope_kv_write). Other kinds
-/// get their emitters with the GEMM and attention work; asking for one is a UserError naming the group.
+/// Emits the kernel of one group: elementwise, row_reduce, rope_kv_write, or matmul (the decode GEMV
+/// family; the tensor-core GEMM for large M is next). Attention, reduce and copy groups have no
+/// generator yet: asking for one is a UserError naming the group.
 GeneratedKernel emit_group(const Graph& g, const FusionGroup& grp, const EmitOptions& opts = {});
 
 /// Whether emit_group has an emitter for this kind.
