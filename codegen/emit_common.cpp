@@ -217,6 +217,23 @@ std::string pointwise_expr(const Node& n, const std::vector<std::string>& a) {
   __builtin_unreachable();
 }
 
+void emit_pointwise_node(SourceWriter& w, const Graph& g, NodeId n, int space_rank, const std::vector<ValueId>& group_inputs,
+                         const std::map<OperandRead, std::string>& loaded, std::map<ValueId, std::string>& reg,
+                         const std::vector<ValueId>& stored) {
+  auto listed = [](const std::vector<ValueId>& vs, ValueId v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
+  const Node& node = g.node(n);
+  std::vector<std::string> ops;
+  for (int i = 0; i < static_cast<int>(node.operands.size()); ++i) {
+    const OperandRead rd = operand_read(g, node, i, space_rank);
+    ops.push_back(listed(group_inputs, rd.value) ? loaded.at(rd) : reg.at(rd.value));
+  }
+  const ValueId r = node.results[0];
+  const std::string t = "t_" + ident(g.value(r).name);
+  w.line("const float {} = {};  // {}", t, rounded_expr(g.value(r).type.dtype, pointwise_expr(node, ops)), print_node(g, n));
+  reg[r] = t;
+  if (listed(stored, r)) w.line("y_{}[j] = {};", ident(g.value(r).name), t);
+}
+
 std::vector<std::string> emit_coords(SourceWriter& w, const Shape& space, const std::string& flat, const std::string& stem) {
   std::vector<std::string> c(space.size());
   if (space.empty()) return c;

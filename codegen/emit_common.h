@@ -68,6 +68,14 @@ struct OperandRead {
 };
 OperandRead operand_read(const Graph& g, const Node& n, int index, int space_rank);
 
+/// Emits one pointwise node inside a kernel's per-element loop (index `j`):
+/// `const float t_<result> = <expr rounded to the result dtype>;  // <IR statement>`. Operands are read
+/// from `reg` (values computed earlier in the kernel) or `loaded` (group inputs, by how they are
+/// read); the result is recorded in `reg` and copied to `y_<result>[j]` when `stored` lists it.
+void emit_pointwise_node(SourceWriter& w, const Graph& g, NodeId n, int space_rank, const std::vector<ValueId>& group_inputs,
+                         const std::map<OperandRead, std::string>& loaded, std::map<ValueId, std::string>& reg,
+                         const std::vector<ValueId>& stored);
+
 /// `expr` rounded through dtype `t` (unchanged for f32): fused kernels keep every intermediate at
 /// its IR dtype, so a fused group computes exactly what the unfused ops would store.
 std::string rounded_expr(DType t, const std::string& expr);

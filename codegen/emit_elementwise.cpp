@@ -57,21 +57,7 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const E
     {
       w.line("#pragma unroll");
       auto inner = w.scope("for (int j = 0; j < V; ++j)");
-      for (NodeId n : grp.nodes) {
-        const Node& node = g.node(n);
-        std::vector<std::string> ops;
-        for (int i = 0; i < static_cast<int>(node.operands.size()); ++i) {
-          OperandRead rd = operand_read(g, node, i, rank);
-          ops.push_back(computed_here(rd.value) ? reg.at(rd.value) : loaded.at(rd));
-        }
-        const ValueId r = node.results[0];
-        const std::string name = "t_" + ident(g.value(r).name);
-        w.line("const float {} = {};  // {}", name, rounded_expr(g.value(r).type.dtype, pointwise_expr(node, ops)),
-               print_node(g, n));
-        reg[r] = name;
-        if (std::find(grp.outputs.begin(), grp.outputs.end(), r) != grp.outputs.end())
-          w.line("y_{}[j] = {};", ident(g.value(r).name), name);
-      }
+      for (NodeId n : grp.nodes) emit_pointwise_node(w, g, n, rank, grp.inputs, loaded, reg, grp.outputs);
     }
     for (ValueId v : grp.outputs)
       w.line("lj_store<{}, V>({} + {}, y_{});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, true),

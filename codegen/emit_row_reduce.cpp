@@ -91,12 +91,6 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
       }
     }
   };
-  // The register expression of operand i of node n.
-  auto operand_expr = [&](const std::map<OperandRead, std::string>& loaded, const std::map<ValueId, std::string>& reg,
-                          const Node& n, int i) {
-    OperandRead rd = operand_read(g, n, i, rank);
-    return contains(grp.inputs, rd.value) ? loaded.at(rd) : reg.at(rd.value);
-  };
 
   std::vector<NodeId> prologue, epilogue;
   for (NodeId n : grp.nodes) {
@@ -125,16 +119,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
     {
       w.line("#pragma unroll");
       auto inner = w.scope("for (int j = 0; j < V; ++j)");
-      for (NodeId n : prologue) {
-        const Node& node = g.node(n);
-        std::vector<std::string> ops;
-        for (int i = 0; i < static_cast<int>(node.operands.size()); ++i) ops.push_back(operand_expr(loaded, reg, node, i));
-        const std::string t = "t_" + ident(g.value(node.results[0]).name);
-        w.line("const float {} = {};  // {}", t, rounded_expr(g.value(node.results[0]).type.dtype, pointwise_expr(node, ops)),
-               print_node(g, n));
-        reg[node.results[0]] = t;
-        if (contains(stored, node.results[0])) w.line("y_{}[j] = {};", ident(g.value(node.results[0]).name), t);
-      }
+      for (NodeId n : prologue) emit_pointwise_node(w, g, n, rank, grp.inputs, loaded, reg, stored);
       w.line("xs[k][j] = {};", reg.at(x));
     }
     for (ValueId v : stored)
@@ -216,16 +201,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
       // The reduction's own result rounds to its dtype before the epilogue, as if it were stored.
       reg[y] = rounded_expr(g.value(y).type.dtype, ty);
       if (contains(stored, y)) w.line("y_{}[j] = {};", ident(g.value(y).name), ty);
-      for (NodeId n : epilogue) {
-        const Node& node = g.node(n);
-        std::vector<std::string> ops;
-        for (int i = 0; i < static_cast<int>(node.operands.size()); ++i) ops.push_back(operand_expr(loaded, reg, node, i));
-        const std::string t = "t_" + ident(g.value(node.results[0]).name);
-        w.line("const float {} = {};  // {}", t, rounded_expr(g.value(node.results[0]).type.dtype, pointwise_expr(node, ops)),
-               print_node(g, n));
-        reg[node.results[0]] = t;
-        if (contains(stored, node.results[0])) w.line("y_{}[j] = {};", ident(g.value(node.results[0]).name), t);
-      }
+      for (NodeId n : epilogue) emit_pointwise_node(w, g, n, rank, grp.inputs, loaded, reg, stored);
     }
     for (ValueId v : stored)
       w.line("lj_store<{}, V>({} + {}, y_{});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, true),
