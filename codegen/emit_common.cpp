@@ -69,7 +69,7 @@ void KernelContext::add_symbol_params() {
     if (std::find(used.begin(), used.end(), s) == used.end()) continue;
     KernelParam p;
     p.kind = KernelParam::Kind::Symbol;
-    p.name = s;
+    p.name = symbol_ident(s);
     p.symbol = s;
     p.dtype = DType::I32;
     params_.push_back(p);

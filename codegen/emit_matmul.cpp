@@ -1,26 +1,25 @@
-// Matmul groups, decode shapes: y[m, n] = sum_k x[m, k] * w[n, k] as a GEMV family kernel that
-// streams W once per pass. One warp owns one output column n (a row of W, [N, K] row-major) and
-// reads it with V-wide loads along K (16 bytes where alignment is proven), U of them in flight per
-// lane; the rows of x are few and read through L1/L2, which every warp of a CTA shares. Each lane
-// keeps MT fp32 accumulators (MT rows of x per pass), the warp reduces them with lj_warp_sum and
-// lane 0 rounds to the output dtype once. M is usually a run-time symbol (T or B): the kernel loops
-// over chunks of MT rows, re-reading W once per chunk, so any M is correct but only small M (decode,
-// M <= 16) is fast; large M belongs to the tensor-core (mma.sync) GEMM, which reads W once per tile
-// of M instead.
+// Matmul groups: y[m, n] = sum_k x[m, k] * w[n, k]. Two kernel families share the group: the decode
+// GEMV (emit_gemv.cpp; W streamed once per few rows of x, bound by HBM bandwidth when M is small) and
+// the tensor-core GEMM (emit_gemm.cpp; W read once per BM-row tile, bound by the tensor cores when M is
+// large). The config — the autotuner's choice, or the default for the expected M — picks one.
+#include "codegen/emit_matmul.h"
+
 #include <algorithm>
 
-#include "codegen/emit_common.h"
 #include "codegen/emitters.h"
-#include "layerjit/text.h"
 
 namespace lj {
 
 namespace {
 
-// The element offset of `v` at (leading coordinates of row `row`, `last`): emits the coordinate
-// lines for rank > 2 operands and returns the expression. `stem` keeps names distinct per operand.
-std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, const std::string& row,
-                        const std::string& last, const std::string& stem) {
+bool unit_inner_stride(const TensorLayout& l) {
+  return !l.strides.empty() && l.strides.back().symbols.empty() && l.strides.back().constant == 1;
+}
+
+}  // namespace
+
+std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, const std::string& row, const std::string& last,
+                        const std::string& stem) {
   const Shape& s = ctx.graph().value(v).type.shape;
   const Shape lead(s.begin(), s.end() - 1);
   std::vector<std::string> coords = emit_coords(w, lead, row, stem);
@@ -31,149 +30,61 @@ std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, co
   return a;
 }
 
-bool unit_inner_stride(const TensorLayout& l) {
-  return !l.strides.empty() && l.strides.back().symbols.empty() && l.strides.back().constant == 1;
-}
-
-}  // namespace
-
-GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOptions&) {
-  KernelContext ctx(g, grp);
+MatmulOperands matmul_operands(const KernelContext& ctx) {
+  const Graph& g = ctx.graph();
+  const FusionGroup& grp = ctx.group();
   // Epilogue fusion into the matmul comes with the planner's GEMM patterns; until then a matmul
   // group is exactly one matmul node.
   if (grp.nodes.size() != 1 || g.node(grp.nodes[0]).kind != OpKind::Matmul) {
     throw UserError(fmt::format("{}: a matmul group with fused nodes has no kernel yet (epilogue fusion: issue 6)",
                                 ctx.kernel_name()));
   }
-  const Node& mm = g.node(grp.nodes[0]);
-  const ValueId x = mm.operands[0], wt = mm.operands[1], y = mm.results[0];
-  const Shape& xs = g.value(x).type.shape;
-  const Shape& ws = g.value(wt).type.shape;
+  MatmulOperands op;
+  op.node = grp.nodes[0];
+  const Node& mm = g.node(op.node);
+  op.x = mm.operands[0], op.w = mm.operands[1], op.y = mm.results[0];
+  const Shape& xs = g.value(op.x).type.shape;
+  const Shape& ws = g.value(op.w).type.shape;
   LJ_CHECK(ws[0].is_const() && ws[1].is_const(), mm.loc, "{}: the weight %{} must have constant dimensions, got {}",
-           ctx.kernel_name(), g.value(wt).name, g.value(wt).type.str());
-  const int64_t N = ws[0].value(), K = ws[1].value();
-  // Views of x are splits and reshapes, which keep the innermost stride 1; the loads below rely on it.
-  LJ_CHECK(unit_inner_stride(ctx.layout(x)) && unit_inner_stride(ctx.layout(wt)), mm.loc,
-           "{}: the GEMV kernel reads rows of %{} and %{} contiguously; a view with a strided last axis needs a copy first",
-           ctx.kernel_name(), g.value(x).name, g.value(wt).name);
+           ctx.kernel_name(), g.value(op.w).name, g.value(op.w).type.str());
+  op.n = ws[0].value(), op.k = ws[1].value();
+  // Views of x are splits and reshapes, which keep the innermost stride 1; the loads rely on it.
+  LJ_CHECK(unit_inner_stride(ctx.layout(op.x)) && unit_inner_stride(ctx.layout(op.w)), mm.loc,
+           "{}: matmul kernels read rows of %{} and %{} contiguously; a view with a strided last axis needs a copy first",
+           ctx.kernel_name(), g.value(op.x).name, g.value(op.w).name);
+  op.rows = dim_product(Shape(xs.begin(), xs.end() - 1));
+  op.xt = g.value(op.x).type.dtype, op.wt = g.value(op.w).type.dtype, op.yt = g.value(op.y).type.dtype;
+  return op;
+}
 
-  const DType xt = g.value(x).type.dtype, wdt = g.value(wt).type.dtype, yt = g.value(y).type.dtype;
-  const int widest = std::max(dtype_bytes(xt), dtype_bytes(wdt));
-  // V: 16 bytes per load where every row of x and W starts aligned; a K that no width divides (or
-  // a view at an odd offset) falls back to narrower loads, down to scalars.
-  const int vec = ctx.vector_width({x, wt}, xs, 16 / widest);
-  // U: loads of W in flight per lane. 16-byte loads: 4 (64 bytes per lane, 16 KiB per CTA); narrower
-  // loads need more of them to keep as many bytes in flight.
-  const int unroll = vec * widest >= 16 ? 4 : 8;
-  const Shape lead(xs.begin(), xs.end() - 1);
-  const DimProduct rows = dim_product(lead);
-  // MT: rows of x per pass over W. Four accumulators per lane keep register use low enough for
-  // several CTAs per SM; a constant M below that needs fewer.
-  const int mt = rows.symbols.empty() ? static_cast<int>(std::clamp<int64_t>(rows.constant, 1, 4)) : 4;
-  const int warps = static_cast<int>(std::min<int64_t>(8, N));
-  const int threads = warps * 32;
-  const int64_t step = int64_t{32} * vec * unroll;
-  const bool k_tail = K % step != 0;
-
-  ctx.add_group_params();
-  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), py = ctx.buffer_param(y, true);
-  const char* tx = c_type(xt);
-  const char* tw = c_type(wdt);
-  const std::string xn = g.value(x).name, wn = g.value(wt).name;
-
-  SourceWriter w;
-  ctx.header_comment(w);
-  w.line("#include \"layerjit/vec.cuh\"");
-  w.line("#include \"layerjit/reduce.cuh\"");
-  w.blank();
-  w.line("constexpr lj_i64 N = {};  // output columns: rows of %{}", N, wn);
-  w.line("constexpr lj_i64 K = {};  // reduction length", K);
-  w.line("constexpr int MT = {};  // rows of %{} per pass over %{}: fp32 accumulators per lane", mt, xn, wn);
-  w.line("constexpr int V = {};  // elements per load ({} bytes)", vec, vec * widest);
-  w.line("constexpr int U = {};  // loads of %{} in flight per lane", unroll, wn);
-  w.line("constexpr int WARPS = {};  // columns per CTA: one per warp", warps);
-  w.line("constexpr lj_i64 STEP = 32LL * V * U;  // elements of a row one warp reads per iteration");
-  w.line("constexpr lj_i64 K_MAIN = K / STEP * STEP;  // the part of each row read without masking");
-  w.line("typedef lj_pack<{}, V> XPack;", tx);
-  w.line("typedef lj_pack<{}, V> WPack;", tw);
-  w.blank();
-  w.comment("One pass over this warp's row of %" + wn + " for R (<= MT) rows of %" + xn + ":");
-  w.comment("lane-strided V-wide loads, U of them issued before any is used, fp32 FMAs.");
-  w.comment("Leaves each lane's partial sums in acc[0..R).");
-  {
-    w.line("template <int R>");
-    auto fn = w.scope(fmt::format("__device__ __forceinline__ void lj_gemv_pass(const {}* __restrict__ w_row, const {}* __restrict__ x,\n"
-                                  "                                             const lj_i64 (&x_row)[MT], const int lane, float (&acc)[MT])",
-                                  tw, tx));
-    w.line("#pragma unroll");
-    w.line("for (int i = 0; i < MT; ++i) acc[i] = 0.f;");
-    {
-      auto loop = w.scope("for (lj_i64 k0 = lane * V; k0 < K_MAIN; k0 += STEP)");
-      w.line("WPack wv[U];");
-      w.line("#pragma unroll");
-      w.line("for (int u = 0; u < U; ++u) wv[u] = *reinterpret_cast<const WPack*>(w_row + k0 + u * 32 * V);");
-      w.line("#pragma unroll");
-      auto u_loop = w.scope("for (int u = 0; u < U; ++u)");
-      w.line("#pragma unroll");
-      auto i_loop = w.scope("for (int i = 0; i < R; ++i)");
-      w.line("const XPack xv = *reinterpret_cast<const XPack*>(x + x_row[i] + k0 + u * 32 * V);");
-      w.line("#pragma unroll");
-      w.line("for (int j = 0; j < V; ++j) acc[i] = fmaf(lj_to_float(xv.v[j]), lj_to_float(wv[u].v[j]), acc[i]);");
-    }
-    if (k_tail) {
-      w.comment(fmt::format("Tail: the last {} elements of each row, one V-wide load per lane and step.", K % step));
-      auto loop = w.scope("for (lj_i64 k = K_MAIN + lane * V; k < K; k += 32 * V)");
-      w.line("const WPack wv = *reinterpret_cast<const WPack*>(w_row + k);");
-      w.line("#pragma unroll");
-      auto i_loop = w.scope("for (int i = 0; i < R; ++i)");
-      w.line("const XPack xv = *reinterpret_cast<const XPack*>(x + x_row[i] + k);");
-      w.line("#pragma unroll");
-      w.line("for (int j = 0; j < V; ++j) acc[i] = fmaf(lj_to_float(xv.v[j]), lj_to_float(wv.v[j]), acc[i]);");
-    }
+MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
+  KernelContext ctx(g, grp);
+  const MatmulOperands op = matmul_operands(ctx);
+  MatmulProblem p;
+  p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes;
+  p.m = op.rows.constant;
+  for (const std::string& s : op.rows.symbols) {
+    const std::optional<int64_t> v = opts.hint.get(s);
+    p.m = v ? p.m * *v : 0;  // unknown: 0
+    if (!v) break;
   }
-  w.blank();
-  {
-    auto fn = w.scope(ctx.signature(threads));
-    w.comment(print_node(g, grp.nodes[0]));
-    w.line("const int lane = threadIdx.x & 31;");
-    w.line("const lj_i64 n = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);");
-    w.line("if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
-    w.line("const lj_i64 M = {};  // rows of %{}", product_expr(rows), xn);
-    w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, "n", "0", "wc"));
-    w.comment("Rows of %" + xn + " in chunks of MT; %" + wn + " is streamed once per chunk.");
-    auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += MT)");
-    w.line("const int rows = M - m0 < MT ? (int)(M - m0) : MT;");
-    w.line("lj_i64 x_row[MT];  // element offsets of the chunk's rows of %{}", xn);
-    {
-      w.line("#pragma unroll");
-      auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
-      w.line("const lj_i64 m = m0 + (i < rows ? i : 0);  // rows past M are never read");
-      w.line("x_row[i] = {};", row_address(w, ctx, x, "m", "0", "xc"));
-    }
-    w.line("float acc[MT];");
-    {
-      auto sw = w.scope("switch (rows)");
-      for (int r = 1; r <= mt; ++r) w.line("case {}: lj_gemv_pass<{}>(w_row, {}, x_row, lane, acc); break;", r, r, px);
-    }
-    w.line("#pragma unroll");
-    auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
-    w.line("if (i >= rows) break;  // uniform across the warp");
-    w.line("const float sum = lj_warp_sum(acc[i]);");
-    w.line("const lj_i64 m = m0 + i;");
-    auto store = w.scope("if (lane == 0)");
-    w.line("{}[{}] = lj_from_float<{}>(sum);  // %{}", py, row_address(w, ctx, y, "m", "n", "yc"), c_type(yt),
-           g.value(y).name);
-  }
+  // The tensor-core path multiplies like dtypes; mixed operands take the GEMV family.
+  p.dtype = op.xt == op.wt ? op.xt : DType::F32;
+  const int widest = std::max(dtype_bytes(op.xt), dtype_bytes(op.wt));
+  p.aligned = ctx.vector_width({op.x, op.w}, g.value(op.x).type.shape, 16 / widest) * widest == 16;
+  return p;
+}
 
-  GeneratedKernel k;
-  k.group = grp.id;
-  k.name = ctx.kernel_name();
-  k.source = w.str();
-  k.params = ctx.params();
-  k.launch.work.constant = N;
-  k.launch.per_block = warps;
-  k.launch.threads = threads;
-  return k;
+GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
+  KernelContext ctx(g, grp);
+  const MatmulOperands op = matmul_operands(ctx);
+  const MatmulProblem p = matmul_problem(g, grp, opts);
+  const MatmulConfig cfg = opts.matmul ? *opts.matmul : default_matmul_config(p);
+  if (std::string why = reject_reason(cfg, p); !why.empty()) {
+    throw UserError(fmt::format("{}: config '{}' cannot run this matmul ([M, {}] x [{}, {}]^T, {}): {}", ctx.kernel_name(),
+                                cfg.str(), p.k, p.n, p.k, dtype_name(p.dtype), why));
+  }
+  return cfg.family == MatmulConfig::Family::Gemv ? emit_gemv(ctx, op, cfg) : emit_gemm_mma(ctx, op, cfg);
 }
 
 }  // namespace lj

@@ -8,7 +8,7 @@ namespace lj {
 GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
-/// Decode GEMV: W streamed once per chunk of MT rows of x (emit_matmul.cpp).
+/// Decode GEMV or tensor-core GEMM, as the group's config says (emit_matmul.cpp).
 GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 
 }  // namespace lj

@@ -2,9 +2,11 @@
 // (buffers, then symbol values) and the launch rule.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "codegen/matmul_config.h"
 #include "compiler/fusion/fusion_group.h"
 #include "layerjit/graph.h"
 
@@ -21,12 +23,19 @@ struct KernelParam {
   std::string symbol;    // Symbol: which IR symbol (passed as int64)
 };
 
-/// grid.x = ceil(work / per_block), block = threads, with `shared_bytes` of dynamic shared memory.
+/// grid.x = ceil(work / per_block) * tiles_per_unit, block = threads, with `shared_bytes` of dynamic
+/// shared memory. (A GEMM covers ceil(M / BM) row tiles times a constant count of column tiles.)
 struct LaunchRule {
   DimProduct work;
   int64_t per_block = 1;
+  int64_t tiles_per_unit = 1;
   int threads = 128;
   int shared_bytes = 0;
+
+  /// grid.x for the symbol values in `b` (every symbol of `work` must be bound).
+  int64_t blocks(const Bindings& b) const;
+  /// "ceil(T / 128) * 48": the rule as text, for manifests and `inspect`.
+  std::string str() const;
 };
 
 struct GeneratedKernel {
@@ -39,12 +48,23 @@ struct GeneratedKernel {
 
 struct EmitOptions {
   int sm = 90;  // target architecture (80, 90, ...): specialises the source
+  /// Symbol values the kernel is chosen for (a tuning bucket's representative): picks the default
+  /// config, e.g. GEMV or tensor-core GEMM for a matmul over T rows. The kernel stays correct for any
+  /// value; only its speed depends on the hint.
+  Bindings hint;
+  /// A matmul group's config (the autotuner's choice); unset: default_matmul_config.
+  std::optional<MatmulConfig> matmul;
+  /// Opt-in shared memory per block of the target device (limits GEMM tiles).
+  int max_shared_bytes = 227 * 1024;
 };
 
 /// Emits the kernel of one group: elementwise, row_reduce, rope_kv_write, or matmul (the decode GEMV
 /// family; the tensor-core GEMM for large M is next). Attention, reduce and copy groups have no
 /// generator yet: asking for one is a UserError naming the group.
 GeneratedKernel emit_group(const Graph& g, const FusionGroup& grp, const EmitOptions& opts = {});
+
+/// The matmul problem of a matmul group (M from the constant shape or the hint, 0 if unknown).
+MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 
 /// Whether emit_group has an emitter for this kind.
 bool has_emitter(GroupKind k);

@@ -51,11 +51,13 @@ std::vector<DimProduct> dense_strides(const Shape& s) {
   return st;
 }
 
+std::string symbol_ident(std::string_view symbol) { return "s_" + std::string(symbol); }
+
 std::string product_expr(const DimProduct& p) {
   if (p.symbols.empty()) return fmt::format("{}LL", p.constant);
   std::string out;
   if (p.constant != 1) out = fmt::format("{}LL", p.constant);
-  for (const auto& s : p.symbols) out += (out.empty() ? "" : " * ") + s;
+  for (const auto& s : p.symbols) out += (out.empty() ? "" : " * ") + symbol_ident(s);
   return p.symbols.size() + (p.constant != 1) > 1 ? "(" + out + ")" : out;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "layerjit/graph.h"
@@ -25,6 +26,10 @@ std::vector<TensorLayout> compute_layouts(const Graph& g);
 /// C++ expression for a symbolic product, given how symbols are spelled in the kernel: "6144",
 /// "T", "(64 * T)". Constants print as int64 literals where needed.
 std::string product_expr(const DimProduct& p);
+
+/// The C++ name of a symbol's kernel parameter: "s_T". Prefixed so that no symbol name (M, N, K, ...)
+/// can collide with the constants and locals the emitters write.
+std::string symbol_ident(std::string_view symbol);
 
 /// Row-major strides of a dense shape.
 std::vector<DimProduct> dense_strides(const Shape& s);

@@ -16,11 +16,16 @@ namespace lj::cli {
 
 const char* const kInspectUsage =
     "usage: layerjit inspect [FILE] [--graph NAME] --group N [--ptx | --sass] [--arch sm_XY[a]] [--no-fuse]\n"
+    "                        [--bind T=4096] [--config TEXT]\n"
     "\n"
     "Prints what layerjit generates for fusion group N (numbered as in `layerjit plan`) of the graph\n"
     "(default: the built-in Llama-3-8B layer; --graph picks one when the input has several): the CUDA\n"
     "C++ source, or with --ptx the PTX NVRTC makes of it, or with --sass the machine code (needs the\n"
-    "CUDA toolkit's cuobjdump). --arch picks the target (default sm_90). No GPU is needed.\n";
+    "CUDA toolkit's cuobjdump). --arch picks the target (default sm_90). No GPU is needed.\n"
+    "--bind gives the sizes the kernel is chosen for (a matmul over B=1 rows gets the GEMV kernel, over\n"
+    "T=4096 the tensor-core GEMM; unbound: the GEMM); --config sets a matmul group's kernel config as\n"
+    "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8' or\n"
+    "'gemv mt=4 u=4 warps=8'.\n";
 
 namespace {
 // cuobjdump from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -89,10 +94,14 @@ int cmd_inspect(const std::vector<std::string>& args) {
       ptx = true;
     } else if (a == "--sass") {
       sass = true;
-    } else if (a == "--group" || a == "--arch") {
+    } else if (a == "--group" || a == "--arch" || a == "--config") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
-      if (a == "--group") {
+      if (a == "--config") {
+        std::string error;
+        eo.matmul = parse_matmul_config(v, &error);
+        if (!eo.matmul) throw UsageError{error};
+      } else if (a == "--group") {
         int n = 0;
         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
         if (ec != std::errc() || p != v.data() + v.size() || n < 0)
@@ -115,6 +124,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   auto target = rt::Target::parse(arch);
   if (!target.ok() || target->ptx_only) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
   eo.sm = target->sm;
+  eo.hint = o.bindings;
   Module m = load_module(o);
   if (m.graphs.size() != 1) {
     std::string names;
@@ -126,7 +136,10 @@ int cmd_inspect(const std::vector<std::string>& args) {
   if (*group >= static_cast<int>(plan.groups.size()))
     throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),
                                 plan.groups.size() - 1, *group));
-  GeneratedKernel k = emit_kernel(g, plan.groups[static_cast<size_t>(*group)], eo);
+  const FusionGroup& grp = plan.groups[static_cast<size_t>(*group)];
+  if (eo.matmul && grp.kind != GroupKind::Matmul)
+    throw UsageError{fmt::format("--config sets a matmul kernel's config; group {} is a {} group", grp.id, group_kind_name(grp.kind))};
+  GeneratedKernel k = emit_kernel(g, grp, eo);
   if (!ptx && !sass) {
     std::fputs(k.source.c_str(), stdout);
     return kExitOk;

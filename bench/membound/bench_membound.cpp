@@ -10,138 +10,14 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
-#include "codegen/device_headers.h"
-#include "codegen/kernel.h"
-#include "codegen/tensor_layout.h"
+#include "bench/common/plan_runner.h"
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
-#include "runtime/context.h"
-#include "runtime/fill.h"
-#include "runtime/launch.h"
-#include "runtime/memory.h"
-#include "runtime/module.h"
-#include "runtime/nvrtc.h"
-#include "runtime/timer.h"
 
 using namespace lj;
+using namespace lj::bench;
 
 namespace {
-
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "bench_membound: %s\n", what.c_str());
-  std::exit(1);
-}
-template <class R>
-auto must(R r, const char* what) {
-  if (!r.ok()) die(fmt::format("{}: {}", what, r.message()));
-  if constexpr (requires { *r; }) return std::move(*r);
-}
-void must_ok(const rt::Status& s, const char* what) {
-  if (!s.ok()) die(fmt::format("{}: {}", what, s.message()));
-}
-
-rt::Target device_target(const rt::Context& ctx) {
-  auto archs = must(rt::supported_archs(), "supported archs");
-  return must(rt::choose_target(ctx.info().cc(), false, archs, rt::nvrtc_version()), "target").target;
-}
-
-// One loaded, ready-to-launch kernel of a plan with its buffers.
-struct Launchable {
-  rt::Module module;
-  rt::Kernel kernel;
-  rt::KernelArgs args;
-  rt::LaunchConfig config;
-};
-
-struct PlanRun {
-  std::vector<Launchable> kernels;
-  double bytes = 0;
-};
-
-// Compiles and sets up every group of `plan`. Buffers come from `pool` (one per IR buffer value, so
-// groups of one plan share intermediates as a real execution would).
-PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
-                std::map<ValueId, rt::DeviceBuffer>& pool) {
-  PlanRun run;
-  const rt::Target target = device_target(ctx);
-  for (const FusionGroup& grp : plan.groups) {
-    GeneratedKernel k = emit_group(g, grp);
-    run.bytes += group_cost(g, grp, b).bytes;
-    rt::CompileOptions opts;
-    opts.headers = codegen_device_headers();
-    auto prog = must(rt::compile(k.source, opts, target), "compile");
-    auto mod = must(rt::Module::load(ctx, prog.image()), "load");
-    auto kern = must(mod.kernel(k.name), "kernel");
-    rt::KernelArgs args;
-    for (const KernelParam& p : k.params) {
-      if (p.kind == KernelParam::Kind::Symbol) {
-        args.add(static_cast<long long>(*b.get(p.symbol)));
-        continue;
-      }
-      if (!pool.count(p.buffer)) {
-        const TensorType& t = g.value(p.buffer).type;
-        const size_t n = static_cast<size_t>(numel(resolve(t.shape, b)));
-        auto buf = must(rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))), "allocate");
-        if (t.dtype == DType::I32) {  // positions: small, inside every cache
-          std::vector<int> pos(n);
-          for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int>(i % 7);
-          must_ok(rt::copy_to_device(stream, buf.ptr(), pos.data(), n * 4), "upload positions");
-        } else if (t.dtype == DType::BF16) {
-          must_ok(rt::fill_random_bf16(stream, buf.ptr(), n, 1234 + static_cast<uint64_t>(p.buffer), -1.f, 1.f), "fill");
-        } else {
-          must_ok(rt::fill_random_f32(stream, buf.ptr(), n, 99, -1.f, 1.f), "fill");
-        }
-        pool.emplace(p.buffer, std::move(buf));
-      }
-      args.add(pool.at(p.buffer).ptr());
-    }
-    int64_t work = k.launch.work.constant;
-    for (const auto& s : k.launch.work.symbols) work *= *b.get(s);
-    const auto blocks = static_cast<unsigned>((work + k.launch.per_block - 1) / k.launch.per_block);
-    run.kernels.push_back(Launchable{std::move(mod), kern, std::move(args),
-                                     rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads))});
-  }
-  must_ok(stream.synchronize(), "setup");
-  return run;
-}
-
-// Median time of one execution of a plan; repeat i runs runs[i % runs.size()] (copies of the same
-// plan over different buffers, so that repeats do not find their inputs in L2).
-double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs) {
-  rt::TimerOptions opts;
-  opts.warmup = 5;
-  opts.repeats = 30;
-  opts.rotations = static_cast<int>(runs.size());
-  auto t = must(rt::time_on_stream(stream, [&](int rotation) -> rt::Status {
-                  for (auto& l : runs[static_cast<size_t>(rotation)].kernels) {
-                    rt::Status s = rt::launch(stream, l.kernel, l.config, l.args);
-                    if (!s.ok()) return s;
-                  }
-                  return rt::Status();
-                }, opts),
-                "time");
-  return t.median_ms;
-}
-
-// Device-to-device copy with 16-byte vectors: the bandwidth anchor.
-double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
-  const char* src = R"(extern "C" __global__ void copy16(uint4* out, const uint4* in, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = in[i];
-})";
-  auto prog = must(rt::compile(src, {}, device_target(ctx)), "compile copy");
-  auto mod = must(rt::Module::load(ctx, prog.image()), "load copy");
-  auto kern = must(mod.kernel("copy16"), "copy kernel");
-  auto a = must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc");
-  auto b = must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc");
-  must_ok(rt::fill_random_f32(stream, a.ptr(), bytes / 4, 5, -1.f, 1.f), "fill");
-  const long long n16 = static_cast<long long>(bytes / 16);
-  auto args = rt::KernelArgs::of(b.ptr(), a.ptr(), n16);
-  auto cfg = rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * 8), 512);
-  auto t = must(rt::time_on_stream(stream, [&](int) { return rt::launch(stream, kern, cfg, args); }, {}), "time copy");
-  return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
-}
 
 struct BenchCase {
   std::string name;
@@ -152,6 +28,7 @@ struct BenchCase {
 }  // namespace
 
 int main() {
+  g_program = "bench_membound";
   auto ctx_r = rt::Context::get(0);
   if (!ctx_r.ok()) {
     std::printf("skipped: no CUDA driver (%s)\n", ctx_r.message().c_str());

@@ -2,6 +2,12 @@
 // for sm_80, sm_90 and sm_90a (no GPU needed), fused and unfused; the source is deterministic.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
 #include "codegen/device_headers.h"
 #include "codegen/kernel.h"
 #include "runtime/nvrtc.h"
@@ -47,7 +53,10 @@ TEST_CASE("the device headers are embedded", "[codegen]") {
     names.push_back(name);
     CHECK(text.find("#pragma once") != std::string::npos);
   }
-  CHECK(names == std::vector<std::string>{"layerjit/math.cuh", "layerjit/reduce.cuh", "layerjit/types.cuh", "layerjit/vec.cuh"});
+  CHECK(std::is_sorted(names.begin(), names.end()));  // a stable order: the cache key covers them
+  for (const char* want : {"layerjit/gemm.cuh", "layerjit/math.cuh", "layerjit/mma.cuh", "layerjit/reduce.cuh",
+                           "layerjit/types.cuh", "layerjit/vec.cuh"})
+    CHECK(std::find(names.begin(), names.end(), want) != names.end());
 }
 
 TEST_CASE("kernels without an emitter yet are reported by group", "[codegen]") {
@@ -63,14 +72,16 @@ TEST_CASE("kernels without an emitter yet are reported by group", "[codegen]") {
                                                           " of @llama_small_prefill is an attention group"));
 }
 
-TEST_CASE("matmul groups get the GEMV kernel with one warp per output column", "[codegen]") {
+TEST_CASE("matmul groups at decode sizes get the GEMV kernel with one warp per output column", "[codegen]") {
   Graph g = llama_decode(LlamaConfig::llama3_8b());
   FusionPlan plan = plan_fusion(g);
+  EmitOptions eo;
+  eo.hint.set("B", 1);
   int seen = 0;
   for (const FusionGroup& grp : plan.groups) {
     if (grp.kind != GroupKind::Matmul) continue;
     REQUIRE(has_emitter(grp.kind));
-    GeneratedKernel k = emit_group(g, grp);
+    GeneratedKernel k = emit_group(g, grp, eo);
     const ValueId w = g.node(grp.nodes[0]).operands[1];
     const int64_t n = g.value(w).type.shape[0].value();
     INFO(k.source);
@@ -80,8 +91,108 @@ TEST_CASE("matmul groups get the GEMV kernel with one warp per output column", "
     CHECK(k.launch.per_block == 8);
     CHECK(k.launch.threads == 256);
     CHECK(k.source.find("constexpr int V = 8;") != std::string::npos);  // 16-byte loads of bf16
-    CHECK(k.source.find("const lj_i64 M = B;") != std::string::npos);   // rows are a run-time symbol
+    CHECK(k.source.find("const lj_i64 M = s_B;") != std::string::npos); // rows are a run-time symbol
     ++seen;
   }
   CHECK(seen == 4);  // qkv, o, gate_up, down
+}
+
+TEST_CASE("matmul groups at prefill sizes get the tensor-core GEMM over a 2-D tile grid", "[codegen]") {
+  Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  FusionPlan plan = plan_fusion(g);
+  EmitOptions eo;
+  eo.hint.set("T", 4096);
+  int seen = 0;
+  for (const FusionGroup& grp : plan.groups) {
+    if (grp.kind != GroupKind::Matmul) continue;
+    GeneratedKernel k = emit_group(g, grp, eo);
+    const int64_t n = g.value(g.node(grp.nodes[0]).operands[1]).type.shape[0].value();
+    INFO(k.source);
+    CHECK(k.source.find("lj_gemm<lj_bf16, N, K, /*BM*/ 128, /*BN*/ 128") != std::string::npos);
+    // grid.x = ceil(T / 128) * ceil(N / 128); 4 stages of (128 + 128) x 32 bf16 tiles.
+    CHECK(k.launch.work.symbols == std::vector<std::string>{"T"});
+    CHECK(k.launch.per_block == 128);
+    CHECK(k.launch.tiles_per_unit == (n + 127) / 128);
+    CHECK(k.launch.shared_bytes == 4 * 256 * 32 * 2);
+    Bindings b;
+    b.set("T", 4097);
+    CHECK(k.launch.blocks(b) == 33 * ((n + 127) / 128));
+    ++seen;
+  }
+  CHECK(seen == 4);
+}
+
+TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles for sm_80 and sm_90", "[codegen]") {
+  // Both graphs of the 8B layer, at a decode and a prefill bucket: the GEMV and GEMM candidate sets.
+  std::vector<rt::CompileJob> jobs;
+  std::vector<std::string> what;
+  std::set<std::string> seen_configs;
+  for (const auto& [g, sym, m] : {std::tuple{llama_decode(LlamaConfig::llama3_8b()), "B", 1},
+                                  std::tuple{llama_prefill(LlamaConfig::llama3_8b()), "T", 4096}}) {
+    for (const FusionGroup& grp : plan_fusion(g).groups) {
+      if (grp.kind != GroupKind::Matmul) continue;
+      for (int sm : {80, 90}) {
+        EmitOptions eo;
+        eo.sm = sm;
+        eo.hint.set(sym, m);
+        eo.max_shared_bytes = sm == 80 ? 163 * 1024 : 227 * 1024;  // A100, H100/H200 opt-in limits
+        for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
+          eo.matmul = c;
+          GeneratedKernel k = emit_group(g, grp, eo);
+          rt::CompileJob job;
+          job.source = k.source;
+          job.options.program_name = k.name + ".cu";
+          job.options.headers = codegen_device_headers();
+          auto target = rt::Target::parse(sm == 80 ? "sm_80" : "sm_90");
+          REQUIRE(target.ok());
+          job.target = *target;
+          jobs.push_back(std::move(job));
+          what.push_back(fmt::format("{} sm_{} {}", k.name, sm, c.str()));
+          seen_configs.insert(c.str());
+        }
+      }
+    }
+  }
+  CHECK(seen_configs.size() >= 20);
+  auto results = rt::compile_parallel(jobs);
+  REQUIRE(results.size() == jobs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    INFO(what[i] << "\n" << (results[i].ok() ? "" : results[i].message()));
+    CHECK(results[i].ok());
+  }
+}
+
+TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[codegen]") {
+  MatmulProblem p;
+  p.m = 4096, p.n = 6144, p.k = 4096;
+  std::vector<std::string> rejected;
+  const auto configs = matmul_candidates(p, &rejected);
+  REQUIRE(!configs.empty());
+  CHECK(configs[0] == default_matmul_config(p));
+  for (const MatmulConfig& c : configs) {
+    std::string error;
+    auto back = parse_matmul_config(c.str(), &error);
+    INFO(c.str() << ": " << error);
+    REQUIRE(back.has_value());
+    CHECK(*back == c);
+  }
+  // 256x128 tiles with 64-wide k steps and 4 stages need 192 KiB: over an A100's 163 KiB, and a
+  // 128x128 warp tile needs more than 255 registers.
+  MatmulConfig big;
+  big.bm = 256, big.bn = 128, big.bk = 64, big.warps_m = 4, big.warps_n = 2, big.stages = 4;
+  p.max_shared_bytes = 163 * 1024;
+  CHECK_THAT(reject_reason(big, p), Catch::Contains("KiB of shared memory"));
+  MatmulConfig fat;
+  fat.bm = 256, fat.bn = 128, fat.warps_m = 2, fat.warps_n = 1;
+  CHECK_THAT(reject_reason(fat, p), Catch::Contains("registers"));
+  p.dtype = DType::F32;
+  CHECK_THAT(reject_reason(MatmulConfig{}, p), Catch::Contains("bf16/f16"));
+  CHECK(default_matmul_config(p).family == MatmulConfig::Family::Gemv);
+  std::string error;
+  CHECK(!parse_matmul_config("mma bm=128 bq=3", &error));
+  CHECK_THAT(error, Catch::Contains("unknown key 'bq'"));
+  CHECK(!parse_matmul_config("wgmma bm=128", &error));
+  CHECK_THAT(error, Catch::Contains("unknown family 'wgmma'"));
+  CHECK(!parse_matmul_config("gemv mt=0", &error));
+  CHECK_THAT(error, Catch::Contains("positive integer"));
 }

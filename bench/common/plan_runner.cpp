@@ -1,0 +1,116 @@
+// Shared by the benchmarks: fail-fast helpers, and plans compiled, loaded and given buffers so that
+// their kernels can be timed back to back.
+#include "bench/common/plan_runner.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "codegen/device_headers.h"
+#include "runtime/fill.h"
+#include "runtime/nvrtc.h"
+
+namespace lj::bench {
+
+const char* g_program = "bench";
+
+void die(const std::string& what) {
+  std::fprintf(stderr, "%s: %s\n", g_program, what.c_str());
+  std::exit(1);
+}
+
+void must_ok(const rt::Status& s, const char* what) {
+  if (!s.ok()) die(fmt::format("{}: {}", what, s.message()));
+}
+
+rt::Target device_target(const rt::Context& ctx) {
+  auto archs = must(rt::supported_archs(), "supported archs");
+  return must(rt::choose_target(ctx.info().cc(), false, archs, rt::nvrtc_version()), "target").target;
+}
+
+PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
+                std::map<ValueId, rt::DeviceBuffer>& pool, const EmitOptions* emit) {
+  PlanRun run;
+  const rt::Target target = device_target(ctx);
+  for (const FusionGroup& grp : plan.groups) {
+    EmitOptions eo;
+    if (emit) eo = *emit;
+    eo.hint = b;  // the bound sizes pick each matmul's kernel family (GEMV at decode sizes)
+    GeneratedKernel k = emit_group(g, grp, eo);
+    run.bytes += group_cost(g, grp, b).bytes;
+    // Rotated copies of one plan share their kernels: compile each source once per process.
+    static std::map<std::string, std::string> images;
+    auto it = images.find(k.source);
+    if (it == images.end()) {
+      rt::CompileOptions opts;
+      opts.headers = codegen_device_headers();
+      auto prog = must(rt::compile(k.source, opts, target), "compile");
+      it = images.emplace(k.source, prog.image()).first;
+    }
+    auto mod = must(rt::Module::load(ctx, it->second), "load");
+    auto kern = must(mod.kernel(k.name), "kernel");
+    rt::KernelArgs args;
+    for (const KernelParam& p : k.params) {
+      if (p.kind == KernelParam::Kind::Symbol) {
+        args.add(static_cast<long long>(*b.get(p.symbol)));
+        continue;
+      }
+      if (!pool.count(p.buffer)) {
+        const TensorType& t = g.value(p.buffer).type;
+        const size_t n = static_cast<size_t>(numel(resolve(t.shape, b)));
+        auto buf = must(rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))), "allocate");
+        if (t.dtype == DType::I32) {  // positions: small, inside every cache
+          std::vector<int> pos(n);
+          for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int>(i % 7);
+          must_ok(rt::copy_to_device(stream, buf.ptr(), pos.data(), n * 4), "upload positions");
+        } else if (t.dtype == DType::BF16) {
+          must_ok(rt::fill_random_bf16(stream, buf.ptr(), n, 1234 + static_cast<uint64_t>(p.buffer), -1.f, 1.f), "fill");
+        } else {
+          must_ok(rt::fill_random_f32(stream, buf.ptr(), n, 99, -1.f, 1.f), "fill");
+        }
+        pool.emplace(p.buffer, std::move(buf));
+      }
+      args.add(pool.at(p.buffer).ptr());
+    }
+    const auto blocks = static_cast<unsigned>(k.launch.blocks(b));
+    run.kernels.push_back(Launchable{std::move(mod), kern, std::move(args),
+                                     rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
+                                                              static_cast<unsigned>(k.launch.shared_bytes))});
+  }
+  must_ok(stream.synchronize(), "setup");
+  return run;
+}
+
+double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs) {
+  rt::TimerOptions opts;
+  opts.warmup = 5;
+  opts.repeats = 30;
+  opts.rotations = static_cast<int>(runs.size());
+  auto t = must(rt::time_on_stream(stream, [&](int rotation) -> rt::Status {
+                  for (auto& l : runs[static_cast<size_t>(rotation)].kernels) {
+                    rt::Status s = rt::launch(stream, l.kernel, l.config, l.args);
+                    if (!s.ok()) return s;
+                  }
+                  return rt::Status();
+                }, opts),
+                "time");
+  return t.median_ms;
+}
+
+double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
+  const char* src = R"(extern "C" __global__ void copy16(uint4* out, const uint4* in, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = in[i];
+})";
+  auto prog = must(rt::compile(src, {}, device_target(ctx)), "compile copy");
+  auto mod = must(rt::Module::load(ctx, prog.image()), "load copy");
+  auto kern = must(mod.kernel("copy16"), "copy kernel");
+  auto a = must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc");
+  auto b = must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc");
+  must_ok(rt::fill_random_f32(stream, a.ptr(), bytes / 4, 5, -1.f, 1.f), "fill");
+  const long long n16 = static_cast<long long>(bytes / 16);
+  auto args = rt::KernelArgs::of(b.ptr(), a.ptr(), n16);
+  auto cfg = rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * 8), 512);
+  auto t = must(rt::time_on_stream(stream, [&](int) { return rt::launch(stream, kern, cfg, args); }, {}), "time copy");
+  return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
+}
+
+}  // namespace lj::bench

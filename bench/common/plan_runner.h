@@ -1,0 +1,62 @@
+// Shared by the benchmarks: fail-fast helpers (a benchmark has nobody to report an error to but the
+// terminal), and plans compiled, loaded and given buffers so that their kernels can be timed back to back.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codegen/kernel.h"
+#include "runtime/context.h"
+#include "runtime/launch.h"
+#include "runtime/memory.h"
+#include "runtime/module.h"
+#include "runtime/nvrtc.h"
+#include "runtime/timer.h"
+
+namespace lj::bench {
+
+/// Name printed before fatal errors ("bench_gemm: ...").
+extern const char* g_program;
+
+[[noreturn]] void die(const std::string& what);
+void must_ok(const rt::Status& s, const char* what);
+/// The value of a Result, or die with `what` and its message.
+template <class R>
+auto must(R r, const char* what) {
+  if (!r.ok()) die(fmt::format("{}: {}", what, r.message()));
+  if constexpr (requires { *r; }) return std::move(*r);
+}
+
+/// The NVRTC target for this device (cubin, or PTX for a GPU newer than NVRTC).
+rt::Target device_target(const rt::Context& ctx);
+
+/// One loaded, ready-to-launch kernel of a plan with its buffers.
+struct Launchable {
+  rt::Module module;
+  rt::Kernel kernel;
+  rt::KernelArgs args;
+  rt::LaunchConfig config;
+};
+
+struct PlanRun {
+  std::vector<Launchable> kernels;
+  double bytes = 0;  ///< the plan's minimum device-memory traffic (group_cost)
+};
+
+/// Compiles and sets up every group of `plan` for the sizes in `b` (also the emit hint). Buffers come
+/// from `pool` (one per IR buffer value, so groups of one plan share intermediates as a real execution
+/// would), filled with random values. `emit` (optional) sets the config and target options.
+PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
+                std::map<ValueId, rt::DeviceBuffer>& pool, const EmitOptions* emit = nullptr);
+
+/// Median time of one execution of a plan; repeat i runs runs[i % runs.size()] (copies of the same
+/// plan over different buffers, so that repeats do not find their inputs in L2).
+double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs);
+
+/// Device-to-device copy bandwidth (GB/s, read + write) with 16-byte vectors: the bandwidth anchor.
+double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes);
+
+}  // namespace lj::bench

@@ -1,0 +1,163 @@
+// Matmul kernels against cuBLASLt in the same run: the Llama-3-8B projections (qkv 6144x4096, o
+// 4096x4096, gate_up 28672x4096, down 4096x14336) at M in {1, 16, 128, 4096} rows, bf16 in and out,
+// fp32 accumulation. Both libraries multiply the same buffers; inputs are rotated through enough
+// copies that no repeat finds its weight in L2. Reports time, TFLOP/s, GB/s (x + W + y bytes once)
+// and the ratio cuBLAS time / layerjit time (> 1: layerjit faster).
+//
+// --sweep: also times every config the pruner accepts at M = 16, 128 and 4096 and reports the best
+// (what the autotuner would find), so the default config can be judged against it.
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "bench/common/plan_runner.h"
+#include "layerjit/text.h"
+#include "runtime/fill.h"
+
+using namespace lj;
+using namespace lj::bench;
+
+namespace {
+
+void check_cublas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) die(fmt::format("{}: cuBLAS status {}", what, static_cast<int>(s)));
+}
+
+// Y[M, N] = X[M, K] W[N, K]^T in row-major terms is, column-major, Y^T (N x M) = op(W) X^T with W
+// read as a K x N column-major matrix transposed: the "TN" GEMM.
+class CublasGemm {
+ public:
+  CublasGemm(int64_t m, int64_t n, int64_t k, rt::Context& ctx) : ws_(must(rt::DeviceBuffer::allocate(ctx, kWorkspace), "workspace")) {
+    check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
+    check_cublas(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    check_cublas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
+    check_cublas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+    check_cublas(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "A");
+    check_cublas(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "B");
+    check_cublas(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "D");
+    cublasLtMatmulPreference_t pref;
+    check_cublas(cublasLtMatmulPreferenceCreate(&pref), "preference");
+    const size_t ws = kWorkspace;
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
+    int found = 0;
+    check_cublas(cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, d_, d_, pref, 1, &algo_, &found), "heuristic");
+    if (found == 0) die("cuBLASLt has no algorithm for this GEMM");
+    cublasLtMatmulPreferenceDestroy(pref);
+  }
+  ~CublasGemm() {
+    cublasLtMatrixLayoutDestroy(a_);
+    cublasLtMatrixLayoutDestroy(b_);
+    cublasLtMatrixLayoutDestroy(d_);
+    cublasLtMatmulDescDestroy(op_);
+    cublasLtDestroy(handle_);
+  }
+  rt::Status run(rt::Stream& stream, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y) {
+    const float alpha = 1.f, beta = 0.f;
+    const cublasStatus_t s =
+        cublasLtMatmul(handle_, op_, &alpha, reinterpret_cast<const void*>(w), a_, reinterpret_cast<const void*>(x), b_, &beta,
+                       reinterpret_cast<void*>(y), d_, reinterpret_cast<void*>(y), d_, &algo_.algo,
+                       reinterpret_cast<void*>(ws_.ptr()), kWorkspace, reinterpret_cast<cudaStream_t>(stream.handle()));
+    if (s != CUBLAS_STATUS_SUCCESS) return rt::Error{fmt::format("cublasLtMatmul: status {}", static_cast<int>(s))};
+    return {};
+  }
+
+ private:
+  static constexpr size_t kWorkspace = size_t{32} << 20;
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulHeuristicResult_t algo_{};
+  rt::DeviceBuffer ws_;
+};
+
+struct GemmShape {
+  const char* name;
+  int64_t n, k;
+};
+
+Graph matmul_graph(const GemmShape& s) {
+  Module m = parse_module(fmt::format("graph @{}(%x: bf16[M, {}], %w: param bf16[{}, {}]) {{\n  %y = matmul(%x, %w)\n  return %y\n}}\n",
+                                      s.name, s.k, s.n, s.k),
+                          "bench_gemm");
+  return std::move(m.graphs.at(0));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_program = "bench_gemm";
+  const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
+  auto ctx_r = rt::Context::get(0);
+  if (!ctx_r.ok()) {
+    std::printf("skipped: no CUDA driver (%s)\n", ctx_r.message().c_str());
+    return 77;
+  }
+  rt::Context& ctx = **ctx_r;
+  rt::Stream stream = must(rt::Stream::create(ctx), "stream");
+  std::printf("device: %s (%d SMs)\n\n", ctx.info().name.c_str(), ctx.info().sm_count);
+  std::printf("| GEMM | M | layerjit config | layerjit ms | TFLOP/s | GB/s | cuBLASLt ms | TFLOP/s | GB/s | cuBLAS / layerjit time |\n");
+  std::printf("|------|---|-----------------|-------------|---------|------|-------------|---------|------|------------------------|\n");
+  const GemmShape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  std::vector<std::string> sweep_lines;
+  for (const GemmShape& s : shapes) {
+    const Graph g = matmul_graph(s);
+    const FusionPlan plan = plan_fusion(g);
+    for (int64_t m : {int64_t{1}, int64_t{16}, int64_t{128}, int64_t{4096}}) {
+      Bindings b;
+      b.set("M", m);
+      const double bytes = 2.0 * static_cast<double>(m * s.k + s.n * s.k + m * s.n);
+      const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+      const int rotations = rt::rotations_for(static_cast<size_t>(bytes), static_cast<size_t>(ctx.info().l2_bytes));
+      std::vector<std::map<ValueId, rt::DeviceBuffer>> pools(static_cast<size_t>(rotations));
+      EmitOptions eo;
+      eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+      eo.sm = ctx.info().cc();
+      std::vector<PlanRun> runs;
+      for (auto& pool : pools) runs.push_back(prepare(ctx, stream, g, plan, b, pool, &eo));
+      const double ms = time_plan(stream, runs);
+      MatmulProblem p = matmul_problem(g, plan.groups[0], [&] { EmitOptions e = eo; e.hint = b; return e; }());
+
+      // cuBLASLt over the same buffers (operands in parameter order: x, w, y).
+      CublasGemm cublas(m, s.n, s.k, ctx);
+      const ValueId x = g.inputs()[0], w = g.inputs()[1], y = g.outputs()[0];
+      rt::TimerOptions to;
+      to.warmup = 5;
+      to.repeats = 30;
+      to.rotations = rotations;
+      auto t = must(rt::time_on_stream(stream, [&](int r) {
+                      auto& pool = pools[static_cast<size_t>(r)];
+                      return cublas.run(stream, pool.at(x).ptr(), pool.at(w).ptr(), pool.at(y).ptr());
+                    }, to),
+                    "time cuBLASLt");
+      const double cms = t.median_ms;
+      std::printf("| %s %lldx%lld | %lld | %s | %.4f | %.1f | %.0f | %.4f | %.1f | %.0f | %.2f |\n", s.name,
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m),
+                  default_matmul_config(p).str().c_str(), ms, flops / (ms * 1e-3) / 1e12, bytes / (ms * 1e-3) / 1e9, cms,
+                  flops / (cms * 1e-3) / 1e12, bytes / (cms * 1e-3) / 1e9, cms / ms);
+      std::fflush(stdout);
+
+      if (sweep && m > 1) {
+        double best = 1e30;
+        std::string best_cfg;
+        for (const MatmulConfig& c : matmul_candidates(p)) {
+          EmitOptions ec = eo;
+          ec.matmul = c;
+          std::vector<PlanRun> cruns;
+          for (auto& pool : pools) cruns.push_back(prepare(ctx, stream, g, plan, b, pool, &ec));
+          const double cm = time_plan(stream, cruns);
+          if (cm < best) best = cm, best_cfg = c.str();
+        }
+        sweep_lines.push_back(fmt::format("| {} | {} | {} | {:.4f} | {:.1f} | {:.2f} |", s.name, m, best_cfg, best,
+                                          flops / (best * 1e-3) / 1e12, cms / best));
+      }
+    }
+  }
+  if (sweep) {
+    std::printf("\nBest pruned config per shape (--sweep):\n\n| GEMM | M | best config | ms | TFLOP/s | cuBLAS / best time |\n|---|---|---|---|---|---|\n");
+    for (const auto& l : sweep_lines) std::printf("%s\n", l.c_str());
+  }
+  return 0;
+}

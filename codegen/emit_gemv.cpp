@@ -1,0 +1,140 @@
+// Matmul groups, decode shapes: y[m, n] = sum_k x[m, k] * w[n, k] as a GEMV family kernel that
+// streams W once per pass. One warp owns one output column n (a row of W, [N, K] row-major) and
+// reads it with V-wide loads along K (16 bytes where alignment is proven), U of them in flight per
+// lane; the rows of x are few and read through L1/L2, which every warp of a CTA shares. Each lane
+// keeps MT fp32 accumulators (MT rows of x per pass), the warp reduces them with lj_warp_sum and
+// lane 0 rounds to the output dtype once. M is usually a run-time symbol (T or B): the kernel loops
+// over chunks of MT rows, re-reading W once per chunk, so any M is correct but only small M (decode,
+// M <= 16) is fast; large M belongs to the tensor-core (mma.sync) GEMM, which reads W once per tile
+// of M instead.
+#include <algorithm>
+
+#include "codegen/emit_matmul.h"
+#include "layerjit/text.h"
+
+namespace lj {
+
+GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg) {
+  const Graph& g = ctx.graph();
+  const FusionGroup& grp = ctx.group();
+  const ValueId x = op.x, wt = op.w, y = op.y;
+  const int64_t N = op.n, K = op.k;
+  const Shape& xs = g.value(x).type.shape;
+  const DType xt = op.xt, wdt = op.wt, yt = op.yt;
+  const int widest = std::max(dtype_bytes(xt), dtype_bytes(wdt));
+  // V: 16 bytes per load where every row of x and W starts aligned; a K that no width divides (or
+  // a view at an odd offset) falls back to narrower loads, down to scalars.
+  const int vec = ctx.vector_width({x, wt}, xs, 16 / widest);
+  // U: loads of W in flight per lane (default: 4 16-byte loads, 64 bytes per lane, 16 KiB per CTA).
+  const int unroll = cfg.loads_in_flight;
+  const DimProduct& rows = op.rows;
+  // MT: rows of x per pass over W (default 4: few enough accumulators for several CTAs per SM); a
+  // constant M below that needs no more.
+  const int mt = rows.symbols.empty() ? static_cast<int>(std::clamp<int64_t>(rows.constant, 1, cfg.rows_per_pass)) : cfg.rows_per_pass;
+  const int warps = static_cast<int>(std::min<int64_t>(cfg.warps, N));
+  const int threads = warps * 32;
+  const int64_t step = int64_t{32} * vec * unroll;
+  const bool k_tail = K % step != 0;
+
+  ctx.add_group_params();
+  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), py = ctx.buffer_param(y, true);
+  const char* tx = c_type(xt);
+  const char* tw = c_type(wdt);
+  const std::string xn = g.value(x).name, wn = g.value(wt).name;
+
+  SourceWriter w;
+  ctx.header_comment(w);
+  w.line("#include \"layerjit/vec.cuh\"");
+  w.line("#include \"layerjit/reduce.cuh\"");
+  w.blank();
+  w.line("constexpr lj_i64 N = {};  // output columns: rows of %{}", N, wn);
+  w.line("constexpr lj_i64 K = {};  // reduction length", K);
+  w.line("constexpr int MT = {};  // rows of %{} per pass over %{}: fp32 accumulators per lane", mt, xn, wn);
+  w.line("constexpr int V = {};  // elements per load ({} bytes)", vec, vec * widest);
+  w.line("constexpr int U = {};  // loads of %{} in flight per lane", unroll, wn);
+  w.line("constexpr int WARPS = {};  // columns per CTA: one per warp", warps);
+  w.line("constexpr lj_i64 STEP = 32LL * V * U;  // elements of a row one warp reads per iteration");
+  w.line("constexpr lj_i64 K_MAIN = K / STEP * STEP;  // the part of each row read without masking");
+  w.line("typedef lj_pack<{}, V> XPack;", tx);
+  w.line("typedef lj_pack<{}, V> WPack;", tw);
+  w.blank();
+  w.comment("One pass over this warp's row of %" + wn + " for R (<= MT) rows of %" + xn + ":");
+  w.comment("lane-strided V-wide loads, U of them issued before any is used, fp32 FMAs.");
+  w.comment("Leaves each lane's partial sums in acc[0..R).");
+  {
+    w.line("template <int R>");
+    auto fn = w.scope(fmt::format("__device__ __forceinline__ void lj_gemv_pass(const {}* __restrict__ w_row, const {}* __restrict__ x,\n"
+                                  "                                             const lj_i64 (&x_row)[MT], const int lane, float (&acc)[MT])",
+                                  tw, tx));
+    w.line("#pragma unroll");
+    w.line("for (int i = 0; i < MT; ++i) acc[i] = 0.f;");
+    {
+      auto loop = w.scope("for (lj_i64 k0 = lane * V; k0 < K_MAIN; k0 += STEP)");
+      w.line("WPack wv[U];");
+      w.line("#pragma unroll");
+      w.line("for (int u = 0; u < U; ++u) wv[u] = *reinterpret_cast<const WPack*>(w_row + k0 + u * 32 * V);");
+      w.line("#pragma unroll");
+      auto u_loop = w.scope("for (int u = 0; u < U; ++u)");
+      w.line("#pragma unroll");
+      auto i_loop = w.scope("for (int i = 0; i < R; ++i)");
+      w.line("const XPack xv = *reinterpret_cast<const XPack*>(x + x_row[i] + k0 + u * 32 * V);");
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < V; ++j) acc[i] = fmaf(lj_to_float(xv.v[j]), lj_to_float(wv[u].v[j]), acc[i]);");
+    }
+    if (k_tail) {
+      w.comment(fmt::format("Tail: the last {} elements of each row, one V-wide load per lane and step.", K % step));
+      auto loop = w.scope("for (lj_i64 k = K_MAIN + lane * V; k < K; k += 32 * V)");
+      w.line("const WPack wv = *reinterpret_cast<const WPack*>(w_row + k);");
+      w.line("#pragma unroll");
+      auto i_loop = w.scope("for (int i = 0; i < R; ++i)");
+      w.line("const XPack xv = *reinterpret_cast<const XPack*>(x + x_row[i] + k);");
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < V; ++j) acc[i] = fmaf(lj_to_float(xv.v[j]), lj_to_float(wv.v[j]), acc[i]);");
+    }
+  }
+  w.blank();
+  {
+    auto fn = w.scope(ctx.signature(threads));
+    w.comment(print_node(g, grp.nodes[0]));
+    w.line("const int lane = threadIdx.x & 31;");
+    w.line("const lj_i64 n = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);");
+    w.line("if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
+    w.line("const lj_i64 M = {};  // rows of %{}", product_expr(rows), xn);
+    w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, "n", "0", "wc"));
+    w.comment("Rows of %" + xn + " in chunks of MT; %" + wn + " is streamed once per chunk.");
+    auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += MT)");
+    w.line("const int rows = M - m0 < MT ? (int)(M - m0) : MT;");
+    w.line("lj_i64 x_row[MT];  // element offsets of the chunk's rows of %{}", xn);
+    {
+      w.line("#pragma unroll");
+      auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
+      w.line("const lj_i64 m = m0 + (i < rows ? i : 0);  // rows past M are never read");
+      w.line("x_row[i] = {};", row_address(w, ctx, x, "m", "0", "xc"));
+    }
+    w.line("float acc[MT];");
+    {
+      auto sw = w.scope("switch (rows)");
+      for (int r = 1; r <= mt; ++r) w.line("case {}: lj_gemv_pass<{}>(w_row, {}, x_row, lane, acc); break;", r, r, px);
+    }
+    w.line("#pragma unroll");
+    auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
+    w.line("if (i >= rows) break;  // uniform across the warp");
+    w.line("const float sum = lj_warp_sum(acc[i]);");
+    w.line("const lj_i64 m = m0 + i;");
+    auto store = w.scope("if (lane == 0)");
+    w.line("{}[{}] = lj_from_float<{}>(sum);  // %{}", py, row_address(w, ctx, y, "m", "n", "yc"), c_type(yt),
+           g.value(y).name);
+  }
+
+  GeneratedKernel k;
+  k.group = grp.id;
+  k.name = ctx.kernel_name();
+  k.source = w.str();
+  k.params = ctx.params();
+  k.launch.work.constant = N;
+  k.launch.per_block = warps;
+  k.launch.threads = threads;
+  return k;
+}
+
+}  // namespace lj

@@ -1,0 +1,170 @@
+#include "codegen/matmul_config.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace lj {
+
+std::string MatmulConfig::str() const {
+  if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
+  return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}", bm, bn, bk, warps_m, warps_n, stages, group_m);
+}
+
+int MatmulConfig::shared_bytes(int elem_bytes) const {
+  return family == Family::Mma ? stages * (bm + bn) * bk * elem_bytes : 0;
+}
+
+std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::string* error) {
+  auto fail = [&](const std::string& why) -> std::optional<MatmulConfig> {
+    if (error) *error = fmt::format("matmul config '{}': {}", text, why);
+    return std::nullopt;
+  };
+  MatmulConfig c;
+  const size_t sp = text.find(' ');
+  const std::string_view family = text.substr(0, sp);
+  if (family == "gemv") {
+    c.family = MatmulConfig::Family::Gemv;
+  } else if (family != "mma") {
+    return fail(fmt::format("unknown family '{}' (expected gemv or mma)", family));
+  }
+  std::string_view rest = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
+  while (!rest.empty()) {
+    const size_t end = std::min(rest.find(' '), rest.size());
+    const std::string_view item = rest.substr(0, end);
+    rest = end < rest.size() ? rest.substr(end + 1) : std::string_view();
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) return fail(fmt::format("'{}' is not key=value", item));
+    const std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
+    int v = 0;
+    auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
+    if (ec != std::errc() || p != val.data() + val.size() || v <= 0)
+      return fail(fmt::format("'{}' needs a positive integer, got '{}'", key, val));
+    int* field = nullptr;
+    if (c.family == MatmulConfig::Family::Mma) {
+      if (key == "bm") field = &c.bm;
+      else if (key == "bn") field = &c.bn;
+      else if (key == "bk") field = &c.bk;
+      else if (key == "wm") field = &c.warps_m;
+      else if (key == "wn") field = &c.warps_n;
+      else if (key == "stages") field = &c.stages;
+      else if (key == "gm") field = &c.group_m;
+    } else {
+      if (key == "mt") field = &c.rows_per_pass;
+      else if (key == "u") field = &c.loads_in_flight;
+      else if (key == "warps") field = &c.warps;
+    }
+    if (!field) return fail(fmt::format("unknown key '{}' for the {} family", key, family));
+    *field = v;
+  }
+  return c;
+}
+
+namespace {
+
+bool tensor_core_dtype(DType t) { return t == DType::BF16 || t == DType::F16; }
+
+MatmulConfig gemv_default(const MatmulProblem& p) {
+  MatmulConfig c;
+  c.family = MatmulConfig::Family::Gemv;
+  c.rows_per_pass = p.m > 0 ? static_cast<int>(std::clamp<int64_t>(p.m, 1, 4)) : 4;
+  // 16-byte loads: 4 in flight (64 bytes per lane); narrower loads need more to keep the bytes.
+  c.loads_in_flight = p.aligned ? 4 : 8;
+  c.warps = static_cast<int>(std::clamp<int64_t>(p.n, 1, 8));
+  return c;
+}
+
+MatmulConfig mma(int bm, int bn, int bk, int wm, int wn, int stages) {
+  MatmulConfig c;
+  c.family = MatmulConfig::Family::Mma;
+  c.bm = bm, c.bn = bn, c.bk = bk, c.warps_m = wm, c.warps_n = wn, c.stages = stages, c.group_m = 8;
+  return c;
+}
+
+}  // namespace
+
+MatmulConfig default_matmul_config(const MatmulProblem& p) {
+  const bool small_m = p.m > 0 && p.m <= 16;  // unknown M (0): the GEMM serves any M
+  if (small_m || p.sm < 80 || !tensor_core_dtype(p.dtype)) return gemv_default(p);
+  // Up to 128 rows, 64x64 tiles give the grid enough CTAs to fill the SMs (measured on an H200 at
+  // M = 128: 1.5-2.6x faster than 128x128 on the Llama-3-8B shapes; docs/perf.md).
+  return p.m > 0 && p.m <= 128 ? mma(64, 64, 64, 2, 2, 4) : mma(128, 128, 32, 2, 2, 4);
+}
+
+std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
+  if (c.family == MatmulConfig::Family::Gemv) {
+    if (c.rows_per_pass > 16) return "more than 16 rows per pass (fp32 accumulators per lane)";
+    if (c.loads_in_flight > 16) return "more than 16 loads in flight per lane";
+    if (c.warps > 32) return "more than 32 warps per CTA";
+    return "";
+  }
+  if (p.sm < 80) return fmt::format("mma.sync m16n8k16 needs sm_80 or newer, target is sm_{}", p.sm);
+  if (!tensor_core_dtype(p.dtype)) return fmt::format("tensor-core path takes bf16/f16 operands, not {}", dtype_name(p.dtype));
+  if (c.bk != 16 && c.bk != 32 && c.bk != 64) return fmt::format("bk={} (16, 32 or 64)", c.bk);
+  const int threads = c.threads();
+  if (threads > 1024) return fmt::format("{} threads per CTA", threads);
+  if (c.bm % (16 * c.warps_m) != 0 || c.bn % (16 * c.warps_n) != 0)
+    return "warp tile is not whole 16x16 blocks";
+  const int chunks = c.bk / 8;
+  if (c.bm * chunks % threads != 0 || c.bn * chunks % threads != 0)
+    return "tile rows x 16-byte chunks do not divide among the threads";
+  // fp32 accumulators plus one k step of A and B fragments, with ~40 registers of addressing: the
+  // 255-register limit is the wall (a spill to local memory costs more than any tile gains).
+  const int mi = c.bm / c.warps_m / 16, ni = c.bn / c.warps_n / 8;
+  const int regs = mi * ni * 4 + mi * 4 + ni * 2 + 40;
+  if (regs > 255) return fmt::format("~{} registers per thread (warp tile {}x{})", regs, c.bm / c.warps_m, c.bn / c.warps_n);
+  if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
+  const int smem = c.shared_bytes(dtype_bytes(p.dtype));
+  if (smem > p.max_shared_bytes) return fmt::format("{} KiB of shared memory, the device allows {}", smem / 1024, p.max_shared_bytes / 1024);
+  return "";
+}
+
+namespace {
+
+// Configs that run but cannot win: tiles far larger than the problem only add masked work, and a
+// GEMV pass over more rows than exist re-reads nothing it saves.
+std::string wasteful(const MatmulConfig& c, const MatmulProblem& p) {
+  if (c.family == MatmulConfig::Family::Gemv)
+    return p.m > 0 && c.rows_per_pass > 1 && c.rows_per_pass > p.m ? fmt::format("{} rows per pass for M = {}", c.rows_per_pass, p.m) : "";
+  if (c.bn > 2 * std::max<int64_t>(p.n, 64)) return fmt::format("bn={} for N = {}", c.bn, p.n);
+  if (p.m > 0 && c.bm > 2 * std::max<int64_t>(p.m, 64)) return fmt::format("bm={} for M = {}", c.bm, p.m);
+  return "";
+}
+
+}  // namespace
+
+std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<std::string>* rejected) {
+  std::vector<MatmulConfig> all{default_matmul_config(p)};
+  const bool small_m = p.m > 0 && p.m <= 16;
+  if (small_m || !tensor_core_dtype(p.dtype) || p.sm < 80) {
+    for (int mt : {1, 2, 4, 8, 16})
+      for (int u : {2, 4, 8})
+        for (int warps : {4, 8}) {
+          MatmulConfig c = gemv_default(p);
+          c.rows_per_pass = mt, c.loads_in_flight = u, c.warps = warps;
+          all.push_back(c);
+        }
+  }
+  if (tensor_core_dtype(p.dtype) && p.sm >= 80) {
+    struct Tile { int bm, bn, wm, wn; };
+    for (Tile t : {Tile{64, 64, 2, 2}, Tile{64, 128, 2, 2}, Tile{128, 64, 2, 2}, Tile{128, 128, 2, 2},
+                   Tile{128, 128, 2, 4}, Tile{128, 256, 2, 4}, Tile{256, 128, 4, 2}})
+      for (int bk : {32, 64})
+        for (int stages : {3, 4}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, stages));
+  }
+  std::vector<MatmulConfig> out;
+  for (const MatmulConfig& c : all) {
+    if (std::find(out.begin(), out.end(), c) != out.end()) continue;
+    std::string why = reject_reason(c, p);
+    if (why.empty() && !out.empty()) why = wasteful(c, p);  // the default always stays
+    if (!why.empty()) {
+      if (rejected) rejected->push_back(c.str() + ": " + why);
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace lj

@@ -1,0 +1,55 @@
+// The tunable choices of a matmul group's kernel: which family (decode GEMV or tensor-core GEMM) and
+// its tile parameters. The autotuner enumerates these, the pruner rejects the ones that cannot work
+// on a shape or a device before anything is compiled, and the tuning DB stores the winner as text.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "layerjit/types.h"
+
+namespace lj {
+
+struct MatmulConfig {
+  enum class Family : uint8_t { Gemv, Mma };
+  Family family = Family::Mma;
+  // Mma: CTA tile bm x bn, k step bk, warps_m x warps_n warps, cp.async stages, raster group rows.
+  int bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 2, stages = 4, group_m = 8;
+  // Gemv: rows of x per pass over W, loads of W in flight per lane, warps (columns) per CTA.
+  int rows_per_pass = 4, loads_in_flight = 4, warps = 8;
+
+  /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8" or "gemv mt=4 u=4 warps=8": the tuning DB's
+  /// text, and what `plan`/`tune` print.
+  std::string str() const;
+  int threads() const { return 32 * (family == Family::Mma ? warps_m * warps_n : warps); }
+  /// Dynamic shared memory of the Mma family for `elem_bytes`-wide operands (0 for Gemv).
+  int shared_bytes(int elem_bytes) const;
+  bool operator==(const MatmulConfig&) const = default;
+};
+
+/// Parses str()'s text; nullopt with `error` set ("what, where, why") on anything else.
+std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::string* error);
+
+/// The problem a config is chosen for: M is the bound or expected row count (a symbol's bucket).
+struct MatmulProblem {
+  int64_t m = 0, n = 0, k = 0;
+  DType dtype = DType::BF16;  ///< the wider of the operand dtypes
+  bool aligned = true;        ///< rows of x and W start 16-byte aligned (cp.async, vector loads)
+  int sm = 90;
+  int max_shared_bytes = 227 * 1024;  ///< per block, opt-in (H100/H200: 227 KiB)
+};
+
+/// Decode GEMV for M <= 16, else the tensor-core GEMM (which also needs bf16/f16 operands).
+MatmulConfig default_matmul_config(const MatmulProblem& p);
+
+/// Empty if `c` can run `p` on the target; else why not (shared memory, registers, divisibility,
+/// operand dtypes). Checked before any candidate is compiled.
+std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p);
+
+/// Every config the autotuner tries for `p`, default first; `rejected` (optional) receives
+/// "config: reason" for the ones the pruner removed.
+std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<std::string>* rejected = nullptr);
+
+}  // namespace lj

@@ -1,0 +1,178 @@
+// The tensor-core GEMM main loop of matmul groups (sm_80+): y[m, n] = sum_k x[m, k] * w[n, k] with x
+// an [M, K] row set (M a run-time value) and w an [N, K] row set, both K-contiguous, so the product is
+// the "row.col" form mma.sync takes without any transpose.
+//
+// One CTA computes a BM x BN tile of y from STAGES shared-memory buffers filled by cp.async (a
+// multi-stage pipeline: while the tensor cores work on tile kt, tiles kt+1 .. kt+STAGES-1 are in
+// flight). WM x WN warps split the tile; each warp owns a (BM/WM) x (BN/WN) block of fp32
+// accumulators, fed by ldmatrix from shared memory. Shared-memory rows are XOR-swizzled in 16-byte
+// chunks so that neither the cp.async writes nor the ldmatrix reads conflict on banks.
+//
+// Edges: rows past M and columns past N are zero-filled on load and never stored; a K that is not a
+// multiple of BK is zero-filled in the last tile. ASYNC = false is the path for operands whose rows are
+// not 16-byte aligned (K not a multiple of 8, odd view offsets): element loads with a bound check,
+// stored to the same swizzled layout.
+//
+// Tiles are rastered in groups of GROUP_M tile rows: consecutive CTAs share W tiles (and x tiles
+// within a group), which keeps the working set of the CTAs in flight in L2.
+#pragma once
+#include "layerjit/mma.cuh"
+#include "layerjit/vec.cuh"
+
+template <class T, lj_i64 N, lj_i64 K, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, bool ASYNC>
+struct lj_gemm {
+  static constexpr int THREADS = WM * WN * 32;
+  static constexpr int CHUNKS = BK / 8;               // 16-byte chunks per tile row
+  static constexpr int WTM = BM / WM, WTN = BN / WN;  // the warp's tile
+  static constexpr int MI = WTM / 16, NI = WTN / 8;   // mma tiles per warp
+  static constexpr int A_LOADS = BM * CHUNKS / THREADS, B_LOADS = BN * CHUNKS / THREADS;
+  static constexpr int STAGE_ELEMS = (BM + BN) * BK;
+  static constexpr int SMEM_BYTES = STAGES * STAGE_ELEMS * (int)sizeof(T);
+  static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
+  static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
+
+  static_assert(sizeof(T) == 2, "mma.sync m16n8k16 takes 16-bit operands");
+  static_assert(BK == 16 || BK == 32 || BK == 64, "BK: 2, 4 or 8 chunks of 16 bytes per row");
+  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "a warp tile is whole 16x16 ldmatrix blocks");
+  static_assert(BM * CHUNKS % THREADS == 0 && BN * CHUNKS % THREADS == 0, "every thread copies the same chunk count");
+  static_assert(STAGES >= 2, "a pipeline needs two buffers");
+
+  // Element offset of chunk c of tile row `row`. Rows of CHUNKS chunks share 128-byte lines 8 / CHUNKS
+  // at a time; XOR-ing the chunk index with the row's position among the 8 rows an ldmatrix reads
+  // puts those 8 rows' chunks in 8 different bank groups.
+  static __device__ __forceinline__ int swz(int row, int c) {
+    return row * BK + ((c ^ ((row / (8 / CHUNKS)) % CHUNKS)) << 3);
+  }
+
+  // This CTA's tile origin, grouped raster over a ceil(M / BM) x TILES_N grid of tiles.
+  static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
+    const lj_i64 tiles_m = (M + BM - 1) / BM;
+    const lj_i64 bid = blockIdx.x;
+    const lj_i64 per_group = (lj_i64)GROUP_M * TILES_N;
+    const lj_i64 first = bid / per_group * GROUP_M;
+    const lj_i64 rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
+    const lj_i64 in_group = bid % per_group;
+    m0 = (first + in_group % rows) * BM;
+    n0 = in_group / rows * BN;
+  }
+
+  // One 16-byte chunk of a tile row: `avail` elements of it exist in memory (<= 0: none).
+  static __device__ __forceinline__ void copy_chunk(T* dst, const T* row, lj_i64 k, lj_i64 avail) {
+    if (ASYNC) {
+      // Aligned rows with K % 8 == 0: a chunk is wholly inside or wholly past the end.
+      lj_cp_async16(dst, avail > 0 ? row + k : row, avail > 0 ? 16 : 0);
+    } else {
+      lj_pack<T, 8> p;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        p.v[e].bits = 0;
+        if (e < avail) p.v[e] = row[k + e];
+      }
+      *reinterpret_cast<lj_pack<T, 8>*>(dst) = p;
+    }
+  }
+
+  // acc += x[m0 .. m0+BM, :] * w[n0 .. n0+BN, :]^T. x_row(m) / w_row(n): element offsets of row starts.
+  template <class XRow, class WRow>
+  static __device__ __forceinline__ void mainloop(const T* __restrict__ x, const T* __restrict__ w, XRow x_row, WRow w_row,
+                                                  lj_i64 M, lj_i64 m0, lj_i64 n0, float (&acc)[MI][NI][4], T* smem) {
+    const int tid = threadIdx.x;
+    // Each thread copies the same chunks of every k tile: row starts and masks are computed once.
+    const T* a_row[A_LOADS];
+    const T* b_row[B_LOADS];
+    bool a_ok[A_LOADS], b_ok[B_LOADS];
+#pragma unroll
+    for (int j = 0; j < A_LOADS; ++j) {
+      const int i = tid + j * THREADS;
+      const lj_i64 m = m0 + i / CHUNKS;
+      a_ok[j] = m < M;
+      a_row[j] = a_ok[j] ? x + x_row(m) : x;
+    }
+#pragma unroll
+    for (int j = 0; j < B_LOADS; ++j) {
+      const int i = tid + j * THREADS;
+      const lj_i64 n = n0 + i / CHUNKS;
+      b_ok[j] = n < N;
+      b_row[j] = b_ok[j] ? w + w_row(n) : w;
+    }
+
+    auto load = [&](int stage, lj_i64 kt) {
+      T* sa = smem + stage * STAGE_ELEMS;
+      T* sb = sa + BM * BK;
+#pragma unroll
+      for (int j = 0; j < A_LOADS; ++j) {
+        const int i = tid + j * THREADS, c = i % CHUNKS;
+        const lj_i64 k = kt * BK + c * 8;
+        copy_chunk(sa + swz(i / CHUNKS, c), a_row[j], k, a_ok[j] ? K - k : 0);
+      }
+#pragma unroll
+      for (int j = 0; j < B_LOADS; ++j) {
+        const int i = tid + j * THREADS, c = i % CHUNKS;
+        const lj_i64 k = kt * BK + c * 8;
+        copy_chunk(sb + swz(i / CHUNKS, c), b_row[j], k, b_ok[j] ? K - k : 0);
+      }
+    };
+
+    const int lane = tid & 31, warp = tid >> 5;
+    const int wm = warp % WM, wn = warp / WM;
+    auto compute = [&](int stage) {
+      const T* sa = smem + stage * STAGE_ELEMS;
+      const T* sb = sa + BM * BK;
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        unsigned a[MI][4], b[NI][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)  // lanes 0-15: rows at k 0-7, lanes 16-31: the same rows at k 8-15
+          lj_ldmatrix_x4(a[mi], sa + swz(wm * WTM + mi * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+#pragma unroll
+        for (int nj = 0; nj < NI / 2; ++nj) {  // two n8 tiles: (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi)
+          unsigned r[4];
+          lj_ldmatrix_x4(r, sb + swz(wn * WTN + nj * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
+          b[2 * nj][0] = r[0];
+          b[2 * nj][1] = r[1];
+          b[2 * nj + 1][0] = r[2];
+          b[2 * nj + 1][1] = r[3];
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+          for (int ni = 0; ni < NI; ++ni) lj_mma<T>::m16n8k16(acc[mi][ni], a[mi], b[ni]);
+      }
+    };
+
+    // Prologue: STAGES - 1 tiles in flight. One commit group per tile (empty past the end), so the
+    // wait below always counts the same number of groups.
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < K_TILES) load(s, s);
+      lj_cp_async_commit();
+    }
+    for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
+      lj_cp_async_wait<STAGES - 2>();  // tile kt has landed (this thread's copies)
+      __syncthreads();                 // ... everyone's, and everyone is done with tile kt - 1's buffer
+      const lj_i64 next = kt + STAGES - 1;
+      if (next < K_TILES) load((int)(next % STAGES), next);
+      lj_cp_async_commit();
+      compute((int)(kt % STAGES));
+    }
+    lj_cp_async_wait<0>();
+  }
+
+  // Calls f(m, n, acc[m][n], acc[m][n + 1]) for every accumulator pair of this thread inside [M, N)
+  // (n is even; n + 1 may be N).
+  template <class F>
+  static __device__ __forceinline__ void for_each_pair(const float (&acc)[MI][NI][4], lj_i64 M, lj_i64 m0, lj_i64 n0, F f) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = warp % WM, wn = warp / WM;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const lj_i64 m = m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
+          const lj_i64 n = n0 + wn * WTN + ni * 8 + (lane & 3) * 2;
+          if (m < M && n < N) f(m, n, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+        }
+  }
+};

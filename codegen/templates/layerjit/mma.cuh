@@ -1,0 +1,57 @@
+// Tensor-core building blocks for sm_80 and newer: cp.async copies into shared memory, ldmatrix
+// fragment loads and the m16n8k16 mma.sync with fp32 accumulation, for bf16 and f16 operands.
+// Fragment layouts follow the PTX ISA ("Matrix Fragments for mma.m16n8k16"): lane = 4 * group + t,
+// A holds rows {group, group + 8} x k {2t, 2t + 1, 2t + 8, 2t + 9}, B holds k {2t, 2t + 1, 2t + 8,
+// 2t + 9} x column group, C holds rows {group, group + 8} x columns {2t, 2t + 1}.
+#pragma once
+#include "layerjit/types.cuh"
+
+__device__ __forceinline__ unsigned lj_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+
+// 16 bytes global -> shared without passing through registers. src_bytes < 16 zero-fills the rest
+// (0: nothing is read, so a masked-off row or k chunk becomes zeros that add nothing to the dot
+// products). .cg: bypass L1, the tile is used once per CTA.
+__device__ __forceinline__ void lj_cp_async16(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(lj_smem_addr(smem)), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void lj_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void lj_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, register i receives it.
+__device__ __forceinline__ void lj_ldmatrix_x4(unsigned (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(lj_smem_addr(smem)));
+}
+
+template <class T>
+struct lj_mma;  // only bf16 and f16 have tensor-core paths
+
+template <>
+struct lj_mma<lj_bf16> {
+  static __device__ __forceinline__ void m16n8k16(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+template <>
+struct lj_mma<lj_f16> {
+  static __device__ __forceinline__ void m16n8k16(float (&c)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};

@@ -1,0 +1,110 @@
+// GPU tier: the matmul kernels (tensor-core GEMM and GEMV) against the CPU reference for odd shapes —
+// M, N, K in {1, 7, 127, 129, 1000}, none a multiple of any tile — and for every config the pruner
+// accepts for a prefill-sized problem, on shapes that exercise both load paths (cp.async for 16-byte
+// aligned rows, element loads otherwise) and every edge mask. Outputs are poisoned before each run.
+#include <fmt/format.h>
+
+#include "layerjit/text.h"
+#include "tests/gpu/group_check.h"
+
+using namespace lj;
+
+namespace {
+
+Graph matmul_graph(int64_t n, int64_t k, const char* dtype, const char* out = nullptr) {
+  const std::string attrs = out ? fmt::format(" {{out_dtype = {}}}", out) : "";
+  Module m = parse_module(fmt::format("graph @mm_{}x{}(%x: {}[M, {}], %w: param {}[{}, {}]) {{\n"
+                                      "  %y = matmul(%x, %w){}\n  return %y\n}}\n",
+                                      n, k, dtype, k, dtype, n, k, attrs),
+                          "<gemm test>");
+  return std::move(m.graphs.at(0));
+}
+
+void check(const Graph& g, int64_t m, const EmitOptions& emit, uint64_t seed) {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  FusionPlan plan = plan_fusion(g);
+  REQUIRE(plan.groups.size() == 1);
+  lj_test::GroupCase c;
+  c.graph = &g;
+  c.bind.set("M", m);
+  c.seed = seed;
+  c.emit = emit;
+  INFO("M = " << m << ", config " << (emit.matmul ? emit.matmul->str() : "default"));
+  lj_test::check_group(ctx, *stream, c, plan.groups[0]);
+}
+
+constexpr int64_t kOdd[] = {1, 7, 127, 129, 1000};
+
+}  // namespace
+
+TEST_CASE("tensor-core GEMM matches the reference for M, N, K in {1, 7, 127, 129, 1000}", "[gpu][gemm]") {
+  EmitOptions emit;  // no size hint: the default for an unknown M is the tensor-core GEMM
+  uint64_t seed = 100;
+  for (int64_t n : kOdd)
+    for (int64_t k : kOdd) {
+      Graph g = matmul_graph(n, k, "bf16");
+      for (int64_t m : kOdd) check(g, m, emit, ++seed);
+    }
+}
+
+TEST_CASE("GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}", "[gpu][gemm]") {
+  uint64_t seed = 300;
+  for (int64_t m : kOdd) {
+    EmitOptions emit;
+    emit.matmul = MatmulConfig{};
+    emit.matmul->family = MatmulConfig::Family::Gemv;
+    for (int64_t n : kOdd)
+      for (int64_t k : kOdd) check(matmul_graph(n, k, "bf16"), m, emit, ++seed);
+  }
+}
+
+TEST_CASE("every config the pruner accepts computes the same product", "[gpu][gemm]") {
+  // A prefill-sized problem gives the largest candidate set (every tile shape, both families).
+  MatmulProblem p;
+  p.m = 4096, p.n = 4096, p.k = 4096;
+  rt::Context& ctx = lj_test::gpu();
+  p.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  p.sm = ctx.info().cc();
+  const std::vector<MatmulConfig> configs = matmul_candidates(p);
+  REQUIRE(configs.size() >= 10);
+  // (N, K): aligned rows with a K tail and N past a tile edge; unaligned rows (element loads).
+  const Graph aligned = matmul_graph(129, 1000, "bf16");
+  const Graph unaligned = matmul_graph(127, 129, "bf16");
+  uint64_t seed = 500;
+  for (const MatmulConfig& cfg : configs) {
+    EmitOptions emit;
+    emit.matmul = cfg;
+    check(aligned, 300, emit, ++seed);
+    check(unaligned, 129, emit, ++seed);
+  }
+}
+
+TEST_CASE("tensor-core GEMM handles f16, an f32 output, views and rank-3 inputs", "[gpu][gemm]") {
+  EmitOptions emit;
+  emit.hint.set("M", 1000);
+  check(matmul_graph(129, 1000, "f16"), 257, emit, 700);
+  check(matmul_graph(127, 1000, "bf16", "f32"), 257, emit, 701);
+  check(matmul_graph(8, 4096, "bf16"), 1000, emit, 702);
+  // x as views: a split at an aligned offset (cp.async) and at an odd one (element loads), rank 3.
+  Module m = parse_module(R"(
+graph @split_aligned(%xx: bf16[M, 1128], %w: param bf16[127, 1000]) {
+  %a, %b, %c = split(%xx) {axis = 1, sizes = [120, 1000, 8]}
+  %y = matmul(%b, %w)
+  return %y
+}
+graph @split_odd(%xx: bf16[M, 1128], %w: param bf16[64, 1000]) {
+  %a, %b, %c = split(%xx) {axis = 1, sizes = [121, 1000, 7]}
+  %y = matmul(%b, %w)
+  return %y
+}
+graph @rank3(%x: bf16[M, 3, 64], %w: param bf16[129, 64]) {
+  %y = matmul(%x, %w)
+  return %y
+}
+)",
+                          "<gemm views>");
+  uint64_t seed = 710;
+  for (const Graph& g : m.graphs) check(g, 131, emit, ++seed);
+}
