@@ -15,12 +15,15 @@ extern const char* const kPlanUsage;
 extern const char* const kInspectUsage;
 extern const char* const kCompileUsage;
 extern const char* const kDevicesUsage;
+extern const char* const kTuneUsage;
 
 int cmd_check(const std::vector<std::string>& args);
 int cmd_print(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_compile(const std::vector<std::string>& args);
+/// `layerjit tune` (needs a GPU): autotunes the plan's matmul groups.
+int cmd_tune(const std::vector<std::string>& args);
 /// `layerjit devices` (tools/cmd_devices.cpp), adapted to the argument vector.
 int cmd_devices_args(const std::vector<std::string>& args);
 

@@ -34,6 +34,8 @@ const Command kCommands[] = {
      lj::cli::kInspectUsage},
     {"compile", "generate and compile every kernel of the plan (NVRTC, no GPU needed)", lj::cli::cmd_compile,
      lj::cli::kCompileUsage},
+    {"tune", "autotune the plan's matmul kernels on the GPU and store the winners (needs a GPU)", lj::cli::cmd_tune,
+     lj::cli::kTuneUsage},
     {"devices", "list the CUDA devices the driver sees (needs a driver)", lj::cli::cmd_devices_args,
      lj::cli::kDevicesUsage},
     {"cache", "inspect and maintain the kernel cache and tuning database (stats, ls, show, clear, prune)",

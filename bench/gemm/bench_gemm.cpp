@@ -4,12 +4,14 @@
 // copies that no repeat finds its weight in L2. Reports time, TFLOP/s, GB/s (x + W + y bytes once)
 // and the ratio cuBLAS time / layerjit time (> 1: layerjit faster).
 //
+// --shape NAME / --m ROWS: only that shape / row count (for profiling one kernel).
 // --sweep: also times every config the pruner accepts at M = 16, 128 and 4096 and reports the best
 // (what the autotuner would find), so the default config can be judged against it.
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "bench/common/plan_runner.h"
@@ -89,7 +91,21 @@ Graph matmul_graph(const GemmShape& s) {
 
 int main(int argc, char** argv) {
   g_program = "bench_gemm";
-  const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
+  bool sweep = false;
+  const char* only_shape = nullptr;
+  int64_t only_m = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--sweep") == 0) {
+      sweep = true;
+    } else if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+      only_shape = argv[++i];
+    } else if (std::strcmp(argv[i], "--m") == 0 && i + 1 < argc) {
+      only_m = std::atoll(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: bench_gemm [--sweep] [--shape qkv|o|gate_up|down] [--m ROWS]\n");
+      return 2;
+    }
+  }
   auto ctx_r = rt::Context::get(0);
   if (!ctx_r.ok()) {
     std::printf("skipped: no CUDA driver (%s)\n", ctx_r.message().c_str());
@@ -103,9 +119,11 @@ int main(int argc, char** argv) {
   const GemmShape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
   std::vector<std::string> sweep_lines;
   for (const GemmShape& s : shapes) {
+    if (only_shape && std::strcmp(only_shape, s.name) != 0) continue;
     const Graph g = matmul_graph(s);
     const FusionPlan plan = plan_fusion(g);
     for (int64_t m : {int64_t{1}, int64_t{16}, int64_t{128}, int64_t{4096}}) {
+      if (only_m && m != only_m) continue;
       Bindings b;
       b.set("M", m);
       const double bytes = 2.0 * static_cast<double>(m * s.k + s.n * s.k + m * s.n);

@@ -115,19 +115,27 @@ struct lj_gemm {
 
     const int lane = tid & 31, warp = tid >> 5;
     const int wm = warp % WM, wn = warp / WM;
+    // ldmatrix addresses, hoisted out of the k loop: warp tiles start at multiples of 16 rows and the
+    // swizzle pattern repeats every 8 rows, so a row's XOR term depends on the lane alone. With c =
+    // 2 * kk + half (half in {0, 1}), swz's chunk c ^ x equals (2 * kk) ^ (half ^ x): one XOR per k step.
+    const int a_r = lane & 15, b_r = (lane & 7) + ((lane >> 4) << 3);
+    const int a_base = (wm * WTM + a_r) * BK, b_base = (wn * WTN + b_r) * BK;
+    const int a_x = (lane >> 4) ^ ((a_r / (8 / CHUNKS)) % CHUNKS);
+    const int b_x = ((lane >> 3) & 1) ^ ((b_r / (8 / CHUNKS)) % CHUNKS);
     auto compute = [&](int stage) {
-      const T* sa = smem + stage * STAGE_ELEMS;
-      const T* sb = sa + BM * BK;
+      const T* sa = smem + stage * STAGE_ELEMS + a_base;
+      const T* sb = smem + stage * STAGE_ELEMS + BM * BK + b_base;
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
         unsigned a[MI][4], b[NI][2];
+        const int a_chunk = ((2 * kk) ^ a_x) << 3, b_chunk = ((2 * kk) ^ b_x) << 3;
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)  // lanes 0-15: rows at k 0-7, lanes 16-31: the same rows at k 8-15
-          lj_ldmatrix_x4(a[mi], sa + swz(wm * WTM + mi * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+          lj_ldmatrix_x4(a[mi], sa + mi * 16 * BK + a_chunk);
 #pragma unroll
         for (int nj = 0; nj < NI / 2; ++nj) {  // two n8 tiles: (n 0-7, k lo), (n 0-7, k hi), (n 8-15, k lo), (n 8-15, k hi)
           unsigned r[4];
-          lj_ldmatrix_x4(r, sb + swz(wn * WTN + nj * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1)));
+          lj_ldmatrix_x4(r, sb + nj * 16 * BK + b_chunk);
           b[2 * nj][0] = r[0];
           b[2 * nj][1] = r[1];
           b[2 * nj + 1][0] = r[2];
@@ -147,13 +155,16 @@ struct lj_gemm {
       if (s < K_TILES) load(s, s);
       lj_cp_async_commit();
     }
+    // Ring positions as wrapped int counters: a 64-bit modulo per k tile costs more than the wrap.
+    int read_stage = 0, write_stage = STAGES - 1;
     for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
       lj_cp_async_wait<STAGES - 2>();  // tile kt has landed (this thread's copies)
       __syncthreads();                 // ... everyone's, and everyone is done with tile kt - 1's buffer
-      const lj_i64 next = kt + STAGES - 1;
-      if (next < K_TILES) load((int)(next % STAGES), next);
+      if (kt + STAGES - 1 < K_TILES) load(write_stage, kt + STAGES - 1);
       lj_cp_async_commit();
-      compute((int)(kt % STAGES));
+      compute(read_stage);
+      read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+      write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
     }
     lj_cp_async_wait<0>();
   }

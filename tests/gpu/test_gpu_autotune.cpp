@@ -1,0 +1,165 @@
+// GPU tier: the autotuner. Its measuring core must reject a candidate whose output differs from the
+// default config's, survive candidates that do not compile or cannot launch, and respect a budget;
+// tuning a matmul group end to end must verify every pruned config against the default (none may
+// be rejected: they are all correct kernels) and store the winner in the tuning DB.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "cache/tuning_db.h"
+#include "codegen/device_headers.h"
+#include "layerjit/text.h"
+#include "runtime/fill.h"
+#include "tests/gpu/gpu_test_support.h"
+#include "tune/tune_matmul.h"
+
+using namespace lj;
+
+namespace {
+
+Graph matmul_graph(int64_t n, int64_t k) {
+  Module m = parse_module(fmt::format("graph @tune_{}x{}(%x: bf16[M, {}], %w: param bf16[{}, {}]) {{\n"
+                                      "  %y = matmul(%x, %w)\n  return %y\n}}\n",
+                                      n, k, k, n, k),
+                          "<autotune test>");
+  return std::move(m.graphs.at(0));
+}
+
+std::string replace_once(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  REQUIRE(at != std::string::npos);
+  return s.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("the autotuner rejects a wrong candidate and survives broken ones", "[gpu][autotune]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  const Graph g = matmul_graph(129, 1000);
+  const FusionGroup& grp = plan_fusion(g).groups.at(0);
+  Bindings b;
+  b.set("M", 300);
+  EmitOptions eo;
+  eo.hint = b;
+  GeneratedKernel k = emit_group(g, grp, eo);
+  const rt::LaunchConfig lc = rt::LaunchConfig::linear(static_cast<unsigned>(k.launch.blocks(b)), static_cast<unsigned>(k.launch.threads),
+                                                       static_cast<unsigned>(k.launch.shared_bytes));
+  rt::TuneProblem p;
+  auto archs = rt::supported_archs();
+  LJ_REQUIRE_OK(archs);
+  auto choice = rt::choose_target(ctx.info().cc(), false, *archs, rt::nvrtc_version());
+  LJ_REQUIRE_OK(choice);
+  p.target = choice->target;
+  p.compile.headers = codegen_device_headers();
+  // 0: the default. 1: the same kernel with every output 6% too large (a subtly wrong kernel).
+  // 2: a syntax error. 3: asks for more shared memory than any block may have. 4: correct again.
+  const std::string wrong = replace_once(k.source, "p.v[0] = lj_from_float<lj_bf16>(v0);", "p.v[0] = lj_from_float<lj_bf16>(v0 * 1.0625f);");
+  const std::string broken = replace_once(k.source, "Gemm::tile(M, m0, n0);", "Gemm::tile(M, m0, n0)");
+  rt::LaunchConfig too_big = lc;
+  too_big.dynamic_smem = static_cast<unsigned>(ctx.info().max_smem_per_block_optin) + 4096;
+  p.candidates = {{"default", k.source, k.name, lc},
+                  {"wrong", wrong, k.name, lc},
+                  {"broken", broken, k.name, lc},
+                  {"too much shared memory", k.source, k.name, too_big},
+                  {"default again", k.source, k.name, lc}};
+  std::vector<rt::DeviceBuffer> bufs;
+  rt::KernelArgs args;
+  for (const KernelParam& prm : k.params) {
+    if (prm.kind == KernelParam::Kind::Symbol) {
+      args.add(static_cast<long long>(300));
+      continue;
+    }
+    const size_t n = static_cast<size_t>(numel(resolve(g.value(prm.buffer).type.shape, b)));
+    auto buf = rt::DeviceBuffer::allocate(ctx, n * 2);
+    LJ_REQUIRE_OK(buf);
+    LJ_REQUIRE_OK(rt::fill_random_bf16(*stream, buf->ptr(), n, 11 + bufs.size(), -1.f, 1.f));
+    if (prm.written) p.outputs.push_back(rt::TuneOutput{buf->ptr(), buf->bytes(), 2});
+    args.add(buf->ptr());
+    bufs.push_back(std::move(*buf));
+  }
+  p.arg_sets = {args};
+  p.compare = [](size_t, const std::vector<unsigned char>& want, const std::vector<unsigned char>& got, std::string* why) {
+    // Same kernel, same inputs: bit-identical is the bar here.
+    if (want == got) return true;
+    *why = "bytes differ";
+    return false;
+  };
+  std::vector<std::string> progress;
+  rt::AutotuneOptions ao;
+  ao.progress = [&](const std::string& line) { progress.push_back(line); };
+  auto report = rt::autotune(*stream, p, ao);
+  LJ_REQUIRE_OK(report);
+  REQUIRE(report->results.size() == 5);
+  CHECK(report->results[0].status == rt::CandidateStatus::kTimed);
+  CHECK(report->results[1].status == rt::CandidateStatus::kMismatch);
+  CHECK(report->results[2].status == rt::CandidateStatus::kCompileFailed);
+  CHECK_THAT(report->results[2].detail, Catch::Contains("error"));
+  CHECK(report->results[3].status == rt::CandidateStatus::kLaunchFailed);
+  CHECK_THAT(report->results[3].detail, Catch::Contains("shared memory"));
+  CHECK(report->results[4].status == rt::CandidateStatus::kTimed);
+  CHECK((report->best == 0 || report->best == 4));
+  CHECK(report->results[0].timing.median_ms > 0);
+  CHECK(!progress.empty());
+
+  // A budget already spent: only the default is timed.
+  ao.budget_seconds = 1e-9;
+  auto rushed = rt::autotune(*stream, p, ao);
+  LJ_REQUIRE_OK(rushed);
+  CHECK(rushed->results[0].status == rt::CandidateStatus::kTimed);
+  CHECK(rushed->results[4].status == rt::CandidateStatus::kOverBudget);
+  CHECK(rushed->best == 0);
+
+  // A broken default is an error, not a silent pick of something unverified.
+  std::swap(p.candidates[0], p.candidates[2]);
+  auto no_reference = rt::autotune(*stream, p, {});
+  REQUIRE(!no_reference.ok());
+  CHECK_THAT(no_reference.message(), Catch::Contains("the default config 'broken' does not work"));
+}
+
+TEST_CASE("tuning a matmul group verifies every pruned config and stores the winner", "[gpu][autotune]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("lj-tune-test-{}", ::getpid());
+  std::filesystem::remove_all(dir);
+  cache::CacheOptions co;
+  co.root = dir;
+  co.durable = false;
+  auto db = cache::TuningDb::open(co);
+  REQUIRE(db->enabled());
+  // K = 1000 (a tail), N = 300 (past a tile edge), M = 700 is tuned at its bucket's top, 1024.
+  const Graph g = matmul_graph(300, 1000);
+  const FusionGroup& grp = plan_fusion(g).groups.at(0);
+  Bindings b;
+  b.set("M", 700);
+  tune::TuneSettings s;
+  s.db = db.get();
+  auto r = tune::tune_matmul(*stream, g, grp, b, s);
+  LJ_REQUIRE_OK(r);
+  CHECK(*r->tuned_at.get("M") == 1024);
+  CHECK(r->key.symbol_bucket == "M<=1024");
+  CHECK(r->report.results.size() >= 10);
+  for (const auto& c : r->report.results) {
+    INFO(c.config << ": " << rt::to_string(c.status) << " " << c.detail);
+    CHECK(c.status == rt::CandidateStatus::kTimed);
+  }
+  REQUIRE(r->record.has_value());
+  CHECK(r->record->ok);
+  CHECK(r->record->decision == cache::TuneDecision::kFirst);
+  auto stored = db->lookup(r->key);
+  REQUIRE(stored.has_value());
+  CHECK(stored->winner.config == r->chosen.str());
+  CHECK(stored->runner_up.has_value());
+
+  // Tuning again compares with the stored winner instead of starting over.
+  auto again = tune::tune_matmul(*stream, g, grp, b, s);
+  LJ_REQUIRE_OK(again);
+  REQUIRE(again->record.has_value());
+  CHECK(again->record->decision != cache::TuneDecision::kFirst);
+  CHECK(db->lookup(again->key)->runs == 2);
+  std::filesystem::remove_all(dir);
+}

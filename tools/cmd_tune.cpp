@@ -1,0 +1,145 @@
+// `layerjit tune`: autotunes the plan's matmul groups on this machine's GPU and records the winners
+// in the tuning DB.
+#include <charconv>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cache/kernel_cache.h"
+#include "cache/tuning_db.h"
+#include "runtime/context.h"
+#include "tools/commands.h"
+#include "tune/tune_matmul.h"
+
+namespace lj::cli {
+
+const char* const kTuneUsage =
+    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--no-fuse] [--quiet]\n"
+    "\n"
+    "Autotunes every matmul group of the plan (or only group N) on GPU 0: every kernel config the\n"
+    "pruner accepts for the group's shape is compiled (in parallel, through the kernel cache), run on\n"
+    "random inputs, checked against the default config's output, and timed (CUDA events, median of 30\n"
+    "repeats, inputs rotated past L2). The winner, its time, spread and the runner-up are stored in the\n"
+    "tuning DB (see `layerjit cache ls`), keyed by the group, the symbol bucket (values rounded up to a\n"
+    "power of two: T=3000 is tuned at T=4096 and serves every T in (2048, 4096]), the arch and the\n"
+    "driver. A new run replaces a stored winner only when it is clearly faster (outside the spread and\n"
+    "2%). --budget bounds each group's tuning time; candidates past it are reported as not timed.\n"
+    "Needs a CUDA driver and GPU.\n";
+
+namespace {
+
+std::string describe(const Graph& g, const FusionGroup& grp) {
+  const Node& mm = g.node(grp.nodes[0]);
+  return fmt::format("group {} %{} = matmul(%{}: {}, %{}: {})", grp.id, g.value(mm.results[0]).name, g.value(mm.operands[0]).name,
+                     g.value(mm.operands[0]).type.str(), g.value(mm.operands[1]).name, g.value(mm.operands[1]).type.str());
+}
+
+}  // namespace
+
+int cmd_tune(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  FusionOptions fo;
+  std::optional<int> group;
+  double budget = 0;
+  bool quiet = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--no-fuse") {
+      fo.fuse = false;
+    } else if (a == "--quiet") {
+      quiet = true;
+    } else if (a == "--group" || a == "--budget") {
+      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
+      const std::string& v = args[++i];
+      if (a == "--group") {
+        int n = 0;
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+        if (ec != std::errc() || p != v.data() + v.size() || n < 0)
+          throw UsageError{"--group expects a group number from `layerjit plan`, got '" + v + "'"};
+        group = n;
+      } else {
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), budget);
+        if (ec != std::errc() || p != v.data() + v.size() || !(budget > 0))
+          throw UsageError{"--budget expects a positive number of seconds, got '" + v + "'"};
+      }
+    } else {
+      rest.push_back(a);
+    }
+  }
+  GraphOptions o = parse_graph_options(rest);
+  if (o.help) {
+    std::fputs(kTuneUsage, stdout);
+    return kExitOk;
+  }
+  Module m = load_module(o);
+  if (m.graphs.size() != 1) {
+    std::string names;
+    for (const auto& g : m.graphs) names += (names.empty() ? "@" : ", @") + g.name();
+    throw UsageError{"the input has " + std::to_string(m.graphs.size()) + " graphs (" + names + "): choose one with --graph"};
+  }
+  const Graph& g = m.graphs[0];
+  for (const std::string& s : g.symbols())
+    if (!o.bindings.get(s))
+      throw UsageError{fmt::format("@{} has the symbol {}: tuning runs kernels, so give its value with --bind {}=...", g.name(), s, s)};
+  FusionPlan plan = plan_graph(g, fo, o.bindings);
+  std::vector<const FusionGroup*> todo;
+  for (const FusionGroup& grp : plan.groups) {
+    if (group && grp.id != *group) continue;
+    if (grp.kind == GroupKind::Matmul) todo.push_back(&grp);
+    else if (group) throw UserError(fmt::format("group {} is a {} group: only matmul groups have configs to tune", grp.id, group_kind_name(grp.kind)));
+  }
+  if (group && todo.empty())
+    throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),
+                                plan.groups.size() - 1, *group));
+  if (todo.empty()) {
+    std::printf("@%s has no matmul groups: nothing to tune\n", g.name().c_str());
+    return kExitOk;
+  }
+
+  auto ctx = rt::Context::get(0);
+  if (!ctx.ok()) throw UserError(ctx.message());
+  auto stream = rt::Stream::create(**ctx);
+  if (!stream.ok()) throw UserError(stream.message());
+  cache::KernelCache kcache = cache::KernelCache::open_default();
+  auto db = cache::TuningDb::open(cache::cache_options_from_env());
+  if (!db->enabled()) std::fprintf(stderr, "warning: the tuning DB is disabled (%s): results are not stored\n", db->disabled_reason().c_str());
+
+  tune::TuneSettings settings;
+  settings.kernel_cache = &kcache;
+  settings.db = db.get();
+  settings.autotune.budget_seconds = budget;
+  if (!quiet) settings.autotune.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
+  std::printf("device: %s; tuning %zu matmul group(s) of @%s\n", (*ctx)->info().name.c_str(), todo.size(), g.name().c_str());
+  for (const FusionGroup* grp : todo) {
+    std::printf("\n%s\n", describe(g, *grp).c_str());
+    std::fflush(stdout);
+    auto r = tune::tune_matmul(*stream, g, *grp, o.bindings, settings);
+    if (!r.ok()) throw UserError(fmt::format("tuning group {} failed: {}", grp->id, r.message()));
+    const rt::TuneReport& rep = r->report;
+    int timed = 0, rejected = 0, failed = 0, skipped = 0;
+    for (const auto& c : rep.results) {
+      switch (c.status) {
+        case rt::CandidateStatus::kTimed: ++timed; break;
+        case rt::CandidateStatus::kMismatch: ++rejected; break;
+        case rt::CandidateStatus::kOverBudget: ++skipped; break;
+        default: ++failed; break;
+      }
+    }
+    const double def_ms = rep.results[0].timing.median_ms;
+    const auto& best = rep.results[static_cast<size_t>(rep.best)];
+    std::printf("  bucket %s: %zu candidates, %d timed, %d wrong result, %d failed, %d over budget (%.1f s)\n",
+                r->key.symbol_bucket.c_str(), rep.results.size(), timed, rejected, failed, skipped, rep.seconds);
+    std::printf("  default  %.4f ms  %s\n", def_ms, rep.results[0].config.c_str());
+    std::printf("  best     %.4f ms  %s  (%.2fx the default)\n", best.timing.median_ms, best.config.c_str(), def_ms / best.timing.median_ms);
+    if (r->record) {
+      if (r->record->ok)
+        std::printf("  stored   %s (%s)\n", r->record->record.winner.config.c_str(), std::string(cache::to_string(r->record->decision)).c_str());
+      else
+        std::printf("  not stored: %s\n", r->record->error.c_str());
+    }
+    std::fflush(stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace lj::cli
