@@ -1,43 +1,72 @@
 // Row-reduction groups: rms_norm, layer_norm or softmax over the last axis, with an elementwise
-// prologue (the residual add) and epilogue (cast, quantize). One CTA per row: the row is loaded
-// once into registers (prologue applied, escaping prologue values stored), reduced with block-wide
-// sums, then normalised, passed through the epilogue and stored. One read and one write per
-// element.
+// prologue (the residual add) and epilogue (cast, quantize), and optionally a per-row dynamic
+// quantize of the result (or a dynamic quantize alone, with its prologue). One CTA per row: the row
+// is loaded once into registers (prologue applied, escaping prologue values stored), reduced with
+// block-wide sums, then normalised, passed through the epilogue and stored. One read and one write
+// per element.
+//
+// A dynamic quantize keeps the row it quantizes in the same registers, reduces it to its amax (one
+// more block reduction), computes the scale there and stores the codes and, from one thread, the
+// row's scale: the row it quantizes reaches device memory only if another kernel reads it.
 #include <algorithm>
 
 #include "codegen/emit_common.h"
 #include "codegen/emitters.h"
+#include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 
 namespace lj {
 
 namespace {
 bool contains(const std::vector<ValueId>& vs, ValueId v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); }
+
+// KernelContext::group_vector_width, less the values that are not indexed by the row's elements
+// (a dynamic quantize's scale: one per row), which neither limit nor widen the row's accesses.
+int row_vector_width(const KernelContext& ctx, const Shape& space, const std::vector<ValueId>& per_row) {
+  const Graph& g = ctx.graph();
+  std::vector<ValueId> accessed;
+  for (const auto* list : {&ctx.group().inputs, &ctx.group().outputs})
+    for (ValueId v : *list)
+      if (!contains(per_row, v)) accessed.push_back(v);
+  int widest = 1;
+  for (ValueId v : accessed) widest = std::max(widest, dtype_bytes(g.value(v).type.dtype));
+  return ctx.vector_width(accessed, space, 16 / widest);
+}
 }  // namespace
 
 GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const EmitOptions&) {
   KernelContext ctx(g, grp);
-  NodeId red = -1;
-  for (NodeId n : grp.nodes)
-    if (g.node(n).kind == OpKind::RmsNorm || g.node(n).kind == OpKind::LayerNorm || g.node(n).kind == OpKind::Softmax) red = n;
-  if (red < 0) {
-    throw UserError(fmt::format("{}: a row_reduce group without rms_norm, layer_norm or softmax has no kernel yet",
+  NodeId red = -1;  // the norm or softmax
+  NodeId dq = -1;   // a dynamic quantize of the row
+  for (NodeId n : grp.nodes) {
+    if (is_row_reduction(g.node(n).kind)) red = n;
+    if (is_dynamic_quantize(g.node(n))) dq = n;
+  }
+  if (red < 0 && dq < 0) {
+    throw UserError(fmt::format("{}: a row_reduce group without rms_norm, layer_norm, softmax or a dynamic quantize "
+                                "has no kernel yet",
                                 ctx.kernel_name()));
   }
-  const Node& rn = g.node(red);
-  const Shape space = g.value(rn.operands[0]).type.shape;
-  if (rn.kind == OpKind::Softmax) {
+  LJ_ASSERT(dq < 0 || (is_row_quantize(g, g.node(dq)) && dq == grp.nodes.back()),
+            "{}: the planner gives a row kernel only a per-row dynamic quantize, as its last node", ctx.kernel_name());
+  const NodeId first = red >= 0 ? red : dq;  // the first node that needs the whole row
+  const Node& first_node = g.node(first);
+  const Shape space = g.value(first_node.operands[0]).type.shape;
+  if (red >= 0 && g.node(red).kind == OpKind::Softmax) {
+    const Node& rn = g.node(red);
     int64_t axis = rn.attrs.get_int("axis");
     if (axis < 0) axis += static_cast<int64_t>(space.size());
     LJ_CHECK(axis + 1 == static_cast<int64_t>(space.size()), rn.loc,
              "{}: softmax over axis {} of {}: the row kernel reduces the last axis only (transpose first)",
              ctx.kernel_name(), axis, g.value(rn.operands[0]).type.str());
   }
-  LJ_CHECK(space.back().is_const(), rn.loc, "{}: the reduced axis of {} must be a constant", ctx.kernel_name(),
-           g.value(rn.operands[0]).type.str());
+  LJ_CHECK(space.back().is_const(), first_node.loc, "{}: the reduced axis of {} must be a constant", ctx.kernel_name(),
+           g.value(first_node.operands[0]).type.str());
   const int64_t D = space.back().value();
 
-  const int vec = ctx.group_vector_width(space);
+  std::vector<ValueId> per_row;  // the dynamic quantize's scale
+  if (dq >= 0) per_row.push_back(g.node(dq).results[1]);
+  const int vec = row_vector_width(ctx, space, per_row);
   // Threads: enough to cover the row in one pass of V-wide accesses, 32..256.
   int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (D / vec + 31) / 32 * 32)));
   const int64_t chunks = (D + static_cast<int64_t>(threads) * vec - 1) / (static_cast<int64_t>(threads) * vec);
@@ -50,6 +79,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
   w.line("#include \"layerjit/vec.cuh\"");
   w.line("#include \"layerjit/math.cuh\"");
   w.line("#include \"layerjit/reduce.cuh\"");
+  if (dq >= 0) w.line("#include \"layerjit/quant.cuh\"");
   w.blank();
   {
   auto fn = w.scope(ctx.signature(threads));
@@ -94,10 +124,10 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
 
   std::vector<NodeId> prologue, epilogue;
   for (NodeId n : grp.nodes) {
-    if (n < red) prologue.push_back(n);
-    if (n > red) epilogue.push_back(n);
+    if (n < first) prologue.push_back(n);
+    if (red >= 0 && n > red && n != dq) epilogue.push_back(n);
   }
-  const ValueId x = rn.operands[0];
+  const ValueId x = first_node.operands[0];
   const std::string chunk_guard = ragged ? "if (col < D) " : "";
 
   // Pass 1: load the row, apply the prologue, keep the reduced operand in registers.
@@ -127,87 +157,115 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
              ctx.address(v, space, coords), ident(g.value(v).name));
   }
 
-  // The reduction.
-  w.comment(print_node(g, red));
-  switch (rn.kind) {
-    case OpKind::RmsNorm:
-      w.line("float ss = 0.f;");
-      w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) ss += xs[k][j] * xs[k][j];");
-      w.line("const float scale = rsqrtf(lj_block_sum(ss) / (float)D + {}f);", rn.attrs.get_float("eps"));
-      break;
-    case OpKind::LayerNorm:
-      w.line("float s1 = 0.f;");
-      w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) s1 += xs[k][j];");
-      w.line("const float mean = lj_block_sum(s1) / (float)D;");
-      w.line("float s2 = 0.f;");
+  if (red >= 0) {
+    // The reduction.
+    const Node& rn = g.node(red);
+    w.comment(print_node(g, red));
+    switch (rn.kind) {
+      case OpKind::RmsNorm:
+        w.line("float ss = 0.f;");
+        w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) ss += xs[k][j] * xs[k][j];");
+        w.line("const float scale = rsqrtf(lj_block_sum(ss) / (float)D + {}f);", rn.attrs.get_float("eps"));
+        break;
+      case OpKind::LayerNorm:
+        w.line("float s1 = 0.f;");
+        w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) s1 += xs[k][j];");
+        w.line("const float mean = lj_block_sum(s1) / (float)D;");
+        w.line("float s2 = 0.f;");
+        {
+          auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+          w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+          w.line("{}for (int j = 0; j < V; ++j) {{ const float d = xs[k][j] - mean; s2 += d * d; }}", chunk_guard);
+        }
+        w.line("const float scale = rsqrtf(lj_block_sum(s2) / (float)D + {}f);", rn.attrs.get_float("eps"));
+        break;
+      case OpKind::Softmax:
+        w.line("float mx = -__int_as_float(0x7f800000);");
+        {
+          auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+          w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+          w.line("{}for (int j = 0; j < V; ++j) mx = fmaxf(mx, xs[k][j]);", chunk_guard);
+        }
+        w.line("mx = lj_block_max(mx);");
+        w.line("float se = 0.f;");
+        {
+          auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+          w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+          w.line("{}for (int j = 0; j < V; ++j) {{ xs[k][j] = __expf(xs[k][j] - mx); se += xs[k][j]; }}", chunk_guard);
+        }
+        w.line("const float inv_sum = 1.f / lj_block_sum(se);");
+        break;
+      default: LJ_ASSERT(false, "not a row reduction: {}", op_name(rn.kind));
+    }
+
+    // Pass 2: normalise, epilogue, store.
+    {
+      w.line("#pragma unroll");
+      auto loop = w.scope("for (int k = 0; k < CHUNKS; ++k)");
+      w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
+      if (ragged) w.line("if (col >= D) continue;");
+      auto coords = coords_at(w, "col");
+      std::map<OperandRead, std::string> loaded;
+      std::map<ValueId, std::string> reg;
+      std::vector<ValueId> weights(rn.operands.begin() + 1, rn.operands.end());
+      load_inputs(w, epilogue, weights, coords, loaded);
+      for (ValueId v : weights) reg[v] = loaded.at(OperandRead{v, -1});
+      std::vector<ValueId> stored;
+      for (NodeId n : grp.nodes)
+        if (n >= red && n != dq && contains(grp.outputs, g.node(n).results[0])) stored.push_back(g.node(n).results[0]);
+      for (ValueId v : stored) w.line("float y_{}[V];", ident(g.value(v).name));
       {
-        auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
-        w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
-        w.line("{}for (int j = 0; j < V; ++j) {{ const float d = xs[k][j] - mean; s2 += d * d; }}", chunk_guard);
+        w.line("#pragma unroll");
+        auto inner = w.scope("for (int j = 0; j < V; ++j)");
+        const ValueId y = rn.results[0];
+        const std::string ty = "t_" + ident(g.value(y).name);
+        switch (rn.kind) {
+          case OpKind::RmsNorm:
+            w.line("const float {} = xs[k][j] * scale * {};  // {}", ty, reg.at(rn.operands[1]), print_node(g, red));
+            break;
+          case OpKind::LayerNorm:
+            w.line("const float {} = (xs[k][j] - mean) * scale * {} + {};  // {}", ty, reg.at(rn.operands[1]),
+                   reg.at(rn.operands[2]), print_node(g, red));
+            break;
+          case OpKind::Softmax: w.line("const float {} = xs[k][j] * inv_sum;  // {}", ty, print_node(g, red)); break;
+          default: LJ_ASSERT(false, "not a row reduction: {}", op_name(rn.kind));
+        }
+        // The reduction's own result rounds to its dtype before the epilogue, as if it were stored.
+        reg[y] = rounded_expr(g.value(y).type.dtype, ty);
+        if (contains(stored, y)) w.line("y_{}[j] = {};", ident(g.value(y).name), ty);
+        for (NodeId n : epilogue) emit_pointwise_node(w, g, n, rank, grp.inputs, loaded, reg, stored);
+        // The row the dynamic quantize reads stays in registers (padding columns keep their 0).
+        if (dq >= 0) w.line("xs[k][j] = {};", reg.at(g.node(dq).operands[0]));
       }
-      w.line("const float scale = rsqrtf(lj_block_sum(s2) / (float)D + {}f);", rn.attrs.get_float("eps"));
-      break;
-    case OpKind::Softmax:
-      w.line("float mx = -__int_as_float(0x7f800000);");
-      {
-        auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
-        w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
-        w.line("{}for (int j = 0; j < V; ++j) mx = fmaxf(mx, xs[k][j]);", chunk_guard);
-      }
-      w.line("mx = lj_block_max(mx);");
-      w.line("float se = 0.f;");
-      {
-        auto lk = w.scope("for (int k = 0; k < CHUNKS; ++k)");
-        w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
-        w.line("{}for (int j = 0; j < V; ++j) {{ xs[k][j] = __expf(xs[k][j] - mx); se += xs[k][j]; }}", chunk_guard);
-      }
-      w.line("const float inv_sum = 1.f / lj_block_sum(se);");
-      break;
-    default: LJ_ASSERT(false, "not a row reduction: {}", op_name(rn.kind));
+      for (ValueId v : stored)
+        w.line("lj_store<{}, V>({} + {}, y_{});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, true),
+               ctx.address(v, space, coords), ident(g.value(v).name));
+    }
   }
 
-  // Pass 2: normalise, epilogue, store.
-  {
+  if (dq >= 0) {
+    // The row's amax (padding columns hold 0, which leaves it unchanged), its scale, then the codes.
+    const Node& qn = g.node(dq);
+    const ValueId q = qn.results[0];
+    const ValueId qs = qn.results[1];
+    const char* qtype = c_type(g.value(q).type.dtype);
+    w.comment(print_node(g, dq));
+    w.line("float amax = 0.f;");
+    w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) amax = fmaxf(amax, fabsf(xs[k][j]));");
+    w.line("const float qscale = lj_quant_scale<{}>(lj_block_max(amax));", qtype);
+    w.line("if (threadIdx.x == 0) {}[{}] = qscale;", ctx.buffer_param(qs, true),
+           ctx.address(qs, space, {"row", "0"}, 0));
     w.line("#pragma unroll");
     auto loop = w.scope("for (int k = 0; k < CHUNKS; ++k)");
     w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
     if (ragged) w.line("if (col >= D) continue;");
     auto coords = coords_at(w, "col");
-    std::map<OperandRead, std::string> loaded;
-    std::map<ValueId, std::string> reg;
-    std::vector<ValueId> weights(rn.operands.begin() + 1, rn.operands.end());
-    load_inputs(w, epilogue, weights, coords, loaded);
-    for (ValueId v : weights) reg[v] = loaded.at(OperandRead{v, -1});
-    std::vector<ValueId> stored;
-    for (NodeId n : grp.nodes)
-      if (n >= red && contains(grp.outputs, g.node(n).results[0])) stored.push_back(g.node(n).results[0]);
-    for (ValueId v : stored) w.line("float y_{}[V];", ident(g.value(v).name));
-    {
-      w.line("#pragma unroll");
-      auto inner = w.scope("for (int j = 0; j < V; ++j)");
-      const ValueId y = rn.results[0];
-      const std::string ty = "t_" + ident(g.value(y).name);
-      switch (rn.kind) {
-        case OpKind::RmsNorm:
-          w.line("const float {} = xs[k][j] * scale * {};  // {}", ty, reg.at(rn.operands[1]), print_node(g, red));
-          break;
-        case OpKind::LayerNorm:
-          w.line("const float {} = (xs[k][j] - mean) * scale * {} + {};  // {}", ty, reg.at(rn.operands[1]),
-                 reg.at(rn.operands[2]), print_node(g, red));
-          break;
-        case OpKind::Softmax: w.line("const float {} = xs[k][j] * inv_sum;  // {}", ty, print_node(g, red)); break;
-        default: LJ_ASSERT(false, "not a row reduction: {}", op_name(rn.kind));
-      }
-      // The reduction's own result rounds to its dtype before the epilogue, as if it were stored.
-      reg[y] = rounded_expr(g.value(y).type.dtype, ty);
-      if (contains(stored, y)) w.line("y_{}[j] = {};", ident(g.value(y).name), ty);
-      for (NodeId n : epilogue) emit_pointwise_node(w, g, n, rank, grp.inputs, loaded, reg, stored);
-    }
-    for (ValueId v : stored)
-      w.line("lj_store<{}, V>({} + {}, y_{});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, true),
-             ctx.address(v, space, coords), ident(g.value(v).name));
+    const std::string yq = "y_" + ident(g.value(q).name);
+    w.line("float {}[V];", yq);
+    w.line("#pragma unroll");
+    w.line("for (int j = 0; j < V; ++j) {}[j] = lj_quant_div(xs[k][j], qscale);", yq);
+    w.line("lj_store<{}, V>({} + {}, {});", qtype, ctx.buffer_param(q, true), ctx.address(q, space, coords), yq);
   }
-
   }
   GeneratedKernel k;
   k.group = grp.id;

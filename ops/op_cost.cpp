@@ -68,7 +68,8 @@ OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<T
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
     case OpKind::ReduceMean: c.flops = elems(ops[0], b); break;
-    case OpKind::Quantize:
+    // Divide and round; without a scale operand also |x| and the max that find the scale.
+    case OpKind::Quantize: c.flops = (ops.size() == 1 ? 4 : 2) * out; break;
     case OpKind::Dequantize: c.flops = 2 * out; break;
   }
   return c;

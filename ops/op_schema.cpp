@@ -58,7 +58,7 @@ std::vector<OpSchema> make_schemas() {
        {A{"axis", AttrKind::Int, true}, A{"keepdim", AttrKind::Bool, false, AttrValue(false)}}},
       {OpKind::ReduceMean, "reduce_mean", {"x"}, 1, 1, 1,
        {A{"axis", AttrKind::Int, true}, A{"keepdim", AttrKind::Bool, false, AttrValue(false)}}},
-      {OpKind::Quantize, "quantize", {"x", "scale"}, 2, 2, 1,
+      {OpKind::Quantize, "quantize", {"x", "scale"}, 1, 2, -1,
        {A{"dtype", AttrKind::DTypeName, true, std::nullopt, {"f8e4m3", "f8e5m2", "i8"}},
         A{"axis", AttrKind::AxisOrNone, false, none()}}},
       {OpKind::Dequantize, "dequantize", {"x", "scale"}, 2, 2, 1,

@@ -295,6 +295,15 @@ void check_scale(OpKind k, const std::vector<TensorType>& ops, const Attrs& attr
                                              ops[0].shape[static_cast<size_t>(axis)].str()));
 }
 
+// Quantize without a scale operand computes the scale and returns it in the layout the operand
+// would have had: f32[] for axis = none, f32[x.shape[axis]] otherwise.
+TensorType dynamic_scale_type(OpKind k, const TensorType& x, const Attrs& attrs) {
+  const AttrValue* ax = attrs.find("axis");
+  if (std::holds_alternative<Name>(ax->v)) return {DType::F32, {}};
+  const int axis = norm_axis(k, std::get<int64_t>(ax->v), x.rank());
+  return {DType::F32, {x.shape[static_cast<size_t>(axis)]}};
+}
+
 }  // namespace
 
 std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
@@ -343,6 +352,7 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
     case OpKind::ReduceMean: return infer_reduce(k, ops, attrs);
     case OpKind::Quantize:
       need_float(k, ops, 0);
+      if (ops.size() == 1) return {{attrs.get_dtype("dtype"), ops[0].shape}, dynamic_scale_type(k, ops[0], attrs)};
       check_scale(k, ops, attrs);
       return {{attrs.get_dtype("dtype"), ops[0].shape}};
     case OpKind::Dequantize:

@@ -1,6 +1,11 @@
 // `layerjit compile [FILE] --emit DIR [--arch sm_90a]`: generates and compiles (NVRTC, no GPU needed)
 // every kernel of each graph's fusion plan and writes, per kernel, the .cu source, .ptx and .cubin,
 // plus a manifest.json describing the kernels, their parameters and launch rules.
+//
+// Cubins go through the kernel cache, which holds cubins but not PTX. A kernel the cache lacks is
+// compiled once for both; a cached kernel skips NVRTC for its cubin and gets its PTX from a PTX-only
+// compile for the compute_XY target (no ptxas), whose text NVRTC makes identical to the PTX of the
+// cubin compile, so a warm run writes the same files as a cold one.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -16,14 +21,15 @@
 namespace lj::cli {
 
 const char* const kCompileUsage =
-    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--ptx] [--no-fuse]\n"
+    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--no-fuse]\n"
     "\n"
     "Generates the kernels of every fusion group of each graph (default: the built-in Llama-3-8B layer)\n"
     "and compiles them with NVRTC for --arch (default sm_90; no GPU needed), in parallel, through the\n"
-    "kernel cache (`layerjit cache`): a kernel compiled before is loaded, not recompiled. Writes\n"
-    "DIR/<kernel>.cu and .cubin (and .ptx with --ptx, which always runs NVRTC) and DIR/manifest.json\n"
-    "(kernels, parameters, launch rules, cache hits, compile times, and the groups whose kernel\n"
-    "generators are not written yet).\n";
+    "kernel cache (`layerjit cache`): a kernel compiled before loads its cubin from the cache. Writes\n"
+    "DIR/<kernel>.cu, .ptx and .cubin for every kernel and DIR/manifest.json (kernels, files,\n"
+    "parameters, launch rules, cache hits, compile times, and the groups whose kernel generators are\n"
+    "not written yet). The cache keeps cubins only, so the PTX of a cached kernel comes from a\n"
+    "PTX-only NVRTC compile (no ptxas), identical to the PTX of its cubin compile.\n";
 
 namespace {
 void write_file(const std::filesystem::path& p, const std::string& text) {
@@ -54,13 +60,10 @@ int cmd_compile(const std::vector<std::string>& args) {
   FusionOptions fo;
   std::string arch = "sm_90";
   std::optional<std::string> dir;
-  bool want_ptx = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--no-fuse") {
       fo.fuse = false;
-    } else if (a == "--ptx") {
-      want_ptx = true;
     } else if (a == "--emit" || a == "--arch") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       if (a == "--emit") dir = args[++i];
@@ -104,12 +107,36 @@ int cmd_compile(const std::vector<std::string>& args) {
   std::vector<rt::CompileJob> jobs;
   std::vector<std::string> names;
   for (const auto& k : kernels) {
-    jobs.push_back(rt::compile_job(k, *target, want_ptx));
+    jobs.push_back(rt::compile_job(k, *target));
     names.push_back(k.name);
   }
   cache::KernelCache kcache = cache::KernelCache::open_default();
   const auto t0 = std::chrono::steady_clock::now();
+  // A job that asks for PTX always compiles, so ask only where the cubin must be compiled anyway.
+  // The probe leaves hits in the cache's memory layer, where compile_many_cached finds them.
+  for (rt::CompileJob& job : jobs)
+    job.options.want_ptx = kcache.get(cache::compute_key(cache::key_components(job))).status != cache::LoadStatus::kHit;
   auto results = cache::compile_many_cached(kcache, jobs, names);
+  // Cubins from the cache (also one that vanished between the probe and the compile) need their PTX.
+  std::vector<rt::CompileJob> ptx_jobs;
+  std::vector<size_t> ptx_of;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!results[i].ok() || !results[i]->program.ptx.empty()) continue;
+    rt::CompileJob job = jobs[i];
+    job.target.ptx_only = true;
+    job.options.want_ptx = false;
+    ptx_jobs.push_back(std::move(job));
+    ptx_of.push_back(i);
+  }
+  auto ptx = rt::compile_parallel(ptx_jobs);
+  for (size_t j = 0; j < ptx_jobs.size(); ++j) {
+    const GeneratedKernel& k = kernels[ptx_of[j]];
+    if (!ptx[j].ok())
+      throw InternalError(fmt::format("fusion group {} ({}): its cubin came from the cache but its PTX failed to "
+                                      "compile for {}:\n{}",
+                                      k.group, k.name, ptx_jobs[j].target.name(), ptx[j].message()));
+    results[ptx_of[j]]->program.ptx = std::move(ptx[j]->ptx);
+  }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   size_t hits = 0;
 
@@ -123,13 +150,10 @@ int cmd_compile(const std::vector<std::string>& args) {
     hits += results[i]->hit;
     dump(DumpStage::Ptx, k.name, p.ptx);
     const std::filesystem::path base = std::filesystem::path(*dir) / k.name;
-    nlohmann::json files = {k.name + ".cu", k.name + ".cubin"};
+    const nlohmann::json files = {k.name + ".cu", k.name + ".ptx", k.name + ".cubin"};
     write_file(base.string() + ".cu", k.source);
+    write_file(base.string() + ".ptx", p.ptx);
     write_file(base.string() + ".cubin", p.cubin);
-    if (want_ptx) {
-      write_file(base.string() + ".ptx", p.ptx);
-      files.push_back(k.name + ".ptx");
-    }
     list.push_back({{"graph", owner[i]->name()},
                     {"group", k.group},
                     {"kernel", k.name},
@@ -146,9 +170,10 @@ int cmd_compile(const std::vector<std::string>& args) {
   manifest["kernels"] = list;
   manifest["not_generated"] = skipped;
   write_file(std::filesystem::path(*dir) / "manifest.json", manifest.dump(2) + "\n");
-  std::printf("%zu kernels for %s in %.2f s (%zu from the cache, %zu compiled) into %s (%zu groups without a generator "
-              "yet: see manifest.json)\n",
-              kernels.size(), target->name().c_str(), wall, hits, kernels.size() - hits, dir->c_str(), skipped.size());
+  std::printf("%zu kernels for %s in %.2f s (%zu from the cache, %zu compiled; PTX-only compiles for %zu) into %s (%zu "
+              "groups without a generator yet: see manifest.json)\n",
+              kernels.size(), target->name().c_str(), wall, hits, kernels.size() - hits, ptx_jobs.size(), dir->c_str(),
+              skipped.size());
   return kExitOk;
 }
 

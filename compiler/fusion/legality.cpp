@@ -51,7 +51,7 @@ bool is_elementwise(OpKind k) {
     case OpKind::Exp:
     case OpKind::Rsqrt:
     case OpKind::Cast:
-    case OpKind::Quantize:  // the scale is an operand, so quantize is pointwise
+    case OpKind::Quantize:  // with a scale operand; without one it is a reduction (is_pointwise)
     case OpKind::Dequantize: return true;
     case OpKind::Matmul:
     case OpKind::RmsNorm:
@@ -74,6 +74,16 @@ bool is_elementwise(OpKind k) {
 }
 
 bool is_row_reduction(OpKind k) { return k == OpKind::RmsNorm || k == OpKind::LayerNorm || k == OpKind::Softmax; }
+
+bool is_dynamic_quantize(const Node& n) { return n.kind == OpKind::Quantize && n.operands.size() == 1; }
+
+bool is_pointwise(const Node& n) { return is_elementwise(n.kind) && !is_dynamic_quantize(n); }
+
+bool is_row_quantize(const Graph& g, const Node& n) {
+  if (!is_dynamic_quantize(n) || g.value(n.operands[0]).type.rank() != 2) return false;
+  const auto* axis = std::get_if<int64_t>(&n.attrs.find("axis")->v);
+  return axis && (*axis == 0 || *axis == -2);
+}
 
 UseMap::UseMap(const Graph& g) : users_(g.values().size()), is_output_(g.values().size(), false) {
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {

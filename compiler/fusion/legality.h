@@ -14,6 +14,14 @@ bool is_elementwise(OpKind k);
 /// Row-wise reductions over the last axis that a row kernel computes in one pass.
 bool is_row_reduction(OpKind k);
 
+/// Quantize without a scale operand: it reduces its input to find the scale, so it is not pointwise.
+bool is_dynamic_quantize(const Node& n);
+/// A node a fused kernel can evaluate per element: an elementwise kind, but no dynamic quantize.
+bool is_pointwise(const Node& n);
+/// A dynamic quantize with one scale per row of a [rows, D] tensor (axis 0, the per-token scale of
+/// activations): a row kernel finds the row's amax, the scale and the codes in one pass.
+bool is_row_quantize(const Graph& g, const Node& n);
+
 /// Users of every value (node ids, in graph order) and whether it is a graph output.
 class UseMap {
  public:

@@ -2,9 +2,12 @@
 //   1. RoPE: a rope_table, every rope using its tables, and every kv_cache_write at the same
 //      positions (one kernel computes the angles, rotates q and k, writes the caches);
 //   2. row reductions (rms_norm, layer_norm, softmax) with an elementwise prologue of the same shape
-//      (the residual add) and an elementwise/cast epilogue;
-//   3. maximal elementwise chains over one iteration space (SwiGLU: silu(gate) * up);
-//   4. every other op alone (matmul and attention get their own kernels; later issues fuse into them).
+//      (the residual add), an elementwise/cast epilogue, and a per-row dynamic quantize of the
+//      result (the row's amax, scale and codes in the same kernel: the normalised row never reaches
+//      device memory unless something else reads it);
+//   3. per-row dynamic quantizes not taken by a reduction, with an elementwise prologue;
+//   4. maximal elementwise chains over one iteration space (SwiGLU: silu(gate) * up);
+//   5. every other op alone (matmul and attention get their own kernels; later issues fuse into them).
 // Views (reshape, split) are aliases and get no kernel. Group order is a topological order of the
 // group graph with ties broken by the first node, so plans are deterministic.
 #include <algorithm>
@@ -37,7 +40,9 @@ class Partitioner {
       for (NodeId n = 0; n < num_nodes(); ++n)
         if (is_row_reduction(kind(n)) && owner(n) == kUnassigned) grow_row_reduction(n);
       for (NodeId n = 0; n < num_nodes(); ++n)
-        if (is_elementwise(kind(n)) && owner(n) == kUnassigned) grow_elementwise(n);
+        if (is_row_quantize(g_, g_.node(n)) && owner(n) == kUnassigned) grow_row_quantize(n);
+      for (NodeId n = 0; n < num_nodes(); ++n)
+        if (is_pointwise(g_.node(n)) && owner(n) == kUnassigned) grow_elementwise(n);
     }
     for (NodeId n = 0; n < num_nodes(); ++n)
       if (!is_view(kind(n)) && owner(n) == kUnassigned) single(n);
@@ -51,7 +56,11 @@ class Partitioner {
   int owner(NodeId n) const { return owner_[static_cast<size_t>(n)]; }
   NodeId producer(ValueId v) const { return g_.value(v).producer; }
   std::string vname(ValueId v) const { return "%" + g_.value(v).name; }
-  std::string nname(NodeId n) const { return vname(g_.node(n).results[0]); }
+  std::string nname(NodeId n) const {
+    std::string out;
+    for (ValueId r : g_.node(n).results) out += (out.empty() ? "" : ", ") + vname(r);
+    return out;
+  }
 
   int new_group(GroupKind k, NodeId first) {
     FusionGroup grp;
@@ -92,21 +101,45 @@ class Partitioner {
       if (kind(u) == OpKind::KvCacheWrite && g_.node(u).operands[2] == pos) try_absorb(gid, u, "cache write at the same positions");
   }
 
+  // Prologue: an elementwise producer of the reduced operand with the same shape (residual add).
+  void absorb_prologue(int gid, ValueId x) {
+    NodeId p = producer(x);
+    if (p >= 0 && is_pointwise(g_.node(p)) && g_.value(g_.node(p).results[0]).type.shape == g_.value(x).type.shape)
+      try_absorb(gid, p, "prologue");
+  }
+
   void grow_row_reduction(NodeId red) {
     int gid = new_group(GroupKind::RowReduce, red);
-    // Prologue: elementwise producers of the reduced operand with the same shape (residual add).
-    ValueId x = g_.node(red).operands[0];
-    NodeId p = producer(x);
-    if (p >= 0 && is_elementwise(kind(p)) && g_.value(g_.node(p).results[0]).type.shape == g_.value(x).type.shape)
-      try_absorb(gid, p, "prologue");
+    absorb_prologue(gid, g_.node(red).operands[0]);
     // Epilogue: a single elementwise or cast consumer of the result over the same shape.
     ValueId y = g_.node(red).results[0];
     const auto& users = uses_.users(y);
     if (users.size() == 1 && !uses_.is_output(y)) {
       NodeId u = users[0];
-      if (is_elementwise(kind(u)) && same_iteration_space(g_, red, u))
-        try_absorb(gid, u, "epilogue");
+      if (is_pointwise(g_.node(u)) && same_iteration_space(g_, red, u) && try_absorb(gid, u, "epilogue"))
+        y = g_.node(u).results[0];
     }
+    // A per-row dynamic quantize of the row: its amax is one more block reduction over values the
+    // kernel holds in registers. It joins even when the row has other readers (then the row is
+    // stored as well), because a kernel of its own would read the whole row back.
+    bool quantized = false;
+    for (NodeId u : uses_.users(y)) {
+      if (!is_dynamic_quantize(g_.node(u))) continue;
+      if (!quantized && is_row_quantize(g_, g_.node(u)) && same_iteration_space(g_, red, u)) {
+        quantized = try_absorb(gid, u, fmt::format("epilogue: per-row dynamic quantization of {}, its amax and scale "
+                                                   "reduced in the same kernel", vname(y)));
+      } else if (!is_row_quantize(g_, g_.node(u))) {
+        note(gid, fmt::format("not absorbed {} = quantize: its scale spans more than one row (axis = {}), so it needs "
+                              "a reduction of its own", nname(u), g_.node(u).attrs.find("axis")->str()));
+      }
+    }
+  }
+
+  void grow_row_quantize(NodeId q) {
+    int gid = new_group(GroupKind::RowReduce, q);
+    note(gid, fmt::format("per-row dynamic quantization of {}: amax, scale and codes in one kernel",
+                          vname(g_.node(q).operands[0])));
+    absorb_prologue(gid, g_.node(q).operands[0]);
   }
 
   void grow_elementwise(NodeId seed) {
@@ -118,12 +151,12 @@ class Partitioner {
       for (NodeId m : current) {
         for (ValueId v : g_.node(m).operands) {
           NodeId p = producer(v);
-          if (p >= 0 && is_elementwise(kind(p)) && same_iteration_space(g_, p, seed))
+          if (p >= 0 && is_pointwise(g_.node(p)) && same_iteration_space(g_, p, seed))
             changed |= try_absorb(gid, p, "producer");
         }
         for (ValueId r : g_.node(m).results)
           for (NodeId u : uses_.users(r))
-            if (is_elementwise(kind(u)) && same_iteration_space(g_, u, seed)) changed |= try_absorb(gid, u, "consumer");
+            if (is_pointwise(g_.node(u)) && same_iteration_space(g_, u, seed)) changed |= try_absorb(gid, u, "consumer");
       }
     }
   }
@@ -152,8 +185,12 @@ class Partitioner {
       case OpKind::Exp:
       case OpKind::Rsqrt:
       case OpKind::Cast:
-      case OpKind::Quantize:
       case OpKind::Dequantize: k = GroupKind::Elementwise; break;
+      case OpKind::Quantize:
+        k = is_pointwise(g_.node(n))         ? GroupKind::Elementwise
+            : is_row_quantize(g_, g_.node(n)) ? GroupKind::RowReduce
+                                              : GroupKind::Reduce;  // a per-tensor or per-column scale
+        break;
       case OpKind::Transpose:
       case OpKind::Concat: k = GroupKind::Copy; break;
       case OpKind::Reshape:

@@ -130,8 +130,15 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
   LJ_ASSERT(s.num_results < 0 || static_cast<int>(results.size()) == s.num_results,
             "{} inferred {} results, schema says {}", s.name, results.size(), s.num_results);
   if (!result_names.empty()) {
-    LJ_CHECK(result_names.size() == results.size(), loc, "{}: produces {} result{} but {} name{} given", s.name,
-             results.size(), results.size() == 1 ? "" : "s", result_names.size(), result_names.size() == 1 ? " is" : "s are");
+    // Quantize's result count follows its operands, so say how to write the other form.
+    const std::string hint = kind != OpKind::Quantize ? ""
+                             : operands.size() == 1
+                                 ? " (without a scale operand quantize computes the scale and returns it too: "
+                                   "%q, %scale = quantize(%x) {...})"
+                                 : " (quantize with a scale operand returns only the codes)";
+    LJ_CHECK(result_names.size() == results.size(), loc, "{}: produces {} result{} but {} name{} given{}", s.name,
+             results.size(), results.size() == 1 ? "" : "s", result_names.size(), result_names.size() == 1 ? " is" : "s are",
+             hint);
     for (size_t i = 0; i < result_names.size(); ++i) {
       LJ_CHECK(valid_name(result_names[i]), loc, "invalid value name '{}': use letters, digits, '_' and '.'", result_names[i]);
       LJ_CHECK(!lookup(result_names[i]), loc, "redefinition of value '%{}' in @{}", result_names[i], graph_->name_);
@@ -234,6 +241,10 @@ Value GraphBuilder::reduce_max(Value x, int64_t axis) { return op(OpKind::Reduce
 Value GraphBuilder::reduce_mean(Value x, int64_t axis) { return op(OpKind::ReduceMean, {x}, attrs_of({{"axis", axis}}))[0]; }
 Value GraphBuilder::quantize(Value x, Value scale, DType dtype, std::optional<int64_t> axis) {
   return op(OpKind::Quantize, {x, scale}, attrs_of({{"dtype", dtype}, {"axis", axis_or_none(axis)}}))[0];
+}
+std::pair<Value, Value> GraphBuilder::dynamic_quantize(Value x, DType dtype, std::optional<int64_t> axis) {
+  auto r = op(OpKind::Quantize, {x}, attrs_of({{"dtype", dtype}, {"axis", axis_or_none(axis)}}));
+  return {r[0], r[1]};
 }
 Value GraphBuilder::dequantize(Value x, Value scale, DType dtype, std::optional<int64_t> axis) {
   return op(OpKind::Dequantize, {x, scale}, attrs_of({{"dtype", dtype}, {"axis", axis_or_none(axis)}}))[0];

@@ -90,6 +90,9 @@ class GraphBuilder {
   Value reduce_mean(Value x, int64_t axis);
   /// scale: f32[] (per tensor) or f32[n] along `axis` (per channel / per token).
   Value quantize(Value x, Value scale, DType dtype, std::optional<int64_t> axis = {});
+  /// Dynamic quantization: {codes, scale}, the f32 scale computed from the largest magnitude per
+  /// index of `axis` (per token: axis 0 of [T, D]) or of the whole tensor (docs/ir.md).
+  std::pair<Value, Value> dynamic_quantize(Value x, DType dtype, std::optional<int64_t> axis = {});
   Value dequantize(Value x, Value scale, DType dtype, std::optional<int64_t> axis = {});
 
   /// Declares the result types (from a text file's `-> type, ...`); finish() checks them.

@@ -119,7 +119,9 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
     case OpKind::ReduceSum: return {ref::reduce(ref::ReduceOp::Sum, x(0), attrs.get_int("axis"), out[0])};
     case OpKind::ReduceMax: return {ref::reduce(ref::ReduceOp::Max, x(0), attrs.get_int("axis"), out[0])};
     case OpKind::ReduceMean: return {ref::reduce(ref::ReduceOp::Mean, x(0), attrs.get_int("axis"), out[0])};
-    case OpKind::Quantize: return {ref::quantize(x(0), x(1), quant_axis(attrs), out[0])};
+    case OpKind::Quantize:
+      if (operands.size() == 1) return ref::quantize_dynamic(x(0), quant_axis(attrs), out);
+      return {ref::quantize(x(0), x(1), quant_axis(attrs), out[0])};
     case OpKind::Dequantize: return {ref::dequantize(x(0), x(1), quant_axis(attrs), out[0])};
   }
   LJ_ASSERT(false, "reference_op: no reference for op kind {}", static_cast<int>(kind));

@@ -80,6 +80,13 @@ HostTensor concat(const std::vector<const HostTensor*>& xs, int64_t axis, const 
 
 // quantize.cpp: `axis` empty means one scale for the whole tensor.
 HostTensor quantize(const HostTensor& x, const HostTensor& scale, std::optional<int64_t> axis, const TensorType& out);
+/// Quantize without a scale operand: {codes, scale}, the scale computed from the amax (see quantize.cpp).
+std::vector<HostTensor> quantize_dynamic(const HostTensor& x, std::optional<int64_t> axis,
+                                         const std::vector<TensorType>& out);
+/// Largest finite magnitude of a quantized dtype: 448 (f8e4m3), 57344 (f8e5m2), 127 (i8).
+double quantize_max(DType t);
+/// The dynamic scale for a group whose largest magnitude is `amax` (an f32 value).
+double dynamic_scale(DType t, double amax);
 HostTensor dequantize(const HostTensor& x, const HostTensor& scale, std::optional<int64_t> axis,
                       const TensorType& out);
 

@@ -1,5 +1,6 @@
 // Graphs whose generated kernels the codegen tests compile and run: the Llama layers and small
-// graphs with shapes that are not multiples of any vector width or block size. The @mm_* graphs
+// graphs with shapes that are not multiples of any vector width or block size, among them per-row
+// dynamic quantization after rms_norm, layer_norm and softmax (+ cast) and alone (rows of 1). The @mm_* graphs
 // cover the GEMV kernel: (N, K) from (1, 7) to (129, 4095), bf16/f16/f32 inputs, an f32 output,
 // x as a strided view of a split (offset 120 of a 1128-wide row: 16-byte loads; offset 1125:
 // scalar loads of a 3-element row) and a rank-3 x.
@@ -48,6 +49,28 @@ graph @quant(%x: bf16[T, 96], %s: f32[], %sc: f32[96]) {
   %q8 = quantize(%x, %sc) {dtype = i8, axis = 1}
   %q5 = quantize(%x, %s) {dtype = f8e5m2}
   return %d, %q8, %q5
+}
+graph @norm_fp8_rows(%x: bf16[T, 4095], %r: bf16[T, 4095], %w: param bf16[4095]) {
+  %h = add(%x, %r)
+  %n = rms_norm(%h, %w) {eps = 1e-5}
+  %q, %qs = quantize(%n) {dtype = f8e4m3, axis = 0}
+  return %h, %q, %qs
+}
+graph @layer_norm_e5m2_rows(%x: f32[T, 4096], %w: param f32[4096], %b: param f32[4096]) {
+  %y = layer_norm(%x, %w, %b) {eps = 1e-5}
+  %q, %qs = quantize(%y) {dtype = f8e5m2, axis = 0}
+  return %q, %qs
+}
+graph @softmax_i8_rows(%x: f16[T, 7]) {
+  %p = softmax(%x)
+  %c = cast(%p) {dtype = bf16}
+  %q, %qs = quantize(%c) {dtype = i8, axis = 0}
+  return %q, %qs
+}
+graph @quant_one_col(%x: bf16[T, 1], %y: bf16[T, 1]) {
+  %s = sub(%x, %y)
+  %q, %qs = quantize(%s) {dtype = f8e4m3, axis = -2}
+  return %q, %qs
 }
 graph @rope_interleaved(%x: f16[T, 3, 64], %pos: i32[T]) {
   %c, %s = rope_table(%pos) {dim = 64, theta = 10000.0}

@@ -28,7 +28,8 @@ lj::HostTensor random_input(const lj::Graph& g, lj::ValueId v, const lj::Binding
 
 /// Emits the group's kernel (with c.emit), runs it on random inputs with poisoned outputs and checks
 /// every written buffer against the reference: exactly, within one rounding step of the dtype, or
-/// for matmuls within a bound that grows with sqrt(K).
+/// for matmuls within a bound that grows with sqrt(K). A dynamic quantize whose input row the kernel
+/// also stored is checked exactly against the reference quantize of that stored row.
 void check_group(lj::rt::Context& ctx, lj::rt::Stream& stream, const GroupCase& c, const lj::FusionGroup& grp);
 
 }  // namespace lj_test

@@ -1,5 +1,5 @@
 // GPU tier: every kernel layerjit generates (elementwise, row reductions, RoPE + KV write, and the
-// decode GEMV of matmul groups), fused and unfused, against the CPU reference of the nodes it
+// matmul groups: GEMV at a few rows, tensor-core GEMM above), fused and unfused, against the CPU reference of the nodes it
 // implements. Each group's inputs are fresh random values (never zeros), outputs are poisoned first,
 // shapes include row lengths that no vector width divides (4095, 4097, 7, 1) and views at odd
 // offsets; matmuls run over (N, K) from (1, 7) to (129, 4095) with M in {1, 7, 129}.
@@ -8,261 +8,14 @@
 #include <functional>
 #include <map>
 
-#include "codegen/device_headers.h"
-#include "codegen/kernel.h"
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/legality.h"
 #include "layerjit/reference.h"
-#include "runtime/fill.h"
-#include "runtime/memory.h"
-#include "runtime/stream.h"
 #include "tests/codegen/codegen_graphs.h"
-#include "tests/gpu/gpu_test_support.h"
+#include "tests/gpu/group_check.h"
 
 using namespace lj;
 
 namespace {
-
-// --- host <-> device element encodings (values are exactly representable in their dtype) ----------
-uint16_t f16_bits(double v) {
-  if (std::isnan(v)) return 0x7e00;
-  uint16_t sign = std::signbit(v) ? 0x8000 : 0;
-  double a = std::fabs(v);
-  if (std::isinf(a)) return sign | 0x7c00;
-  if (a == 0) return sign;
-  int e = static_cast<int>(std::floor(std::log2(a)));
-  if (std::ldexp(1.0, e) > a) --e;
-  if (e < -14) return sign | static_cast<uint16_t>(std::lround(a * std::ldexp(1.0, 24)));
-  return sign | static_cast<uint16_t>(((e + 15) << 10) | std::lround((a / std::ldexp(1.0, e) - 1.0) * 1024));
-}
-double f16_value(uint16_t b) {
-  const double s = (b & 0x8000) ? -1 : 1;
-  const int e = (b >> 10) & 31, m = b & 1023;
-  if (e == 31) return m ? NAN : s * INFINITY;
-  if (e == 0) return s * m * std::ldexp(1.0, -24);
-  return s * (1 + m / 1024.0) * std::ldexp(1.0, e - 15);
-}
-double fp8_value(DType t, uint8_t b) {
-  const double s = (b & 0x80) ? -1 : 1;
-  if (t == DType::F8E4M3) {
-    const int e = (b >> 3) & 15, m = b & 7;
-    if (e == 15 && m == 7) return NAN;
-    return e == 0 ? s * m * std::ldexp(1.0, -9) : s * (1 + m / 8.0) * std::ldexp(1.0, e - 7);
-  }
-  const int e = (b >> 2) & 31, m = b & 3;
-  if (e == 31) return m ? NAN : s * INFINITY;
-  return e == 0 ? s * m * std::ldexp(1.0, -16) : s * (1 + m / 4.0) * std::ldexp(1.0, e - 15);
-}
-
-std::vector<unsigned char> encode(const HostTensor& t) {
-  std::vector<unsigned char> out(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
-  for (size_t i = 0; i < t.data.size(); ++i) {
-    const double v = t.data[i];
-    unsigned char* p = out.data() + i * static_cast<size_t>(dtype_bytes(t.dtype));
-    switch (t.dtype) {
-      case DType::F32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-      case DType::BF16: { float f = static_cast<float>(v); uint32_t u; std::memcpy(&u, &f, 4); uint16_t b = static_cast<uint16_t>(u >> 16); std::memcpy(p, &b, 2); break; }
-      case DType::F16: { uint16_t b = f16_bits(v); std::memcpy(p, &b, 2); break; }
-      case DType::F8E4M3:
-      case DType::F8E5M2: {
-        int code = -1;
-        for (int c = 0; c < 256 && code < 0; ++c)
-          if (fp8_value(t.dtype, static_cast<uint8_t>(c)) == v && !(v == 0 && std::signbit(v) != bool(c & 0x80))) code = c;
-        REQUIRE(code >= 0);
-        *p = static_cast<unsigned char>(code);
-        break;
-      }
-      case DType::I8: { int8_t b = static_cast<int8_t>(v); std::memcpy(p, &b, 1); break; }
-      case DType::I32: { int32_t b = static_cast<int32_t>(v); std::memcpy(p, &b, 4); break; }
-    }
-  }
-  return out;
-}
-
-double decode_one(DType t, const unsigned char* p) {
-  switch (t) {
-    case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
-    case DType::BF16: { uint16_t b; std::memcpy(&b, p, 2); uint32_t u = static_cast<uint32_t>(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
-    case DType::F16: { uint16_t b; std::memcpy(&b, p, 2); return f16_value(b); }
-    case DType::F8E4M3:
-    case DType::F8E5M2: return fp8_value(t, *p);
-    case DType::I8: return static_cast<int8_t>(*p);
-    case DType::I32: { int32_t b; std::memcpy(&b, p, 4); return b; }
-  }
-  return NAN;
-}
-
-// Tolerance per dtype: one rounding step of the format (the kernel computes in fp32, the reference in
-// fp64, so a value near a rounding boundary may land one step apart), plus a small absolute floor.
-bool close(DType t, double got, double want) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isnan(got)) return false;
-  double rel = 1e-5, abs_tol = 1e-6;
-  switch (t) {
-    case DType::F32: break;
-    case DType::BF16: rel = 1.0 / 64; abs_tol = 1.0 / 1024; break;
-    case DType::F16: rel = 1.0 / 512; abs_tol = 1.0 / 8192; break;
-    case DType::F8E4M3: rel = 1.0 / 8; abs_tol = 1.0 / 512; break;
-    case DType::F8E5M2: rel = 1.0 / 4; abs_tol = 1.0 / 8192; break;
-    case DType::I8:
-    case DType::I32: rel = 0; abs_tol = 1; break;
-  }
-  return std::fabs(got - want) <= abs_tol + rel * std::fabs(want);
-}
-
-// Tolerance of a matmul output: the dtype's relative step (bf16: 2^-6, as close()) plus an absolute
-// term scaled with sqrt(K). With inputs uniform in [-1, 1) a dot product of length K has typical
-// magnitude sqrt(K / 9), and the kernel's fp32 sum differs from the fp64 reference by accumulation-
-// order error proportional to that scale, so a result that cancels to near zero can be off by a
-// rounding step of the output format at the scale of the partial sums, not of the result. The unit
-// is one rounding step of the output format (bf16 2^-8, f16 2^-11, fp8 2^-4 / 2^-3) and for f32
-// outputs the fp32 accumulation step 2^-24 with a margin of 2^6 for the order of K additions.
-bool matmul_close(DType t, int64_t k, double got, double want) {
-  if (std::isnan(want)) return std::isnan(got);
-  if (std::isnan(got)) return false;
-  double rel = 1e-5, unit = std::ldexp(1.0, -18);
-  switch (t) {
-    case DType::F32: break;
-    case DType::BF16: rel = 1.0 / 64; unit = std::ldexp(1.0, -8); break;
-    case DType::F16: rel = 1.0 / 512; unit = std::ldexp(1.0, -11); break;
-    case DType::F8E4M3: rel = 1.0 / 8; unit = std::ldexp(1.0, -4); break;
-    case DType::F8E5M2: rel = 1.0 / 4; unit = std::ldexp(1.0, -3); break;
-    case DType::I8:
-    case DType::I32: FAIL("matmul outputs are floating point"); break;
-  }
-  return std::fabs(got - want) <= std::sqrt(static_cast<double>(k)) * unit + rel * std::fabs(want);
-}
-
-// The reduction length of a matmul group (0 for other kinds): selects matmul_close for its output.
-int64_t matmul_k(const Graph& g, const FusionGroup& grp) {
-  if (grp.kind != GroupKind::Matmul) return 0;
-  return g.value(g.node(grp.nodes[0]).operands[1]).type.shape[1].value();
-}
-
-struct Case {
-  const Graph* graph;
-  Bindings bind;
-  uint64_t seed;
-  bool exact = false;  // every element must equal the reference exactly (a single rounding)
-  std::function<HostTensor(const Graph&, ValueId, const Bindings&, uint64_t)> input;  // default: random_input
-};
-
-// Random data for a value no group node produces: positions inside the caches, positive scales,
-// values in [-1, 1) otherwise (exactly representable in the dtype).
-HostTensor random_input(const Graph& g, ValueId v, const Bindings& b, uint64_t seed) {
-  const ValueInfo& info = g.value(v);
-  HostTensor t(info.type.dtype, resolve(info.type.shape, b));
-  bool is_scale = false;
-  for (const Node& n : g.nodes())
-    if ((n.kind == OpKind::Quantize || n.kind == OpKind::Dequantize) && n.operands[1] == v) is_scale = true;
-  if (info.type.dtype == DType::I32) {
-    int64_t cap = 1000;
-    for (const Node& n : g.nodes())
-      if (n.kind == OpKind::KvCacheWrite && n.operands[2] == v) cap = resolve(g.value(n.operands[0]).type.shape[1], b);
-    fill_uniform(t, seed, 0, static_cast<double>(cap));
-  } else if (is_scale) {
-    fill_uniform(t, seed, 0.05, 0.5);
-  } else {
-    fill_uniform(t, seed, -1.0, 1.0);
-  }
-  return t;
-}
-
-// The reference value of `v`: from `known`, or by evaluating its producer (recursively).
-const HostTensor& evaluate(const Graph& g, ValueId v, const Bindings& b, std::map<ValueId, HostTensor>& known) {
-  if (auto it = known.find(v); it != known.end()) return it->second;
-  const Node& n = g.node(g.value(v).producer);
-  std::vector<const HostTensor*> ops;
-  for (ValueId o : n.operands) ops.push_back(&evaluate(g, o, b, known));
-  std::vector<TensorType> types;
-  for (ValueId r : n.results) types.push_back(g.value(r).type);
-  auto res = reference_op(n.kind, ops, n.attrs, types, b);
-  for (size_t i = 0; i < n.results.size(); ++i) known[n.results[i]] = std::move(res[i]);
-  return known.at(v);
-}
-
-// Runs one group on the GPU and compares every written buffer with the reference.
-void check_group(rt::Context& ctx, rt::Stream& stream, const Case& c, const FusionGroup& grp) {
-  const Graph& g = *c.graph;
-  const std::vector<TensorLayout> layouts = compute_layouts(g);
-  GeneratedKernel k = emit_group(g, grp);
-  INFO(g.name() << " group " << grp.id << " (" << group_kind_name(grp.kind) << ")\n" << k.source);
-
-  // Reference: random buffers behind every input, views evaluated from them, then the group's nodes.
-  std::map<ValueId, HostTensor> known;
-  uint64_t seed = c.seed * 1000 + static_cast<uint64_t>(grp.id);
-  for (ValueId v : grp.inputs) {
-    const ValueId buf = layouts[static_cast<size_t>(v)].buffer;
-    if (!known.count(buf)) known[buf] = c.input ? c.input(g, buf, c.bind, ++seed) : random_input(g, buf, c.bind, ++seed);
-  }
-  std::map<ValueId, HostTensor> before = known;  // buffers as uploaded
-  for (NodeId n : grp.nodes)
-    for (ValueId r : g.node(n).results) evaluate(g, r, c.bind, known);
-
-  rt::CompileOptions opts;
-  opts.headers = codegen_device_headers();
-  rt::Module mod = lj_test::load(ctx, k.source, opts);
-  rt::Kernel kern = lj_test::kernel(mod, k.name.c_str());
-
-  std::vector<rt::DeviceBuffer> buffers;
-  rt::KernelArgs args;
-  for (const KernelParam& p : k.params) {
-    if (p.kind == KernelParam::Kind::Symbol) {
-      args.add(static_cast<long long>(*c.bind.get(p.symbol)));
-      continue;
-    }
-    const TensorType& t = g.value(p.buffer).type;
-    const size_t bytes = static_cast<size_t>(numel(resolve(t.shape, c.bind)) * dtype_bytes(t.dtype));
-    auto buf = rt::DeviceBuffer::allocate(ctx, bytes);
-    LJ_REQUIRE_OK(buf);
-    if (before.count(p.buffer)) {
-      auto host = encode(before.at(p.buffer));
-      LJ_REQUIRE_OK(rt::copy_to_device(stream, buf->ptr(), host.data(), host.size()));
-    } else {
-      LJ_REQUIRE_OK(rt::fill_poison(stream, buf->ptr(), bytes, static_cast<size_t>(dtype_bytes(t.dtype))));
-    }
-    args.add(buf->ptr());
-    buffers.push_back(std::move(*buf));
-  }
-  int64_t work = k.launch.work.constant;
-  for (const auto& s : k.launch.work.symbols) work *= *c.bind.get(s);
-  const auto blocks = static_cast<unsigned>((work + k.launch.per_block - 1) / k.launch.per_block);
-  LJ_REQUIRE_OK(rt::launch(stream, kern, rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads)), args));
-  LJ_REQUIRE_OK(stream.synchronize());
-
-  // Every written buffer must equal the reference of the value stored in it.
-  size_t bi = 0;
-  for (const KernelParam& p : k.params) {
-    if (p.kind == KernelParam::Kind::Symbol) continue;
-    const rt::DeviceBuffer& buf = buffers[bi++];
-    if (!p.written) continue;
-    ValueId holder = -1;  // the group output whose buffer this is (a cache write aliases its input)
-    for (ValueId o : grp.outputs)
-      if (layouts[static_cast<size_t>(o)].buffer == p.buffer) holder = o;
-    REQUIRE(holder >= 0);
-    const HostTensor& want = known.at(holder);
-    std::vector<unsigned char> got(buf.bytes());
-    LJ_REQUIRE_OK(rt::copy_to_host(stream, got.data(), buf.ptr(), got.size()));
-    LJ_REQUIRE_OK(stream.synchronize());
-    const int64_t reduction_k = matmul_k(g, grp);
-    size_t bad = 0, first = 0;
-    double worst = 0;
-    const int eb = dtype_bytes(want.dtype);
-    for (size_t i = 0; i < want.data.size(); ++i) {
-      const double gv = decode_one(want.dtype, got.data() + i * static_cast<size_t>(eb));
-      const bool ok = c.exact        ? (gv == want.data[i] || (std::isnan(gv) && std::isnan(want.data[i])))
-                      : reduction_k > 0 ? matmul_close(want.dtype, reduction_k, gv, want.data[i])
-                                        : close(want.dtype, gv, want.data[i]);
-      if (!ok) {
-        if (bad++ == 0) first = i;
-      }
-      if (!std::isnan(gv)) worst = std::max(worst, std::fabs(gv - want.data[i]));
-    }
-    INFO("output %" << g.value(holder).name << " " << want.data.size() << " elements, max |error| " << worst
-                    << ", first bad element " << first << ": got "
-                    << decode_one(want.dtype, got.data() + first * static_cast<size_t>(eb)) << " want " << want.data[first]);
-    CHECK(bad == 0);
-  }
-}
 
 void check_graph(const Graph& g, Bindings bind, uint64_t seed, bool exact = false,
                  std::function<HostTensor(const Graph&, ValueId, const Bindings&, uint64_t)> input = {}) {
@@ -279,7 +32,14 @@ void check_graph(const Graph& g, Bindings bind, uint64_t seed, bool exact = fals
       // are checked on the small Llama layer and the odd-shaped @mm_* graphs instead, which use the
       // same emitter and cover every tail.
       if (grp.kind == GroupKind::Matmul && g.name().rfind("llama3_8b", 0) == 0) continue;
-      check_group(ctx, *stream, Case{&g, bind, seed, exact, input}, grp);
+      lj_test::GroupCase c;
+      c.graph = &g;
+      c.bind = bind;
+      c.seed = seed;
+      c.exact = exact;
+      c.input = input;
+      c.emit.hint = bind;  // the bound sizes pick each matmul's kernel (GEMV for a few rows, else the GEMM)
+      lj_test::check_group(ctx, *stream, c, grp);
       ++run;
     }
   }
@@ -338,4 +98,67 @@ graph @casts(%x: f32[T, 96]) {
     return t;
   };
   check_graph(m.graphs[0], binds({{"T", 77}}), 99, /*exact=*/true, spread);
+}
+
+TEST_CASE("dynamic per-row quantization matches the reference bit for bit on odd rows", "[gpu][membound]") {
+  // Rows of 4095, 7 and 1 elements, fused (with the residual add as prologue) and unfused. Every
+  // input value is exact in its dtype and the add of two bf16 values is exact in f32, so the amax,
+  // the scale (an f32 division) and every code must equal the reference's. Row 0 is all zeros
+  // (scale 1, codes 0); row 1 is scaled by 2^-120 (a subnormal f32 scale); row 2 holds values
+  // near the smallest subnormal of the row's dtype (for f32, 2^-149 / 127 underflows: scale 1).
+  Module m = parse_module(R"(
+graph @dq_rows(%x: bf16[T, 4095], %r: bf16[T, 4095], %y: bf16[T, 7], %z: f32[T, 1]) {
+  %h = add(%x, %r)
+  %q, %qs = quantize(%h) {dtype = f8e4m3, axis = 0}
+  %q5, %qs5 = quantize(%y) {dtype = f8e5m2, axis = 0}
+  %q8, %qs8 = quantize(%z) {dtype = i8, axis = -2}
+  return %h, %q, %qs, %q5, %qs5, %q8, %qs8
+}
+)", "dq_rows");
+  auto rows = [](const Graph& g, ValueId v, const Bindings& b, uint64_t seed) {
+    HostTensor t(g.value(v).type.dtype, resolve(g.value(v).type.shape, b));
+    fill_uniform(t, seed, -1.0, 1.0);
+    const int64_t d = t.shape[1];
+    const double tiny = t.dtype == DType::F32 ? 0x1p-149 : 0x1p-133;
+    for (int64_t r = 0; r < std::min<int64_t>(t.shape[0], 3); ++r)
+      for (int64_t c = 0; c < d; ++c) {
+        double& e = t.data[static_cast<size_t>(r * d + c)];
+        e = r == 0 ? 0.0 : r == 1 ? round_to(t.dtype, e * 0x1p-120) : (c % 2 ? -tiny : tiny);
+      }
+    return t;
+  };
+  for (int64_t t : {1, 3, 7, 129}) check_graph(m.graphs[0], binds({{"T", t}}), static_cast<uint64_t>(200 + t), true, rows);
+}
+
+TEST_CASE("rms_norm with per-token fp8 quantization: codes and scales exact for the row the kernel normalised",
+          "[gpu][membound]") {
+  // The production pattern, once with the normalised row returned as well: the kernel then stores
+  // the same bf16 row it quantizes, and check_group requires the codes and scales to equal the
+  // reference quantize of that stored row bit for bit (the row itself within bf16 tolerance). The
+  // second graph keeps the row on chip, as the planner fuses it in a layer; its codes and scales are
+  // checked against the fp64 reference within one rounding step.
+  Module m = parse_module(R"(
+graph @norm_q_stored(%x: bf16[T, 4095], %r: bf16[T, 4095], %w: param bf16[4095]) {
+  %h = add(%x, %r)
+  %n = rms_norm(%h, %w) {eps = 1e-5}
+  %q, %qs = quantize(%n) {dtype = f8e4m3, axis = 0}
+  return %h, %n, %q, %qs
+}
+graph @norm_q_internal(%x: bf16[T, 4096], %r: bf16[T, 4096], %w: param bf16[4096]) {
+  %h = add(%x, %r)
+  %n = rms_norm(%h, %w) {eps = 1e-5}
+  %q, %qs = quantize(%n) {dtype = f8e4m3, axis = 0}
+  return %h, %q, %qs
+}
+graph @softmax_q_stored(%x: f16[T, 7]) {
+  %p = softmax(%x)
+  %q, %qs = quantize(%p) {dtype = i8, axis = 0}
+  return %p, %q, %qs
+}
+)", "norm_q");
+  for (const Graph& g : m.graphs) {
+    const FusionPlan plan = plan_fusion(g);
+    REQUIRE(plan.groups.size() == 1);  // one kernel: add, norm and quantize
+    for (int64_t t : {1, 7, 129}) check_graph(g, binds({{"T", t}}), static_cast<uint64_t>(300 + t));
+  }
 }

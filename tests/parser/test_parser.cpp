@@ -109,7 +109,21 @@ TEST_CASE("round trip: builder temporaries (%0) and every op kind with attribute
   auto qc = b.quantize(x, cs, lj::DType::I8, 1);
   auto cast = b.cast(x, lj::DType::F16);
   auto sm = b.softmax(x, 0);
-  check_round_trip(b.finish({t, m, mx, dq, qc, cast, sm}));
+  auto [dyn, dyn_scale] = b.dynamic_quantize(x, lj::DType::F8E4M3, 0);
+  auto [whole, whole_scale] = b.dynamic_quantize(g, lj::DType::I8);
+  check_round_trip(b.finish({t, m, mx, dq, qc, cast, sm, dyn, dyn_scale, whole, whole_scale}));
+}
+
+TEST_CASE("round trip: quantize without a scale names both of its results", "[parser][round_trip]") {
+  const std::string text =
+      "graph @g(%x: bf16[T, 7]) {\n"
+      "  %q, %qs = quantize(%x) {dtype = f8e5m2, axis = 0}\n"
+      "  return %q, %qs\n"
+      "}\n";
+  const lj::Module m = lj::parse_module(text, "dynamic.lj");
+  const std::string printed = lj::print_module(m);
+  CHECK_THAT(printed, Catch::Contains("%q, %qs = quantize(%x) {dtype = f8e5m2, axis = 0}  // f8e5m2[T, 7], f32[T]"));
+  CHECK(lj::print_module(lj::parse_module(printed)) == printed);
 }
 
 TEST_CASE("example file: llama3_8b_decoder.lj prints exactly as the C++-built module", "[parser][example]") {

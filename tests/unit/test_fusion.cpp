@@ -133,3 +133,61 @@ TEST_CASE("group kind names", "[fusion]") {
   CHECK(group_kind_name(GroupKind::RowReduce) == "row_reduce");
   CHECK(group_kind_name(GroupKind::Elementwise) == "elementwise");
 }
+
+TEST_CASE("residual add, rms_norm and a per-row dynamic quantize form one row kernel", "[fusion]") {
+  GraphBuilder b("g");
+  const Dim t = Dim::sym("T");
+  auto x = b.input("x", DType::BF16, {t, 64});
+  auto r = b.input("r", DType::BF16, {t, 64});
+  auto w = b.param("w", DType::BF16, {64});
+  auto h = b.add(x, r).named("h");
+  auto n = b.rms_norm(h, w).named("n");
+  auto [q, s] = b.dynamic_quantize(n, DType::F8E4M3, 0);
+  Graph g = b.finish({h, q, s});
+  FusionPlan p = plan_fusion(g);
+  REQUIRE(p.groups.size() == 1);
+  const FusionGroup& grp = p.groups[0];
+  CHECK(grp.kind == GroupKind::RowReduce);
+  CHECK(grp.nodes.size() == 3);
+  CHECK(grp.outputs == std::vector<ValueId>{h.id(), q.id(), s.id()});
+  CHECK(grp.internal == std::vector<ValueId>{n.id()});  // the normalised row never reaches memory
+  // Unfused: add, rms_norm and the quantize, which is a row kernel of its own.
+  FusionPlan u = plan_fusion(g, FusionOptions{false});
+  REQUIRE(u.groups.size() == 3);
+  CHECK(u.groups[2].kind == GroupKind::RowReduce);
+}
+
+TEST_CASE("a dynamic quantize joins its row kernel even when the row is also read elsewhere", "[fusion]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::F32, {Dim::sym("T"), 16});
+  auto sm = b.softmax(x).named("p");
+  auto c = b.cast(sm, DType::BF16).named("c");
+  auto [q, s] = b.dynamic_quantize(c, DType::I8, 0);
+  auto e = b.exp(c).named("e");
+  Graph g = b.finish({q, s, e});
+  FusionPlan p = plan_fusion(g);
+  REQUIRE(p.groups.size() == 2);
+  CHECK(p.groups[0].kind == GroupKind::RowReduce);
+  CHECK(p.groups[0].nodes.size() == 3);  // softmax, its cast epilogue, the quantize
+  CHECK(std::find(p.groups[0].outputs.begin(), p.groups[0].outputs.end(), c.id()) != p.groups[0].outputs.end());
+  CHECK(p.groups[1].kind == GroupKind::Elementwise);
+}
+
+TEST_CASE("dynamic quantizes that are not per row are not pointwise and get no row kernel", "[fusion]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::F32, {Dim::sym("T"), 16});
+  auto a = b.silu(x).named("a");
+  auto [qt, st] = b.dynamic_quantize(a, DType::F8E4M3);     // one scale for the whole tensor
+  auto [qc, sc] = b.dynamic_quantize(x, DType::I8, 1);      // one scale per column
+  auto [qr, sr] = b.dynamic_quantize(a, DType::F8E5M2, 0);  // per row, with the silu as prologue
+  Graph g = b.finish({qt, st, qc, sc, qr, sr});
+  CHECK_FALSE(is_pointwise(g.node(1)));
+  CHECK(is_row_quantize(g, g.node(3)));
+  CHECK_FALSE(is_row_quantize(g, g.node(1)));
+  CHECK_FALSE(is_row_quantize(g, g.node(2)));
+  FusionPlan p = plan_fusion(g);
+  std::vector<GroupKind> kinds;
+  for (const auto& grp : p.groups) kinds.push_back(grp.kind);
+  CHECK(kinds == std::vector<GroupKind>{GroupKind::RowReduce, GroupKind::Reduce, GroupKind::Reduce});
+  CHECK(p.groups[0].nodes == std::vector<NodeId>{0, 3});
+}

@@ -316,6 +316,34 @@ TEST_CASE("quantize per tensor and per channel", "[shape]") {
   CHECK(b.dequantize(q, s1, DType::BF16).type().str() == "bf16[T, 64]");
 }
 
+TEST_CASE("quantize without a scale returns the codes and the scale it computes", "[shape]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::BF16, {T, 64});
+  auto [q, s] = b.dynamic_quantize(x, DType::F8E4M3, 0);
+  CHECK(q.type().str() == "f8e4m3[T, 64]");
+  CHECK(s.type().str() == "f32[T]");
+  CHECK(b.dynamic_quantize(x, DType::I8, -1).second.type().str() == "f32[64]");
+  CHECK(b.dynamic_quantize(x, DType::F8E5M2).second.type().str() == "f32[]");
+  // The scale it returns is exactly the operand the static form takes.
+  CHECK(b.quantize(x, s, DType::F8E4M3, 0).type().str() == "f8e4m3[T, 64]");
+}
+
+TEST_CASE("quantize without a scale: axis, dtypes and result count are checked", "[shape]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::BF16, {T, 64});
+  auto i = b.input("i", DType::I32, {T, 64});
+  CHECK(error_of([&] { b.dynamic_quantize(x, DType::I8, 2); }) == "quantize: axis 2 is out of range for rank 2");
+  CHECK(error_of([&] { b.dynamic_quantize(x, DType::F16, 0); }) ==
+        "quantize: attribute 'dtype' must be one of \"f8e4m3\", \"f8e5m2\", \"i8\", got f16");
+  CHECK(error_of([&] { b.dynamic_quantize(i, DType::I8, 0); }) ==
+        "quantize: x must have a floating-point dtype, got i32[T, 64]");
+  Attrs a;
+  a.set("dtype", DType::I8);
+  CHECK(error_of([&] { b.op(OpKind::Quantize, {x}, a, {}, {"q"}); }) ==
+        "quantize: produces 2 results but 1 name is given (without a scale operand quantize computes the scale and "
+        "returns it too: %q, %scale = quantize(%x) {...})");
+}
+
 TEST_CASE("quantize scale shape and target dtype are checked", "[shape]") {
   GraphBuilder b("g");
   auto x = b.input("x", DType::BF16, {T, 64});
