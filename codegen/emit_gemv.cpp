@@ -17,10 +17,11 @@ namespace lj {
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg) {
   const Graph& g = ctx.graph();
   const FusionGroup& grp = ctx.group();
-  const ValueId x = op.x, wt = op.w, y = op.y;
-  const int64_t N = op.n, K = op.k;
+  const ValueId x = op.x, wt = op.w;
+  // SwiGLU: a warp owns output column n and reads both W rows behind it (gate n, up N + n).
+  const int64_t N = op.n_out, K = op.k;
   const Shape& xs = g.value(x).type.shape;
-  const DType xt = op.xt, wdt = op.wt, yt = op.yt;
+  const DType xt = op.xt, wdt = op.wt, ot = g.value(op.out).type.dtype;
   const int widest = std::max(dtype_bytes(xt), dtype_bytes(wdt));
   // V: 16 bytes per load where every row of x and W starts aligned; a K that no width divides (or
   // a view at an odd offset) falls back to narrower loads, down to scalars.
@@ -37,7 +38,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   const bool k_tail = K % step != 0;
 
   ctx.add_group_params();
-  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), py = ctx.buffer_param(y, true);
+  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = ctx.buffer_param(op.out, true);
   const char* tx = c_type(xt);
   const char* tw = c_type(wdt);
   const std::string xn = g.value(x).name, wn = g.value(wt).name;
@@ -46,8 +47,12 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   ctx.header_comment(w);
   w.line("#include \"layerjit/vec.cuh\"");
   w.line("#include \"layerjit/reduce.cuh\"");
+  if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
-  w.line("constexpr lj_i64 N = {};  // output columns: rows of %{}", N, wn);
+  if (op.glu)
+    w.line("constexpr lj_i64 N = {};  // output columns: silu(gate) * up, gate rows [0, N) and up rows [N, 2N) of %{}", N, wn);
+  else
+    w.line("constexpr lj_i64 N = {};  // output columns: rows of %{}", N, wn);
   w.line("constexpr lj_i64 K = {};  // reduction length", K);
   w.line("constexpr int MT = {};  // rows of %{} per pass over %{}: fp32 accumulators per lane", mt, xn, wn);
   w.line("constexpr int V = {};  // elements per load ({} bytes)", vec, vec * widest);
@@ -101,6 +106,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     w.line("if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(rows), xn);
     w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, "n", "0", "wc"));
+    if (op.glu) w.line("const {}* __restrict__ w_up = {} + {};", tw, pw, row_address(w, ctx, wt, "(N + n)", "0", "wu"));
     w.comment("Rows of %" + xn + " in chunks of MT; %" + wn + " is streamed once per chunk.");
     auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += MT)");
     w.line("const int rows = M - m0 < MT ? (int)(M - m0) : MT;");
@@ -111,19 +117,27 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
       w.line("const lj_i64 m = m0 + (i < rows ? i : 0);  // rows past M are never read");
       w.line("x_row[i] = {};", row_address(w, ctx, x, "m", "0", "xc"));
     }
-    w.line("float acc[MT];");
+    w.put(op.glu ? "float acc[MT], acc_up[MT];" : "float acc[MT];");
     {
       auto sw = w.scope("switch (rows)");
-      for (int r = 1; r <= mt; ++r) w.line("case {}: lj_gemv_pass<{}>(w_row, {}, x_row, lane, acc); break;", r, r, px);
+      for (int r = 1; r <= mt; ++r) {
+        if (op.glu)
+          w.line("case {}: lj_gemv_pass<{}>(w_row, {}, x_row, lane, acc); lj_gemv_pass<{}>(w_up, {}, x_row, lane, acc_up); break;", r,
+                 r, px, r, px);
+        else
+          w.line("case {}: lj_gemv_pass<{}>(w_row, {}, x_row, lane, acc); break;", r, r, px);
+      }
     }
     w.line("#pragma unroll");
     auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
     w.line("if (i >= rows) break;  // uniform across the warp");
     w.line("const float sum = lj_warp_sum(acc[i]);");
+    if (op.glu) w.line("const float sum_up = lj_warp_sum(acc_up[i]);");
     w.line("const lj_i64 m = m0 + i;");
     auto store = w.scope("if (lane == 0)");
-    w.line("{}[{}] = lj_from_float<{}>(sum);  // %{}", py, row_address(w, ctx, y, "m", "n", "yc"), c_type(yt),
-           g.value(y).name);
+    emit_epilogue_element(w, ctx, op, "m", "n", op.glu ? std::vector<std::string>{"sum", "sum_up"} : std::vector<std::string>{"sum"},
+                          "r", "");
+    w.line("{}[{}] = lj_from_float<{}>(r);  // %{}", po, row_address(w, ctx, op.out, "m", "n", "yc"), c_type(ot), g.value(op.out).name);
   }
 
   GeneratedKernel k;

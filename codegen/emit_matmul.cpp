@@ -5,8 +5,10 @@
 #include "codegen/emit_matmul.h"
 
 #include <algorithm>
+#include <map>
 
 #include "codegen/emitters.h"
+#include "layerjit/text.h"
 
 namespace lj {
 
@@ -30,15 +32,48 @@ std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, co
   return a;
 }
 
+namespace {
+
+// The split of y into two equal halves along its last axis, if that is how y is used.
+const Node* halves_split(const Graph& g, ValueId y) {
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::Split || n.operands[0] != y || n.results.size() != 2) continue;
+    const Shape& a = g.value(n.results[0]).type.shape;
+    const Shape& b = g.value(n.results[1]).type.shape;
+    if (a == b && a.size() == g.value(y).type.shape.size()) return &n;
+  }
+  return nullptr;
+}
+
+bool is_pointwise(OpKind k) {
+  switch (k) {
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Silu:
+    case OpKind::Gelu:
+    case OpKind::Relu:
+    case OpKind::Exp:
+    case OpKind::Rsqrt:
+    case OpKind::Cast:
+    case OpKind::Quantize:
+    case OpKind::Dequantize: return true;
+    default: return false;
+  }
+}
+
+bool reads(const Node& n, ValueId v) { return std::find(n.operands.begin(), n.operands.end(), v) != n.operands.end(); }
+
+}  // namespace
+
 MatmulOperands matmul_operands(const KernelContext& ctx) {
   const Graph& g = ctx.graph();
   const FusionGroup& grp = ctx.group();
-  // Epilogue fusion into the matmul comes with the planner's GEMM patterns; until then a matmul
-  // group is exactly one matmul node.
-  if (grp.nodes.size() != 1 || g.node(grp.nodes[0]).kind != OpKind::Matmul) {
-    throw UserError(fmt::format("{}: a matmul group with fused nodes has no kernel yet (epilogue fusion: issue 6)",
-                                ctx.kernel_name()));
-  }
+  auto unsupported = [&](const std::string& why) {
+    return UserError(fmt::format("{}: the matmul kernels cannot implement this group: {}", ctx.kernel_name(), why));
+  };
+  if (grp.nodes.empty() || g.node(grp.nodes[0]).kind != OpKind::Matmul) throw unsupported("its first node is not a matmul");
   MatmulOperands op;
   op.node = grp.nodes[0];
   const Node& mm = g.node(op.node);
@@ -54,7 +89,85 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
            ctx.kernel_name(), g.value(op.x).name, g.value(op.w).name);
   op.rows = dim_product(Shape(xs.begin(), xs.end() - 1));
   op.xt = g.value(op.x).type.dtype, op.wt = g.value(op.w).type.dtype, op.yt = g.value(op.y).type.dtype;
+  op.out = op.y;
+  op.n_out = op.n;
+
+  size_t i = 1;
+  const std::vector<NodeId>& nodes = grp.nodes;
+  if (i < nodes.size() && g.node(nodes[i]).kind == OpKind::Silu) {
+    const Node* split = halves_split(g, op.y);
+    if (!split || g.node(nodes[i]).operands[0] != split->results[0] || i + 1 >= nodes.size())
+      throw unsupported("a silu after the matmul must read the first half of its split (SwiGLU)");
+    const Node& silu = g.node(nodes[i]);
+    const Node& mul = g.node(nodes[i + 1]);
+    if (mul.kind != OpKind::Mul || !reads(mul, silu.results[0]) || !reads(mul, split->results[1]))
+      throw unsupported("SwiGLU is silu(gate) * up over the two halves of the matmul's output");
+    op.glu = true;
+    op.gate = split->results[0], op.up = split->results[1];
+    op.n_out = op.n / 2;
+    op.epilogue = {nodes[i], nodes[i + 1]};
+    op.out = mul.results[0];
+    i += 2;
+  }
+  for (; i < nodes.size(); ++i) {
+    const Node& n = g.node(nodes[i]);
+    if (!is_pointwise(n.kind) || !reads(n, op.out) || g.value(n.results[0]).type.shape != g.value(op.out).type.shape)
+      throw unsupported(fmt::format("{} is not a pointwise op over the matmul's output", print_node(g, nodes[i])));
+    op.epilogue.push_back(nodes[i]);
+    op.out = n.results[0];
+  }
+  if (grp.outputs.size() != 1 || grp.outputs[0] != op.out)
+    throw unsupported(fmt::format("it must store exactly one value, the end of the epilogue %{}", g.value(op.out).name));
   return op;
+}
+
+void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
+                           const std::string& n, const std::vector<std::string>& acc, const std::string& result,
+                           const std::string& stem) {
+  const Graph& g = ctx.graph();
+  const FusionGroup& grp = ctx.group();
+  if (op.epilogue.empty()) {  // the store rounds the fp32 sum once
+    w.line("const float {} = {};", result, acc.at(0));
+    return;
+  }
+  std::map<ValueId, std::string> reg;
+  const std::string base = "t" + stem + "_";
+  w.line("float {};", result);
+  auto def = [&](ValueId v, const std::string& expr) {
+    const std::string t = base + ident(g.value(v).name);
+    w.line("const float {} = {};  // %{}", t, rounded_expr(g.value(v).type.dtype, expr), g.value(v).name);
+    reg[v] = t;
+  };
+  if (op.glu) {
+    def(op.gate, acc.at(0));
+    def(op.up, acc.at(1));
+  } else {
+    def(op.y, acc.at(0));
+  }
+  // Group inputs the epilogue reads, at (m, n) of the output's iteration space.
+  const Shape& space = g.value(op.out).type.shape;
+  const int rank = static_cast<int>(space.size());
+  std::vector<std::string> coords = emit_coords(w, Shape(space.begin(), space.end() - 1), m, "e" + stem);
+  coords.push_back(n);
+  std::map<OperandRead, std::string> loaded;
+  for (NodeId id : op.epilogue) {
+    const Node& node = g.node(id);
+    for (int k = 0; k < static_cast<int>(node.operands.size()); ++k) {
+      const OperandRead rd = operand_read(g, node, k, rank);
+      if (reg.count(rd.value) || loaded.count(rd)) continue;
+      if (std::find(grp.inputs.begin(), grp.inputs.end(), rd.value) == grp.inputs.end()) continue;  // computed below
+      const std::string r = fmt::format("v{}_{}{}", stem, ident(g.value(rd.value).name), rd.axis >= 0 ? fmt::format("_axis{}", rd.axis) : "");
+      w.line("const float {} = lj_to_float({}[{}]);  // %{}", r, ctx.buffer_param(rd.value, false),
+             ctx.address(rd.value, space, coords, rd.axis), g.value(rd.value).name);
+      loaded[rd] = r;
+    }
+  }
+  // emit_pointwise_node names its temporaries t_<value>: a scope per element keeps them apart.
+  {
+    auto scope = w.scope("");
+    for (NodeId id : op.epilogue) emit_pointwise_node(w, g, id, rank, grp.inputs, loaded, reg, {});
+    w.line("{} = {};", result, reg.at(op.out));
+  }
 }
 
 MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {

@@ -14,7 +14,7 @@ void SourceWriter::blank() { out_ += '\n'; }
 void SourceWriter::comment(std::string_view text) { put(fmt::format("// {}", text)); }
 
 SourceWriter::Scope SourceWriter::scope(std::string_view head, std::string_view closing) {
-  put(fmt::format("{} {{", head));
+  put(head.empty() ? std::string("{") : fmt::format("{} {{", head));
   ++indent_;
   return Scope(*this, closing);
 }

@@ -82,6 +82,7 @@ int cmd_compile(const std::vector<std::string>& args) {
   if (!target.ok() || target->ptx_only) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
   EmitOptions eo;
   eo.sm = target->sm;
+  eo.hint = o.bindings;  // --bind picks each matmul's kernel (GEMV for a few rows, else the GEMM)
   Module m = load_module(o);
 
   std::error_code ec;
@@ -161,7 +162,7 @@ int cmd_compile(const std::vector<std::string>& args) {
                     {"cache_key", results[i]->key.hex()},
                     {"files", files},
                     {"params", params_json(*owner[i], k)},
-                    {"launch", {{"grid_x", "ceil(" + k.launch.work.str() + " / " + std::to_string(k.launch.per_block) + ")"},
+                    {"launch", {{"grid_x", k.launch.str()},
                                 {"threads", k.launch.threads},
                                 {"dynamic_shared_bytes", k.launch.shared_bytes}}},
                     {"compile_ms", p.seconds * 1e3},

@@ -98,6 +98,12 @@ UseMap::UseMap(const Graph& g) : users_(g.values().size()), is_output_(g.values(
 bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>& group, NodeId candidate) {
   std::vector<NodeId> members = group;
   members.push_back(candidate);
+  // Views of a member's results are aliases of memory the group writes (or keeps): no kernel of their
+  // own, so a path through them does not leave the group (silu(split(matmul)[0]) joining the matmul).
+  for (size_t i = 0; i < members.size(); ++i)
+    for (ValueId r : g.node(members[i]).results)
+      for (NodeId u : uses.users(r))
+        if (is_view(g.node(u).kind) && std::find(members.begin(), members.end(), u) == members.end()) members.push_back(u);
   auto inside = [&](NodeId n) { return std::find(members.begin(), members.end(), n) != members.end(); };
   // Walk forward from every edge that leaves the would-be group; reaching a member again is a cycle.
   std::vector<bool> seen(g.nodes().size(), false);

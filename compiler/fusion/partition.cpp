@@ -1,16 +1,21 @@
 // plan_fusion: covers a graph with fusion groups by pattern, largest first:
 //   1. RoPE: a rope_table, every rope using its tables, and every kv_cache_write at the same
 //      positions (one kernel computes the angles, rotates q and k, writes the caches);
-//   2. row reductions (rms_norm, layer_norm, softmax) with an elementwise prologue of the same shape
+//   2. matmuls with their epilogue: SwiGLU of the two halves of a gate/up projection, then pointwise
+//      nodes each reading the previous value (bias, residual add, activation, cast/quantize). A
+//      residual add goes to the matmul before the row reduction after it can take it as a prologue:
+//      the sum is then written once by the matmul instead of the product being written and read back;
+//   3. row reductions (rms_norm, layer_norm, softmax) with an elementwise prologue of the same shape
 //      (the residual add), an elementwise/cast epilogue, and a per-row dynamic quantize of the
 //      result (the row's amax, scale and codes in the same kernel: the normalised row never reaches
 //      device memory unless something else reads it);
-//   3. per-row dynamic quantizes not taken by a reduction, with an elementwise prologue;
-//   4. maximal elementwise chains over one iteration space (SwiGLU: silu(gate) * up);
-//   5. every other op alone (matmul and attention get their own kernels; later issues fuse into them).
+//   4. per-row dynamic quantizes not taken by a reduction, with an elementwise prologue;
+//   5. maximal elementwise chains over one iteration space (SwiGLU: silu(gate) * up);
+//   6. every other op alone (attention gets its own kernel; a later issue fuses into it).
 // Views (reshape, split) are aliases and get no kernel. Group order is a topological order of the
 // group graph with ties broken by the first node, so plans are deterministic.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -37,6 +42,8 @@ class Partitioner {
     if (opts_.fuse) {
       for (NodeId n = 0; n < num_nodes(); ++n)
         if (kind(n) == OpKind::RopeTable && owner(n) == kUnassigned) grow_rope(n);
+      for (NodeId n = 0; n < num_nodes(); ++n)
+        if (kind(n) == OpKind::Matmul && owner(n) == kUnassigned) grow_matmul(n);
       for (NodeId n = 0; n < num_nodes(); ++n)
         if (is_row_reduction(kind(n)) && owner(n) == kUnassigned) grow_row_reduction(n);
       for (NodeId n = 0; n < num_nodes(); ++n)
@@ -99,6 +106,40 @@ class Partitioner {
         if (kind(u) == OpKind::Rope) try_absorb(gid, u, "rotation");
     for (NodeId u : uses_.users(pos))
       if (kind(u) == OpKind::KvCacheWrite && g_.node(u).operands[2] == pos) try_absorb(gid, u, "cache write at the same positions");
+  }
+
+  // Epilogue of a matmul: SwiGLU of its two halves (split -> silu(first) * second), then a chain of
+  // pointwise nodes each reading the previous value (bias, residual add, activation, cast/quantize).
+  // Every step's input must have no other reader: the kernel keeps it in registers only.
+  void grow_matmul(NodeId mm) {
+    int gid = new_group(GroupKind::Matmul, mm);
+    ValueId cur = g_.node(mm).results[0];
+    auto sole_user = [&](ValueId v) -> NodeId {
+      const auto& users = uses_.users(v);
+      return users.size() == 1 && !uses_.is_output(v) ? users[0] : -1;
+    };
+    if (NodeId s = sole_user(cur); s >= 0 && kind(s) == OpKind::Split && g_.node(s).results.size() == 2) {
+      const Node& split = g_.node(s);
+      const ValueId gate = split.results[0], up = split.results[1];
+      const NodeId act = sole_user(gate), mul = sole_user(up);
+      const Shape& out_shape = g_.value(cur).type.shape;
+      const int64_t rank = static_cast<int64_t>(out_shape.size());
+      const int64_t axis = split.attrs.get_int("axis") < 0 ? split.attrs.get_int("axis") + rank : split.attrs.get_int("axis");
+      const bool halves = g_.value(gate).type.shape == g_.value(up).type.shape && axis == rank - 1;
+      if (halves && act >= 0 && mul >= 0 && kind(act) == OpKind::Silu && kind(mul) == OpKind::Mul &&
+          sole_user(g_.node(act).results[0]) == mul) {
+        if (try_absorb(gid, act, "SwiGLU gate, computed from the accumulators") &&
+            try_absorb(gid, mul, fmt::format("SwiGLU: silu({}) * {} in the epilogue; {} never reaches memory, the output is half as wide",
+                                              vname(gate), vname(up), vname(cur))))
+          cur = g_.node(mul).results[0];
+      }
+    }
+    for (NodeId u = sole_user(cur); u >= 0 && is_pointwise(g_.node(u)) &&
+                                    g_.value(g_.node(u).results[0]).type.shape == g_.value(cur).type.shape;
+         u = sole_user(cur)) {
+      if (!try_absorb(gid, u, fmt::format("epilogue on each output element of {} before its one store", vname(cur)))) break;
+      cur = g_.node(u).results[0];
+    }
   }
 
   // Prologue: an elementwise producer of the reduced operand with the same shape (residual add).
@@ -246,17 +287,34 @@ class Partitioner {
 
   void fill_io(FusionGroup& grp, int gid) {
     auto in_group = [&](NodeId n) { return n >= 0 && owner(n) == gid; };
+    // A view of a value computed in the group is computed in the group (the two halves of a fused
+    // SwiGLU projection); a value escapes when a reader outside the group sees it, through views too.
+    auto made_inside = [&](ValueId v) {
+      for (NodeId p = producer(v); p >= 0; p = producer(v)) {
+        if (!is_view(kind(p))) return in_group(p);
+        v = g_.node(p).operands[0];
+      }
+      return false;
+    };
+    std::function<bool(ValueId)> escapes = [&](ValueId v) {
+      if (uses_.is_output(v)) return true;
+      for (NodeId u : uses_.users(v)) {
+        if (!is_view(kind(u))) {
+          if (!in_group(u)) return true;
+          continue;
+        }
+        for (ValueId r : g_.node(u).results)
+          if (escapes(r)) return true;
+      }
+      return false;
+    };
     for (NodeId n : grp.nodes) {
       for (ValueId v : g_.node(n).operands)
-        if (!in_group(producer(v)) && std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end())
-          grp.inputs.push_back(v);
-      for (ValueId r : g_.node(n).results) {
-        bool escapes = uses_.is_output(r);
-        for (NodeId u : uses_.users(r)) escapes = escapes || !in_group(u);
-        (escapes ? grp.outputs : grp.internal).push_back(r);
-      }
+        if (!made_inside(v) && std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end()) grp.inputs.push_back(v);
+      for (ValueId r : g_.node(n).results) (escapes(r) ? grp.outputs : grp.internal).push_back(r);
     }
   }
+
 
   const Graph& g_;
   FusionOptions opts_;

@@ -82,8 +82,8 @@ TEST_CASE("matmul groups at decode sizes get the GEMV kernel with one warp per o
     if (grp.kind != GroupKind::Matmul) continue;
     REQUIRE(has_emitter(grp.kind));
     GeneratedKernel k = emit_group(g, grp, eo);
-    const ValueId w = g.node(grp.nodes[0]).operands[1];
-    const int64_t n = g.value(w).type.shape[0].value();
+    // Output columns: W's rows, or half of them where the SwiGLU of gate/up is fused.
+    const int64_t n = g.value(grp.outputs[0]).type.shape.back().value();
     INFO(k.source);
     // grid.x = ceil(N / 8): 8 warps per CTA, each owning one column.
     CHECK(k.launch.work.constant == n);

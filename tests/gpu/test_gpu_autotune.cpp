@@ -40,7 +40,8 @@ TEST_CASE("the autotuner rejects a wrong candidate and survives broken ones", "[
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
   const Graph g = matmul_graph(129, 1000);
-  const FusionGroup& grp = plan_fusion(g).groups.at(0);
+  const FusionPlan plan = plan_fusion(g);
+  const FusionGroup& grp = plan.groups.at(0);
   Bindings b;
   b.set("M", 300);
   EmitOptions eo;
@@ -133,7 +134,8 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   REQUIRE(db->enabled());
   // K = 1000 (a tail), N = 300 (past a tile edge), M = 700 is tuned at its bucket's top, 1024.
   const Graph g = matmul_graph(300, 1000);
-  const FusionGroup& grp = plan_fusion(g).groups.at(0);
+  const FusionPlan plan = plan_fusion(g);
+  const FusionGroup& grp = plan.groups.at(0);
   Bindings b;
   b.set("M", 700);
   tune::TuneSettings s;

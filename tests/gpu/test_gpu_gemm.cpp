@@ -108,3 +108,55 @@ graph @rank3(%x: bf16[M, 3, 64], %w: param bf16[129, 64]) {
   uint64_t seed = 710;
   for (const Graph& g : m.graphs) check(g, 131, emit, ++seed);
 }
+
+TEST_CASE("fused epilogues match the reference in both kernel families", "[gpu][gemm]") {
+  // Each graph must plan as ONE matmul group (the epilogue fused); N and K are odd where the load
+  // paths allow it, SwiGLU halves have 129 and 7 columns (not multiples of the 8-column pairing).
+  Module m = parse_module(R"(
+graph @bias_gelu(%x: bf16[M, 1000], %w: param bf16[129, 1000], %b: param bf16[129]) {
+  %y = matmul(%x, %w)
+  %z = add(%y, %b)
+  %a = gelu(%z)
+  return %a
+}
+graph @residual(%x: bf16[M, 127], %w: param bf16[130, 127], %r: bf16[M, 130]) {
+  %y = matmul(%x, %w)
+  %h = add(%r, %y)
+  return %h
+}
+graph @swiglu(%x: bf16[M, 1000], %w: param bf16[258, 1000]) {
+  %gu = matmul(%x, %w)
+  %g, %u = split(%gu) {axis = 1, sizes = [129, 129]}
+  %s = silu(%g)
+  %a = mul(%s, %u)
+  return %a
+}
+graph @swiglu_f32(%x: bf16[M, 64], %w: param bf16[14, 64], %r: f32[M, 7]) {
+  %gu = matmul(%x, %w)
+  %g, %u = split(%gu) {axis = 1, sizes = [7, 7]}
+  %s = silu(%g)
+  %a = mul(%u, %s)
+  %c = cast(%a) {dtype = f32}
+  %o = add(%c, %r)
+  return %o
+}
+graph @quantized(%x: bf16[M, 256], %w: param bf16[96, 256], %s: f32[96]) {
+  %y = matmul(%x, %w)
+  %q = quantize(%y, %s) {dtype = f8e4m3, axis = 1}
+  return %q
+}
+)",
+                          "<gemm epilogues>");
+  uint64_t seed = 900;
+  for (const Graph& g : m.graphs) {
+    REQUIRE(plan_fusion(g).groups.size() == 1);
+    for (int64_t rows : {1, 7, 129, 300}) {
+      EmitOptions mma;  // no hint: the tensor-core GEMM
+      check(g, rows, mma, ++seed);
+      EmitOptions gemv;
+      gemv.matmul = MatmulConfig{};
+      gemv.matmul->family = MatmulConfig::Family::Gemv;
+      check(g, rows, gemv, ++seed);
+    }
+  }
+}

@@ -72,7 +72,8 @@ struct lj_gemm {
     }
   }
 
-  // acc += x[m0 .. m0+BM, :] * w[n0 .. n0+BN, :]^T. x_row(m) / w_row(n): element offsets of row starts.
+  // acc += x[m0 .. m0+BM, :] * w[n0 .. n0+BN, :]^T. x_row(m) / w_row(n): element offsets of row starts
+  // (w_row may remap columns to rows, e.g. interleaving gate and up rows, and returns -1 for none).
   template <class XRow, class WRow>
   static __device__ __forceinline__ void mainloop(const T* __restrict__ x, const T* __restrict__ w, XRow x_row, WRow w_row,
                                                   lj_i64 M, lj_i64 m0, lj_i64 n0, float (&acc)[MI][NI][4], T* smem) {
@@ -92,8 +93,9 @@ struct lj_gemm {
     for (int j = 0; j < B_LOADS; ++j) {
       const int i = tid + j * THREADS;
       const lj_i64 n = n0 + i / CHUNKS;
-      b_ok[j] = n < N;
-      b_row[j] = b_ok[j] ? w + w_row(n) : w;
+      const lj_i64 r = n < N ? w_row(n) : -1;  // w_row < 0: no such row (a gap of a remapped tile)
+      b_ok[j] = r >= 0;
+      b_row[j] = b_ok[j] ? w + r : w;
     }
 
     auto load = [&](int stage, lj_i64 kt) {
@@ -167,6 +169,29 @@ struct lj_gemm {
       write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
     }
     lj_cp_async_wait<0>();
+  }
+
+  // SwiGLU tiles: virtual column v maps to output column (v / 16) * 8 + v % 8 of the gate (v / 8 even)
+  // or up (odd) projection (see the emitter's w_row), so a thread's accumulator tiles ni = 2q and
+  // 2q + 1 hold the gate and up sums of the same output columns. Calls f(m, c, g0, g1, u0, u1) for
+  // output columns c, c + 1 (c even; c + 1 may be n_out) of every row m < M, c < n_out.
+  template <class F>
+  static __device__ __forceinline__ void for_each_glu(const float (&acc)[MI][NI][4], lj_i64 M, lj_i64 m0, lj_i64 n0, lj_i64 n_out, F f) {
+    static_assert(NI % 2 == 0, "gate and up tiles come in pairs");
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int wm = warp % WM, wn = warp / WM;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int q = 0; q < NI / 2; ++q)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const lj_i64 m = m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
+          const lj_i64 v = n0 + wn * WTN + q * 16 + (lane & 3) * 2;  // a gate column: v % 16 < 8
+          const lj_i64 c = (v >> 4) * 8 + (v & 7);
+          if (m < M && c < n_out)
+            f(m, c, acc[mi][2 * q][2 * h], acc[mi][2 * q][2 * h + 1], acc[mi][2 * q + 1][2 * h], acc[mi][2 * q + 1][2 * h + 1]);
+        }
   }
 
   // Calls f(m, n, acc[m][n], acc[m][n + 1]) for every accumulator pair of this thread inside [M, N)
