@@ -65,6 +65,7 @@ struct OperandRead {
   ValueId value = -1;
   int axis = -1;
   bool operator<(const OperandRead& o) const { return value != o.value ? value < o.value : axis < o.axis; }
+  bool operator==(const OperandRead&) const = default;
 };
 OperandRead operand_read(const Graph& g, const Node& n, int index, int space_rank);
 

@@ -3,6 +3,10 @@
 // mma.sync m16n8k16); this emitter specialises it on the tile config, the constant N and K, and the
 // operands' alignment, and writes the parts that depend on the graph: row addressing of x, W and y
 // (views, leading dims) and the epilogue that rounds each fp32 accumulator to y's dtype once.
+#include <algorithm>
+#include <map>
+#include <optional>
+
 #include "codegen/emit_matmul.h"
 #include "layerjit/text.h"
 
@@ -23,8 +27,6 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // cp.async moves 16-byte chunks: every row of x and W must start 16-byte aligned (K % 8 == 0 and
   // aligned view offsets); otherwise element loads fill the same shared-memory layout.
   const bool async = ctx.vector_width({op.x, op.w}, xs, 8) == 8;
-  // Pairs of adjacent outputs (n even) are stored as one 2-element access where the rows allow it.
-  const bool pair_store = ctx.vector_width({op.out}, os, 2) == 2;
   // SwiGLU: the tile's columns interleave 8 gate and 8 up rows of W per 16 (see lj_gemm::for_each_glu).
   const int64_t virtual_n = op.glu ? (op.n_out + 7) / 8 * 16 : op.n;
 
@@ -75,29 +77,71 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     }
     w.comment(print_node(g, op.node));
     w.line("Gemm::mainloop({}, {}, x_row, w_row, M, m0, n0, acc, reinterpret_cast<{}*>(lj_smem));", px, pw, tx);
-    w.comment(op.epilogue.empty() ? "Epilogue: each fp32 sum rounded to %" + on + "'s dtype once."
-                                  : "Epilogue: the fused nodes per output element, in registers; only %" + on + " is stored.");
-    const std::string head = op.glu ? "Gemm::for_each_glu(acc, M, m0, n0, N_OUT, [&](lj_i64 m, lj_i64 n, float g0, float g1, float u0, float u1)"
-                                    : "Gemm::for_each_pair(acc, M, m0, n0, [&](lj_i64 m, lj_i64 n, float v0, float v1)";
-    auto lam = w.scope(head, "});");
-    const std::vector<std::string> acc0 = op.glu ? std::vector<std::string>{"g0", "u0"} : std::vector<std::string>{"v0"};
-    const std::vector<std::string> acc1 = op.glu ? std::vector<std::string>{"g1", "u1"} : std::vector<std::string>{"v1"};
-    emit_epilogue_element(w, ctx, op, "m", "n", acc0, "r0", "0");
-    w.line("const lj_i64 at = {};", row_address(w, ctx, op.out, "m", "n", "yc"));
-    {
-      auto both = w.scope("if (n + 1 < N_OUT)");
-      emit_epilogue_element(w, ctx, op, "m", "(n + 1)", acc1, "r1", "1");
-      if (pair_store) {
-        w.line("lj_pack<{}, 2> p;", to);
-        w.line("p.v[0] = lj_from_float<{}>(r0);", to);
-        w.line("p.v[1] = lj_from_float<{}>(r1);", to);
-        w.line("*reinterpret_cast<lj_pack<{}, 2>*>({} + at) = p;", to, po);
-      } else {
-        w.line("{}[at] = lj_from_float<{}>(r0);", po, to);
-        w.line("{}[{}] = lj_from_float<{}>(r1);", po, row_address(w, ctx, op.out, "m", "(n + 1)", "yd"), to);
+    const char* ty = c_type(op.yt);
+    const int bn_out = op.glu ? cfg.bn / 2 : cfg.bn;
+    w.comment("Epilogue: the tile, rounded to %" + g.value(op.y).name + "'s dtype, staged in shared memory; each thread then takes");
+    w.comment(op.epilogue.empty() ? "8 consecutive outputs of a row and stores them as one access."
+                                  : "8 consecutive outputs of a row, applies the fused nodes in registers and stores only %" + on + ".");
+    w.line("Gemm::stage(acc, reinterpret_cast<{}*>(lj_smem));", ty);
+    w.line("const {}* tile = reinterpret_cast<const {}*>(lj_smem);", ty, ty);
+    w.line("constexpr int CHUNKS = {} / 8;  // 8-column chunks per tile row of %{}", bn_out, on);
+    if (op.glu)
+      w.line("const lj_i64 n0_out = n0 / 2;  // 16 tile columns (8 gate, 8 up) per 8 outputs");
+    else
+      w.line("const lj_i64 n0_out = n0;");
+    auto loop = w.scope(fmt::format("for (int i = threadIdx.x; i < {} * CHUNKS; i += Gemm::THREADS)", cfg.bm));
+    w.line("const int row = i / CHUNKS, cb = i % CHUNKS;");
+    w.line("const lj_i64 m = m0 + row, n = n0_out + cb * 8;");
+    w.line("if (m >= M || n >= N_OUT) continue;");
+    std::vector<std::string> acc;
+    if (op.glu) {
+      w.line("float gate[8], up[8];");
+      w.line("lj_load<{}, 8>(tile + row * Gemm::STAGE_LD + cb * 16, gate);", ty);
+      w.line("lj_load<{}, 8>(tile + row * Gemm::STAGE_LD + cb * 16 + 8, up);", ty);
+      acc = {"gate[j]", "up[j]"};
+    } else {
+      w.line("float y[8];");
+      w.line("lj_load<{}, 8>(tile + row * Gemm::STAGE_LD + cb * 8, y);", ty);
+      acc = {"y[j]"};
+    }
+    // Full 16-byte stores where every row of the output starts aligned and N_OUT % 8 == 0 (then a
+    // chunk that starts inside the row ends inside it); else element stores up to N_OUT.
+    const bool full = ctx.vector_width({op.out}, os, 8) == 8;
+    // Epilogue operands that vary along the row (a residual, a bias) are read 8 at a time where
+    // their rows allow 16-byte accesses too; the rest element by element in the loop below.
+    std::map<OperandRead, std::string> preloaded;
+    if (full) {
+      std::vector<std::string> coords;
+      for (const OperandRead& rd : epilogue_reads(ctx, op)) {
+        if (rd.axis >= 0 || !ctx.varies_innermost(rd.value, os) || ctx.vector_width({rd.value}, os, 8) != 8) continue;
+        if (coords.empty()) {
+          coords = emit_coords(w, Shape(os.begin(), os.end() - 1), "m", "ec");
+          coords.push_back("n");
+        }
+        const std::string r = "v_" + ident(g.value(rd.value).name);
+        w.line("float {}[8];  // %{}", r, g.value(rd.value).name);
+        w.line("lj_load<{}, 8>({} + {}, {});", c_type(g.value(rd.value).type.dtype), ctx.buffer_param(rd.value, false),
+               ctx.address(rd.value, os, coords), r);
+        preloaded[rd] = r + "[j]";
       }
     }
-    w.line("else {}[at] = lj_from_float<{}>(r0);", po, to);
+    w.line("float out[8];");
+    {
+      w.line("#pragma unroll");
+      auto j_loop = w.scope("for (int j = 0; j < 8; ++j)");
+      std::optional<SourceWriter::Scope> guard;
+      if (!full) guard.emplace(w.scope("if (n + j < N_OUT)"));
+      emit_epilogue_element(w, ctx, op, "m", "(n + j)", acc, "r", "", preloaded);
+      w.line("out[j] = r;");
+    }
+    if (full) {
+      w.line("lj_store<{}, 8>({} + {}, out);", to, po, row_address(w, ctx, op.out, "m", "n", "yc"));
+    } else {
+      const std::string at = row_address(w, ctx, op.out, "m", "(n + j)", "yc");  // emits the row's coordinates first
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < 8; ++j)");
+      w.line("  if (n + j < N_OUT) {}[{}] = lj_from_float<{}>(out[j]);", po, at, to);
+    }
   }
 
   GeneratedKernel k;
@@ -109,7 +153,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.launch.per_block = cfg.bm;
   k.launch.tiles_per_unit = (virtual_n + cfg.bn - 1) / cfg.bn;
   k.launch.threads = cfg.threads();
-  k.launch.shared_bytes = cfg.shared_bytes(dtype_bytes(op.xt));
+  // The epilogue reuses the pipeline's buffers for the staged tile; a few configs need more for it.
+  k.launch.shared_bytes = std::max(cfg.shared_bytes(dtype_bytes(op.xt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
   return k;
 }
 

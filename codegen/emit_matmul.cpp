@@ -121,9 +121,26 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   return op;
 }
 
+std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op) {
+  const Graph& g = ctx.graph();
+  const FusionGroup& grp = ctx.group();
+  const int rank = static_cast<int>(g.value(op.out).type.shape.size());
+  std::vector<OperandRead> out;
+  for (NodeId id : op.epilogue) {
+    const Node& node = g.node(id);
+    for (int k = 0; k < static_cast<int>(node.operands.size()); ++k) {
+      const OperandRead rd = operand_read(g, node, k, rank);
+      if (std::find(grp.inputs.begin(), grp.inputs.end(), rd.value) == grp.inputs.end()) continue;  // computed in the kernel
+      if (rd.value == op.x || rd.value == op.w) continue;
+      if (std::find(out.begin(), out.end(), rd) == out.end()) out.push_back(rd);
+    }
+  }
+  return out;
+}
+
 void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
                            const std::string& n, const std::vector<std::string>& acc, const std::string& result,
-                           const std::string& stem) {
+                           const std::string& stem, const std::map<OperandRead, std::string>& preloaded) {
   const Graph& g = ctx.graph();
   const FusionGroup& grp = ctx.group();
   if (op.epilogue.empty()) {  // the store rounds the fp32 sum once
@@ -149,18 +166,13 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
   const int rank = static_cast<int>(space.size());
   std::vector<std::string> coords = emit_coords(w, Shape(space.begin(), space.end() - 1), m, "e" + stem);
   coords.push_back(n);
-  std::map<OperandRead, std::string> loaded;
-  for (NodeId id : op.epilogue) {
-    const Node& node = g.node(id);
-    for (int k = 0; k < static_cast<int>(node.operands.size()); ++k) {
-      const OperandRead rd = operand_read(g, node, k, rank);
-      if (reg.count(rd.value) || loaded.count(rd)) continue;
-      if (std::find(grp.inputs.begin(), grp.inputs.end(), rd.value) == grp.inputs.end()) continue;  // computed below
-      const std::string r = fmt::format("v{}_{}{}", stem, ident(g.value(rd.value).name), rd.axis >= 0 ? fmt::format("_axis{}", rd.axis) : "");
-      w.line("const float {} = lj_to_float({}[{}]);  // %{}", r, ctx.buffer_param(rd.value, false),
-             ctx.address(rd.value, space, coords, rd.axis), g.value(rd.value).name);
-      loaded[rd] = r;
-    }
+  std::map<OperandRead, std::string> loaded = preloaded;
+  for (const OperandRead& rd : epilogue_reads(ctx, op)) {
+    if (loaded.count(rd)) continue;
+    const std::string r = fmt::format("v{}_{}{}", stem, ident(g.value(rd.value).name), rd.axis >= 0 ? fmt::format("_axis{}", rd.axis) : "");
+    w.line("const float {} = lj_to_float({}[{}]);  // %{}", r, ctx.buffer_param(rd.value, false),
+           ctx.address(rd.value, space, coords, rd.axis), g.value(rd.value).name);
+    loaded[rd] = r;
   }
   // emit_pointwise_node names its temporaries t_<value>: a scope per element keeps them apart.
   {

@@ -2,7 +2,9 @@
 // matmul node and row addressing of possibly-viewed operands.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "codegen/emit_common.h"
 
@@ -32,10 +34,14 @@ MatmulOperands matmul_operands(const KernelContext& ctx);
 /// Emits the epilogue of one output element at row `m`, column `n`: `acc` holds the fp32 sums (one
 /// for y, or gate and up with glu), rounded to y's dtype first as an unfused matmul would store them.
 /// Declares `<result>`, the fp32 value to store (without an epilogue: the sum itself). Loads of group inputs (bias,
-/// residual, scales) are emitted here; `stem` keeps coordinate names distinct per call.
+/// residual, scales) are emitted here unless `preloaded` has them (vector loads made by the caller);
+/// `stem` keeps coordinate names distinct per call.
 void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
                            const std::string& n, const std::vector<std::string>& acc, const std::string& result,
-                           const std::string& stem);
+                           const std::string& stem, const std::map<OperandRead, std::string>& preloaded = {});
+
+/// The group inputs the epilogue reads, each with how it is read (a per-channel scale follows its axis).
+std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op);
 
 /// The element offset of `v` at (leading coordinates of row `row`, `last`): emits the coordinate
 /// lines for rank > 2 operands and returns the expression. `stem` keeps names distinct per operand.

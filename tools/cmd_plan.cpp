@@ -8,18 +8,20 @@
 namespace lj::cli {
 
 const char* const kPlanUsage =
-    "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--no-fuse]\n"
+    "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--no-fuse | --no-matmul-epilogues]\n"
     "\n"
     "Shows how each graph of FILE (default: the built-in Llama-3-8B layer) is covered by fusion\n"
     "groups, one kernel each: the nodes a group absorbs, what it reads and writes in device memory,\n"
     "what it keeps on chip and why. With every symbol bound, also bytes moved and FLOPs per group,\n"
-    "and the totals against the unfused plan. --no-fuse shows the one-kernel-per-op baseline.\n";
+    "and the totals against the unfused plan. --no-fuse shows the one-kernel-per-op baseline;\n"
+    "--no-matmul-epilogues keeps every matmul alone (its epilogue ops become kernels of their own).\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   FusionOptions fo;
   for (const auto& a : args) {
     if (a == "--no-fuse") fo.fuse = false;
+    else if (a == "--no-matmul-epilogues") fo.matmul_epilogues = false;
     else rest.push_back(a);
   }
   GraphOptions o = parse_graph_options(rest);

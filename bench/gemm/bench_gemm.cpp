@@ -2,7 +2,8 @@
 // 4096x4096, gate_up 28672x4096, down 4096x14336) at M in {1, 16, 128, 4096} rows, bf16 in and out,
 // fp32 accumulation. Both libraries multiply the same buffers; inputs are rotated through enough
 // copies that no repeat finds its weight in L2. Reports time, TFLOP/s, GB/s (x + W + y bytes once)
-// and the ratio cuBLAS time / layerjit time (> 1: layerjit faster).
+// and the ratio cuBLAS time / layerjit time (> 1: layerjit faster). Then the fused epilogues: the
+// Llama MLP and the o projection + residual, fused plan against matmuls with separate epilogue kernels.
 //
 // --shape NAME / --m ROWS: only that shape / row count (for profiling one kernel).
 // --sweep: also times every config the pruner accepts at M = 16, 128 and 4096 and reports the best
@@ -170,6 +171,60 @@ int main(int argc, char** argv) {
         }
         sweep_lines.push_back(fmt::format("| {} | {} | {} | {:.4f} | {:.1f} | {:.2f} |", s.name, m, best_cfg, best,
                                           flops / (best * 1e-3) / 1e12, cms / best));
+      }
+    }
+  }
+  // Epilogue fusion: the Llama-3-8B MLP (gate/up projection, SwiGLU, down projection, residual add)
+  // and the attention output projection with its residual add, each as the fused plan (epilogues in
+  // the matmul kernels) against the plan that keeps matmuls alone (SwiGLU and the adds as kernels of
+  // their own), over the same buffers.
+  if (!only_shape) {
+    Module mods = parse_module(R"(
+graph @mlp(%x: bf16[M, 4096], %w_gate_up: param bf16[28672, 4096], %w_down: param bf16[4096, 14336]) {
+  %gate_up = matmul(%x, %w_gate_up)
+  %gate, %up = split(%gate_up) {axis = 1, sizes = [14336, 14336]}
+  %gate_act = silu(%gate)
+  %act = mul(%gate_act, %up)
+  %down = matmul(%act, %w_down)
+  %out = add(%x, %down)
+  return %out
+}
+graph @o_residual(%attn: bf16[M, 4096], %x: bf16[M, 4096], %w_o: param bf16[4096, 4096]) {
+  %o = matmul(%attn, %w_o)
+  %h = add(%x, %o)
+  return %h
+}
+)",
+                               "bench_gemm");
+    std::printf("\nEpilogue fusion (same buffers, default configs):\n\n");
+    std::printf("| graph | M | fused: kernels | ms | separate epilogues: kernels | ms | separate / fused time |\n");
+    std::printf("|-------|---|----------------|----|-----------------------------|----|-----------------------|\n");
+    for (const Graph& g : mods.graphs) {
+      for (int64_t m : {int64_t{1}, int64_t{16}, int64_t{4096}}) {
+        if (only_m && m != only_m) continue;
+        Bindings b;
+        b.set("M", m);
+        EmitOptions eo;
+        eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+        eo.sm = ctx.info().cc();
+        double ms[2];
+        size_t kernels[2];
+        for (int fused = 1; fused >= 0; --fused) {
+          FusionOptions fo;
+          fo.matmul_epilogues = fused == 1;
+          const FusionPlan plan = plan_fusion(g, fo);
+          double bytes = 0;
+          for (const FusionGroup& grp : plan.groups) bytes += group_cost(g, grp, b).bytes;
+          const int rotations = rt::rotations_for(static_cast<size_t>(bytes), static_cast<size_t>(ctx.info().l2_bytes));
+          std::vector<std::map<ValueId, rt::DeviceBuffer>> pools(static_cast<size_t>(rotations));
+          std::vector<PlanRun> runs;
+          for (auto& pool : pools) runs.push_back(prepare(ctx, stream, g, plan, b, pool, &eo));
+          ms[fused] = time_plan(stream, runs);
+          kernels[fused] = plan.groups.size();
+        }
+        std::printf("| %s | %lld | %zu | %.4f | %zu | %.4f | %.2f |\n", g.name().c_str(), static_cast<long long>(m), kernels[1], ms[1],
+                    kernels[0], ms[0], ms[0] / ms[1]);
+        std::fflush(stdout);
       }
     }
   }

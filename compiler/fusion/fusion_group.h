@@ -46,7 +46,8 @@ struct FusionPlan {
 };
 
 struct FusionOptions {
-  bool fuse = true;  // false: one group per op (the honest unfused baseline)
+  bool fuse = true;              // false: one group per op (the honest unfused baseline)
+  bool matmul_epilogues = true;  // false: matmuls stay alone (to measure what epilogue fusion gains)
 };
 
 /// Covers every non-view node of `g` with exactly one group. Deterministic: the same graph gives the

@@ -42,7 +42,7 @@ class Partitioner {
     if (opts_.fuse) {
       for (NodeId n = 0; n < num_nodes(); ++n)
         if (kind(n) == OpKind::RopeTable && owner(n) == kUnassigned) grow_rope(n);
-      for (NodeId n = 0; n < num_nodes(); ++n)
+      for (NodeId n = 0; n < num_nodes() && opts_.matmul_epilogues; ++n)
         if (kind(n) == OpKind::Matmul && owner(n) == kUnassigned) grow_matmul(n);
       for (NodeId n = 0; n < num_nodes(); ++n)
         if (is_row_reduction(kind(n)) && owner(n) == kUnassigned) grow_row_reduction(n);

@@ -58,7 +58,7 @@ TEST_CASE("the autotuner rejects a wrong candidate and survives broken ones", "[
   p.compile.headers = codegen_device_headers();
   // 0: the default. 1: the same kernel with every output 6% too large (a subtly wrong kernel).
   // 2: a syntax error. 3: asks for more shared memory than any block may have. 4: correct again.
-  const std::string wrong = replace_once(k.source, "p.v[0] = lj_from_float<lj_bf16>(v0);", "p.v[0] = lj_from_float<lj_bf16>(v0 * 1.0625f);");
+  const std::string wrong = replace_once(k.source, "const float r = y[j];", "const float r = y[j] * 1.0625f;");
   const std::string broken = replace_once(k.source, "Gemm::tile(M, m0, n0);", "Gemm::tile(M, m0, n0)");
   rt::LaunchConfig too_big = lc;
   too_big.dynamic_smem = static_cast<unsigned>(ctx.info().max_smem_per_block_optin) + 4096;

@@ -2,6 +2,8 @@
 // M, N, K in {1, 7, 127, 129, 1000}, none a multiple of any tile — and for every config the pruner
 // accepts for a prefill-sized problem, on shapes that exercise both load paths (cp.async for 16-byte
 // aligned rows, element loads otherwise) and every edge mask. Outputs are poisoned before each run.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "layerjit/text.h"
@@ -61,14 +63,18 @@ TEST_CASE("GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}", "[
 }
 
 TEST_CASE("every config the pruner accepts computes the same product", "[gpu][gemm]") {
-  // A prefill-sized problem gives the largest candidate set (every tile shape, both families).
-  MatmulProblem p;
-  p.m = 4096, p.n = 4096, p.k = 4096;
+  // A prefill-sized problem gives every large tile, a 16-row one the GEMV variants and thin tiles.
   rt::Context& ctx = lj_test::gpu();
-  p.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-  p.sm = ctx.info().cc();
-  const std::vector<MatmulConfig> configs = matmul_candidates(p);
-  REQUIRE(configs.size() >= 10);
+  std::vector<MatmulConfig> configs;
+  for (int64_t rows : {4096, 16}) {
+    MatmulProblem p;
+    p.m = rows, p.n = 4096, p.k = 4096;
+    p.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+    p.sm = ctx.info().cc();
+    for (const MatmulConfig& c : matmul_candidates(p))
+      if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+  }
+  REQUIRE(configs.size() >= 40);
   // (N, K): aligned rows with a K tail and N past a tile edge; unaligned rows (element loads).
   const Graph aligned = matmul_graph(129, 1000, "bf16");
   const Graph unaligned = matmul_graph(127, 129, "bf16");

@@ -8,7 +8,7 @@
 // accumulators, fed by ldmatrix from shared memory. Shared-memory rows are XOR-swizzled in 16-byte
 // chunks so that neither the cp.async writes nor the ldmatrix reads conflict on banks.
 //
-// Edges: rows past M and columns past N are zero-filled on load and never stored; a K that is not a
+// Edges: rows past M and columns past N are zero-filled on load (the epilogue never stores them); a K that is not a
 // multiple of BK is zero-filled in the last tile. ASYNC = false is the path for operands whose rows are
 // not 16-byte aligned (K not a multiple of 8, odd view offsets): element loads with a bound check,
 // stored to the same swizzled layout.
@@ -171,33 +171,15 @@ struct lj_gemm {
     lj_cp_async_wait<0>();
   }
 
-  // SwiGLU tiles: virtual column v maps to output column (v / 16) * 8 + v % 8 of the gate (v / 8 even)
-  // or up (odd) projection (see the emitter's w_row), so a thread's accumulator tiles ni = 2q and
-  // 2q + 1 hold the gate and up sums of the same output columns. Calls f(m, c, g0, g1, u0, u1) for
-  // output columns c, c + 1 (c even; c + 1 may be n_out) of every row m < M, c < n_out.
-  template <class F>
-  static __device__ __forceinline__ void for_each_glu(const float (&acc)[MI][NI][4], lj_i64 M, lj_i64 m0, lj_i64 n0, lj_i64 n_out, F f) {
-    static_assert(NI % 2 == 0, "gate and up tiles come in pairs");
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int wm = warp % WM, wn = warp / WM;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int q = 0; q < NI / 2; ++q)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const lj_i64 m = m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
-          const lj_i64 v = n0 + wn * WTN + q * 16 + (lane & 3) * 2;  // a gate column: v % 16 < 8
-          const lj_i64 c = (v >> 4) * 8 + (v & 7);
-          if (m < M && c < n_out)
-            f(m, c, acc[mi][2 * q][2 * h], acc[mi][2 * q][2 * h + 1], acc[mi][2 * q + 1][2 * h], acc[mi][2 * q + 1][2 * h + 1]);
-        }
-  }
-
-  // Calls f(m, n, acc[m][n], acc[m][n + 1]) for every accumulator pair of this thread inside [M, N)
-  // (n is even; n + 1 may be N).
-  template <class F>
-  static __device__ __forceinline__ void for_each_pair(const float (&acc)[MI][NI][4], lj_i64 M, lj_i64 m0, lj_i64 n0, F f) {
+  // Epilogue staging. Once the main loop is done the pipeline's shared memory is free: every thread
+  // writes its accumulators, rounded to the product's dtype TY (what an unfused matmul would store),
+  // into a [BM][STAGE_LD] tile. The 8 elements of padding per row put the 8 rows a warp writes at once
+  // in different banks. The kernel then reads the tile back a row chunk of 8 columns per thread, so
+  // the epilogue's loads and the stores to device memory are 16-byte accesses along rows.
+  static constexpr int STAGE_LD = BN + 8;
+  template <class TY>
+  static __device__ __forceinline__ void stage(const float (&acc)[MI][NI][4], TY* tile) {
+    __syncthreads();  // every warp is done reading the pipeline buffers
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp % WM, wn = warp / WM;
 #pragma unroll
@@ -206,9 +188,11 @@ struct lj_gemm {
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const lj_i64 m = m0 + wm * WTM + mi * 16 + (lane >> 2) + h * 8;
-          const lj_i64 n = n0 + wn * WTN + ni * 8 + (lane & 3) * 2;
-          if (m < M && n < N) f(m, n, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+          const int r = wm * WTM + mi * 16 + (lane >> 2) + h * 8;
+          const int c = wn * WTN + ni * 8 + (lane & 3) * 2;
+          tile[r * STAGE_LD + c] = lj_from_float<TY>(acc[mi][ni][2 * h]);
+          tile[r * STAGE_LD + c + 1] = lj_from_float<TY>(acc[mi][ni][2 * h + 1]);
         }
+    __syncthreads();
   }
 };
