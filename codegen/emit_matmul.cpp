@@ -8,6 +8,7 @@
 #include <map>
 
 #include "codegen/emitters.h"
+#include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 
 namespace lj {
@@ -43,24 +44,6 @@ const Node* halves_split(const Graph& g, ValueId y) {
     if (a == b && a.size() == g.value(y).type.shape.size()) return &n;
   }
   return nullptr;
-}
-
-bool is_pointwise(OpKind k) {
-  switch (k) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Silu:
-    case OpKind::Gelu:
-    case OpKind::Relu:
-    case OpKind::Exp:
-    case OpKind::Rsqrt:
-    case OpKind::Cast:
-    case OpKind::Quantize:
-    case OpKind::Dequantize: return true;
-    default: return false;
-  }
 }
 
 bool reads(const Node& n, ValueId v) { return std::find(n.operands.begin(), n.operands.end(), v) != n.operands.end(); }
@@ -111,7 +94,7 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   }
   for (; i < nodes.size(); ++i) {
     const Node& n = g.node(nodes[i]);
-    if (!is_pointwise(n.kind) || !reads(n, op.out) || g.value(n.results[0]).type.shape != g.value(op.out).type.shape)
+    if (!is_pointwise(n) || !reads(n, op.out) || g.value(n.results[0]).type.shape != g.value(op.out).type.shape)
       throw unsupported(fmt::format("{} is not a pointwise op over the matmul's output", print_node(g, nodes[i])));
     op.epilogue.push_back(nodes[i]);
     op.out = n.results[0];

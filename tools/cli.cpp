@@ -112,4 +112,21 @@ std::string format_bytes(double bytes) {
   return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[u]);
 }
 
+const Graph& single_graph(const Module& m) {
+  if (m.graphs.size() != 1) {
+    std::string names;
+    for (const auto& g : m.graphs) names += (names.empty() ? "@" : ", @") + g.name();
+    throw UsageError{"the input has " + std::to_string(m.graphs.size()) + " graphs (" + names + "): choose one with --graph"};
+  }
+  return m.graphs[0];
+}
+
+int parse_group_number(const std::string& text) {
+  int n = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || p != text.data() + text.size() || n < 0)
+    throw UsageError{"--group expects a group number from `layerjit plan`, got '" + text + "'"};
+  return n;
+}
+
 }  // namespace lj::cli

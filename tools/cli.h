@@ -40,6 +40,12 @@ Module load_module(const GraphOptions& opts);
 /// line of a diagnostic from it.
 const std::string& loaded_source();
 
+/// The one graph of `m`; a UsageError asking for --graph when it has several.
+const Graph& single_graph(const Module& m);
+
+/// The value of `--group N` (a group number from `layerjit plan`); UsageError when malformed.
+int parse_group_number(const std::string& text);
+
 /// Human-readable byte count: "436.0 MiB".
 std::string format_bytes(double bytes);
 

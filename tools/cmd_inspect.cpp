@@ -102,11 +102,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
         eo.matmul = parse_matmul_config(v, &error);
         if (!eo.matmul) throw UsageError{error};
       } else if (a == "--group") {
-        int n = 0;
-        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-        if (ec != std::errc() || p != v.data() + v.size() || n < 0)
-          throw UsageError{"--group expects a group number from `layerjit plan`, got '" + v + "'"};
-        group = n;
+        group = parse_group_number(v);
       } else {
         arch = v;
       }
@@ -126,12 +122,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   eo.sm = target->sm;
   eo.hint = o.bindings;
   Module m = load_module(o);
-  if (m.graphs.size() != 1) {
-    std::string names;
-    for (const auto& g : m.graphs) names += (names.empty() ? "@" : ", @") + g.name();
-    throw UsageError{"the input has " + std::to_string(m.graphs.size()) + " graphs (" + names + "): choose one with --graph"};
-  }
-  const Graph& g = m.graphs[0];
+  const Graph& g = single_graph(m);
   FusionPlan plan = plan_graph(g, fo, o.bindings);
   if (*group >= static_cast<int>(plan.groups.size()))
     throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),

@@ -52,11 +52,7 @@ int cmd_tune(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
       if (a == "--group") {
-        int n = 0;
-        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-        if (ec != std::errc() || p != v.data() + v.size() || n < 0)
-          throw UsageError{"--group expects a group number from `layerjit plan`, got '" + v + "'"};
-        group = n;
+        group = parse_group_number(v);
       } else {
         auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), budget);
         if (ec != std::errc() || p != v.data() + v.size() || !(budget > 0))
@@ -72,12 +68,7 @@ int cmd_tune(const std::vector<std::string>& args) {
     return kExitOk;
   }
   Module m = load_module(o);
-  if (m.graphs.size() != 1) {
-    std::string names;
-    for (const auto& g : m.graphs) names += (names.empty() ? "@" : ", @") + g.name();
-    throw UsageError{"the input has " + std::to_string(m.graphs.size()) + " graphs (" + names + "): choose one with --graph"};
-  }
-  const Graph& g = m.graphs[0];
+  const Graph& g = single_graph(m);
   for (const std::string& s : g.symbols())
     if (!o.bindings.get(s))
       throw UsageError{fmt::format("@{} has the symbol {}: tuning runs kernels, so give its value with --bind {}=...", g.name(), s, s)};

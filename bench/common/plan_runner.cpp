@@ -22,6 +22,13 @@ void must_ok(const rt::Status& s, const char* what) {
   if (!s.ok()) die(fmt::format("{}: {}", what, s.message()));
 }
 
+rt::Context* context_or_skip() {
+  auto ctx = rt::Context::get(0);
+  if (ctx.ok()) return *ctx;
+  std::printf("skipped: no CUDA driver (%s)\n", ctx.message().c_str());
+  return nullptr;
+}
+
 rt::Target device_target(const rt::Context& ctx) {
   auto archs = must(rt::supported_archs(), "supported archs");
   return must(rt::choose_target(ctx.info().cc(), false, archs, rt::nvrtc_version()), "target").target;

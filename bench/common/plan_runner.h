@@ -30,6 +30,9 @@ auto must(R r, const char* what) {
   if constexpr (requires { *r; }) return std::move(*r);
 }
 
+/// GPU 0's context, or nullptr after printing "skipped: no CUDA driver (...)" (the caller exits 77).
+rt::Context* context_or_skip();
+
 /// The NVRTC target for this device (cubin, or PTX for a GPU newer than NVRTC).
 rt::Target device_target(const rt::Context& ctx);
 

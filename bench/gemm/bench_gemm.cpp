@@ -107,12 +107,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  auto ctx_r = rt::Context::get(0);
-  if (!ctx_r.ok()) {
-    std::printf("skipped: no CUDA driver (%s)\n", ctx_r.message().c_str());
-    return 77;
-  }
-  rt::Context& ctx = **ctx_r;
+  rt::Context* ctx_p = context_or_skip();
+  if (!ctx_p) return 77;
+  rt::Context& ctx = *ctx_p;
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
   std::printf("device: %s (%d SMs)\n\n", ctx.info().name.c_str(), ctx.info().sm_count);
   std::printf("| GEMM | M | layerjit config | layerjit ms | TFLOP/s | GB/s | cuBLASLt ms | TFLOP/s | GB/s | cuBLAS / layerjit time |\n");

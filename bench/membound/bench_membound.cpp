@@ -29,12 +29,9 @@ struct BenchCase {
 
 int main() {
   g_program = "bench_membound";
-  auto ctx_r = rt::Context::get(0);
-  if (!ctx_r.ok()) {
-    std::printf("skipped: no CUDA driver (%s)\n", ctx_r.message().c_str());
-    return 77;
-  }
-  rt::Context& ctx = **ctx_r;
+  rt::Context* ctx_p = context_or_skip();
+  if (!ctx_p) return 77;
+  rt::Context& ctx = *ctx_p;
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
 
   std::vector<BenchCase> cases;

@@ -8,10 +8,10 @@ rm -rf "$work"; mkdir -p "$work"
 export LAYERJIT_CACHE_DIR="$work/cache"
 cold=$("$lj" compile --arch sm_90a --emit "$work/cold")
 echo "$cold"
-echo "$cold" | grep -Eq '^14 kernels for sm_90a in [0-9.]+ s \(0 from the cache, 14 compiled; PTX-only compiles for 0\)' || { echo "cold run did not compile everything at once"; exit 1; }
+grep -Eq '^14 kernels for sm_90a in [0-9.]+ s \(0 from the cache, 14 compiled; PTX-only compiles for 0\)' <<<"$cold" || { echo "cold run did not compile everything at once"; exit 1; }
 warm=$("$lj" compile --arch sm_90a --emit "$work/warm")
 echo "$warm"
-echo "$warm" | grep -Eq '^14 kernels for sm_90a in [0-9.]+ s \(14 from the cache, 0 compiled; PTX-only compiles for 14\)' || { echo "warm run missed the cache"; exit 1; }
+grep -Eq '^14 kernels for sm_90a in [0-9.]+ s \(14 from the cache, 0 compiled; PTX-only compiles for 14\)' <<<"$warm" || { echo "warm run missed the cache"; exit 1; }
 grep -q '"cache": "hit"' "$work/warm/manifest.json"
 # Every kernel of the manifest has its three files, in both runs, with the same bytes.
 kernels=$(grep -o '"kernel": "[^"]*"' "$work/cold/manifest.json" | cut -d'"' -f4)
