@@ -156,10 +156,13 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
       for (int bk : {32, 64})
         for (int stages : {3, 4}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, stages));
     // Few rows: thin tiles give the grid enough CTAs and deep pipelines keep W streaming.
+    // (A 16 x 32 tile of one warp doubles the CTA count for N = 4096; one warp copying a 16 x 64 tile
+    // needs more registers than it has: ptxas spills it.)
     if (p.m > 0 && p.m <= 32)
-      for (Tile t : {Tile{16, 64, 1, 2}, Tile{16, 128, 1, 4}, Tile{32, 64, 2, 2}, Tile{32, 128, 2, 2}})
+      for (Tile t : {Tile{16, 32, 1, 1}, Tile{16, 64, 1, 2}, Tile{16, 128, 1, 4}, Tile{32, 64, 2, 2},
+                     Tile{32, 128, 2, 2}})
         for (int bk : {32, 64})
-          for (int stages : {4, 6}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, stages));
+          for (int stages : {4, 6, 8}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, stages));
   }
   std::vector<MatmulConfig> out;
   for (const MatmulConfig& c : all) {
