@@ -165,9 +165,10 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
   }
 }
 
-MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
-  KernelContext ctx(g, grp);
-  const MatmulOperands op = matmul_operands(ctx);
+namespace {
+
+// The problem of operands already described in `ctx` (emit_matmul has them; no second analysis).
+MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, const EmitOptions& opts) {
   MatmulProblem p;
   p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes;
   p.m = op.rows.constant;
@@ -179,14 +180,21 @@ MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitO
   // The tensor-core path multiplies like dtypes; mixed operands take the GEMV family.
   p.dtype = op.xt == op.wt ? op.xt : DType::F32;
   const int widest = std::max(dtype_bytes(op.xt), dtype_bytes(op.wt));
-  p.aligned = ctx.vector_width({op.x, op.w}, g.value(op.x).type.shape, 16 / widest) * widest == 16;
+  p.aligned = ctx.vector_width({op.x, op.w}, ctx.graph().value(op.x).type.shape, 16 / widest) * widest == 16;
   return p;
+}
+
+}  // namespace
+
+MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
+  KernelContext ctx(g, grp);
+  return problem_of(ctx, matmul_operands(ctx), opts);
 }
 
 GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
   KernelContext ctx(g, grp);
   const MatmulOperands op = matmul_operands(ctx);
-  const MatmulProblem p = matmul_problem(g, grp, opts);
+  const MatmulProblem p = problem_of(ctx, op, opts);
   const MatmulConfig cfg = opts.matmul ? *opts.matmul : default_matmul_config(p);
   if (std::string why = reject_reason(cfg, p); !why.empty()) {
     throw UserError(fmt::format("{}: config '{}' cannot run this matmul ([M, {}] x [{}, {}]^T, {}): {}", ctx.kernel_name(),

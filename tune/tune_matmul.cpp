@@ -10,6 +10,7 @@
 #include "codegen/tensor_layout.h"
 #include "layerjit/error.h"
 #include "runtime/fill.h"
+#include "runtime/host_values.h"
 #include "runtime/module.h"
 
 namespace lj::tune {
@@ -63,38 +64,6 @@ cache::TuningKey tuning_key(const rt::Context& ctx, const rt::Target& target, co
 
 namespace {
 
-double half_value(uint16_t b) {
-  const double s = (b & 0x8000) ? -1 : 1;
-  const int e = (b >> 10) & 31, m = b & 1023;
-  if (e == 31) return m ? NAN : s * INFINITY;
-  if (e == 0) return s * m * std::ldexp(1.0, -24);
-  return s * (1 + m / 1024.0) * std::ldexp(1.0, e - 15);
-}
-
-double element(DType t, const unsigned char* p) {
-  switch (t) {
-    case DType::BF16: {
-      uint16_t b;
-      std::memcpy(&b, p, 2);
-      const uint32_t u = static_cast<uint32_t>(b) << 16;
-      float f;
-      std::memcpy(&f, &u, 4);
-      return f;
-    }
-    case DType::F16: {
-      uint16_t b;
-      std::memcpy(&b, p, 2);
-      return half_value(b);
-    }
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    default: return NAN;
-  }
-}
-
 // Two correct fp32-accumulating kernels differ by summation order: up to a few rounding steps of the
 // output at the scale of the partial sums (~sqrt(K) for inputs in [-1, 1)), plus the output's
 // relative step. Anything past that is a wrong kernel, not a different order.
@@ -106,7 +75,7 @@ bool outputs_agree(DType t, int64_t k, const std::vector<unsigned char>& want, c
   if (t == DType::F16) unit = std::ldexp(1.0, -10), rel = 1.0 / 256;
   const double bound = std::sqrt(static_cast<double>(k)) * unit;
   for (size_t i = 0; i * eb < want.size(); ++i) {
-    const double a = element(t, want.data() + i * eb), b = element(t, got.data() + i * eb);
+    const double a = rt::decode_element(t, want.data() + i * eb), b = rt::decode_element(t, got.data() + i * eb);
     if (std::isnan(b) || !(std::fabs(a - b) <= bound + rel * std::fabs(a))) {
       if (why) *why = fmt::format("element {}: {} where the default config gives {}", i, b, a);
       return false;

@@ -12,6 +12,7 @@
 #include "codegen/tensor_layout.h"
 #include "compiler/fusion/legality.h"
 #include "runtime/fill.h"
+#include "runtime/host_values.h"
 #include "runtime/memory.h"
 
 using namespace lj;
@@ -32,25 +33,6 @@ uint16_t f16_bits(double v) {
   if (e < -14) return sign | static_cast<uint16_t>(std::lround(a * std::ldexp(1.0, 24)));
   return sign | static_cast<uint16_t>(((e + 15) << 10) | std::lround((a / std::ldexp(1.0, e) - 1.0) * 1024));
 }
-double f16_value(uint16_t b) {
-  const double s = (b & 0x8000) ? -1 : 1;
-  const int e = (b >> 10) & 31, m = b & 1023;
-  if (e == 31) return m ? NAN : s * INFINITY;
-  if (e == 0) return s * m * std::ldexp(1.0, -24);
-  return s * (1 + m / 1024.0) * std::ldexp(1.0, e - 15);
-}
-double fp8_value(DType t, uint8_t b) {
-  const double s = (b & 0x80) ? -1 : 1;
-  if (t == DType::F8E4M3) {
-    const int e = (b >> 3) & 15, m = b & 7;
-    if (e == 15 && m == 7) return NAN;
-    return e == 0 ? s * m * std::ldexp(1.0, -9) : s * (1 + m / 8.0) * std::ldexp(1.0, e - 7);
-  }
-  const int e = (b >> 2) & 31, m = b & 3;
-  if (e == 31) return m ? NAN : s * INFINITY;
-  return e == 0 ? s * m * std::ldexp(1.0, -16) : s * (1 + m / 4.0) * std::ldexp(1.0, e - 15);
-}
-
 std::vector<unsigned char> encode(const HostTensor& t) {
   std::vector<unsigned char> out(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
   for (size_t i = 0; i < t.data.size(); ++i) {
@@ -63,8 +45,10 @@ std::vector<unsigned char> encode(const HostTensor& t) {
       case DType::F8E4M3:
       case DType::F8E5M2: {
         int code = -1;
-        for (int c = 0; c < 256 && code < 0; ++c)
-          if (fp8_value(t.dtype, static_cast<uint8_t>(c)) == v && !(v == 0 && std::signbit(v) != bool(c & 0x80))) code = c;
+        for (int c = 0; c < 256 && code < 0; ++c) {
+          const unsigned char byte = static_cast<unsigned char>(c);
+          if (rt::decode_element(t.dtype, &byte) == v && !(v == 0 && std::signbit(v) != bool(c & 0x80))) code = c;
+        }
         REQUIRE(code >= 0);
         *p = static_cast<unsigned char>(code);
         break;
@@ -76,18 +60,6 @@ std::vector<unsigned char> encode(const HostTensor& t) {
   return out;
 }
 
-double decode_one(DType t, const unsigned char* p) {
-  switch (t) {
-    case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
-    case DType::BF16: { uint16_t b; std::memcpy(&b, p, 2); uint32_t u = static_cast<uint32_t>(b) << 16; float f; std::memcpy(&f, &u, 4); return f; }
-    case DType::F16: { uint16_t b; std::memcpy(&b, p, 2); return f16_value(b); }
-    case DType::F8E4M3:
-    case DType::F8E5M2: return fp8_value(t, *p);
-    case DType::I8: return static_cast<int8_t>(*p);
-    case DType::I32: { int32_t b; std::memcpy(&b, p, 4); return b; }
-  }
-  return NAN;
-}
 
 // Tolerance per dtype: one rounding step of the format (the kernel computes in fp32, the reference in
 // fp64, so a value near a rounding boundary may land one step apart), plus a small absolute floor.
@@ -249,7 +221,7 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
     HostTensor& stored = from_gpu[holder];
     stored = known.at(holder);
     for (size_t i = 0; i < stored.data.size(); ++i)
-      stored.data[i] = decode_one(stored.dtype, got.data() + i * static_cast<size_t>(dtype_bytes(stored.dtype)));
+      stored.data[i] = rt::decode_element(stored.dtype, got.data() + i * static_cast<size_t>(dtype_bytes(stored.dtype)));
     // A dynamic quantize's codes and scale follow from the row it read. When the kernel stored that
     // row too, they must equal, bit for bit, the reference quantize of the stored row: the norm
     // before it may round a value one step apart from the fp64 reference (checked with the row's
@@ -275,7 +247,7 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
     double worst = 0;
     const int eb = dtype_bytes(want.dtype);
     for (size_t i = 0; i < want.data.size(); ++i) {
-      const double gv = decode_one(want.dtype, got.data() + i * static_cast<size_t>(eb));
+      const double gv = rt::decode_element(want.dtype, got.data() + i * static_cast<size_t>(eb));
       const bool ok = exact            ? (gv == want.data[i] || (std::isnan(gv) && std::isnan(want.data[i])))
                       : reduction_k > 0 ? matmul_close(want.dtype, reduction_k, gv, want.data[i])
                                         : close(tolerance, gv, want.data[i]);
@@ -286,7 +258,7 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
     }
     INFO("output %" << g.value(holder).name << " " << want.data.size() << " elements, max |error| " << worst
                     << ", first bad element " << first << ": got "
-                    << decode_one(want.dtype, got.data() + first * static_cast<size_t>(eb)) << " want " << want.data[first]);
+                    << rt::decode_element(want.dtype, got.data() + first * static_cast<size_t>(eb)) << " want " << want.data[first]);
     CHECK(bad == 0);
   }
 }

@@ -1,0 +1,13 @@
+// Reading device memory on the host: the value of one element in its device encoding, for every IR
+// dtype, exactly (bf16/f16/fp8 widen to double without rounding). Used wherever a kernel's output
+// is compared on the host: the GPU tests against the CPU reference, the autotuner between configs.
+#pragma once
+
+#include "layerjit/types.h"
+
+namespace lj::rt {
+
+/// The element of dtype `t` whose bytes start at `p` (NaN encodings give NaN).
+double decode_element(DType t, const unsigned char* p);
+
+}  // namespace lj::rt
