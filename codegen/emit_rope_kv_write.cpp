@@ -4,6 +4,7 @@
 // keys go straight into the cache.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "codegen/emit_common.h"
 #include "codegen/emitters.h"
@@ -60,6 +61,88 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
   if (pos >= 0) ctx.buffer_param(pos, false);  // positions first: the kernel reads them before anything else
   ctx.add_group_params();
 
+  // Every thread issues all of its loads (kept as raw 16-byte packs, 4 registers each) before the
+  // position, the cos/sin row and the barrier: a CTA then waits for DRAM once, not once per loop trip
+  // (ncu: one pair of loads in flight per thread held the first version at ~55 % of peak bandwidth).
+  // Work beyond kMaxStaged trips per thread runs in a plain loop after the barrier.
+  constexpr int kMaxStaged = 4;
+  auto writes_of = [&](ValueId v) {
+    std::vector<NodeId> out;
+    for (NodeId wn : writes)
+      if (g.node(wn).operands[1] == v) out.push_back(wn);
+    return out;
+  };
+  auto cache_addr = [&](NodeId wn, const std::string& h, const std::string& d) {
+    const ValueId cache = g.node(wn).operands[0];
+    return ctx.address(cache, g.value(cache).type.shape, {"n", "pos", h, d});
+  };
+  // One stream per rope (pairs of runs, rotated) and per cache write of a value computed elsewhere
+  // (runs copied unchanged).
+  struct Stream {
+    NodeId node;
+    bool rope;
+    bool interleaved = false;
+    ValueId src;
+    const char* type;
+    int vec;
+    int64_t runs;    // accesses per head
+    int64_t total;   // accesses per row
+    int64_t trips;   // loop trips per thread
+    int64_t staged;  // of which are loaded before the barrier
+  };
+  std::vector<Stream> streams;
+  for (NodeId r : ropes) {
+    const Node& rn = g.node(r);
+    const ValueId x = rn.operands[0], y = rn.results[0];
+    const TensorType& xt = g.value(x).type;
+    const bool interleaved = rn.attrs.get_string("style") == "interleaved";
+    // Half-style pairs are two contiguous runs (i.. and i + HALF..): V of each per access where every
+    // access is aligned. Interleaved pairs are adjacent: one pair per thread.
+    std::vector<ValueId> accessed = {x};
+    if (std::find(grp.outputs.begin(), grp.outputs.end(), y) != grp.outputs.end()) accessed.push_back(y);
+    for (NodeId wn : writes_of(y)) accessed.push_back(g.node(wn).operands[0]);
+    int vec = interleaved ? 1 : ctx.vector_width(accessed, xt.shape, 16 / dtype_bytes(xt.dtype));
+    while (vec > 1 && half % vec != 0) vec /= 2;
+    const int64_t runs = interleaved ? half : half / vec;
+    streams.push_back({r, true, interleaved, x, c_type(xt.dtype), vec, runs, xt.shape[1].value() * runs, 0, 0});
+  }
+  for (NodeId wn : writes) {
+    const ValueId nv = g.node(wn).operands[1];
+    if (g.value(nv).producer >= 0 && std::find(grp.nodes.begin(), grp.nodes.end(), g.value(nv).producer) != grp.nodes.end())
+      continue;
+    const TensorType& nt = g.value(nv).type;
+    const int vec = ctx.vector_width({nv, g.node(wn).operands[0]}, nt.shape, 16 / dtype_bytes(nt.dtype));
+    const int64_t runs = nt.shape[2].value() / vec;
+    streams.push_back({wn, false, false, nv, c_type(nt.dtype), vec, runs, nt.shape[1].value() * runs, 0, 0});
+  }
+  for (Stream& s : streams) {
+    s.trips = (s.total + kThreads - 1) / kThreads;
+    s.staged = std::min<int64_t>(s.trips, kMaxStaged);
+  }
+  // Coordinates of access `idx` of a stream: head h, element offsets of the pair's halves (d1, d2).
+  auto coords = [&](SourceWriter& w, const Stream& s) {
+    w.line("const int h = idx / {}, i = idx % {} * {};", s.runs, s.runs, s.rope && s.interleaved ? 1 : s.vec);
+  };
+  auto d1 = [](const Stream& s) { return std::string(s.interleaved ? "2 * i" : "i"); };
+  auto d2 = [](const Stream& s) { return std::string(s.interleaved ? "2 * i + 1" : "i + HALF"); };
+  // The staged trips of a stream, unrolled; the guard is left out when every trip is in range.
+  auto staged_loop = [&](SourceWriter& w, const Stream& s, const std::function<void()>& body) {
+    w.line("#pragma unroll");
+    auto loop = w.scope(fmt::format("for (int it = 0; it < {}; ++it)", s.staged));
+    w.line("const int idx = threadIdx.x + it * {};", kThreads);
+    if (s.staged * kThreads <= s.total) {
+      body();
+    } else {
+      auto guard = w.scope(fmt::format("if (idx < {})", s.total));
+      body();
+    }
+  };
+  auto tail_loop = [&](SourceWriter& w, const Stream& s, const std::function<void()>& body) {
+    if (s.staged == s.trips) return;
+    auto loop = w.scope(fmt::format("for (int idx = threadIdx.x + {}; idx < {}; idx += {})", s.staged * kThreads, s.total, kThreads));
+    body();
+  };
+
   SourceWriter w;
   ctx.header_comment(w);
   w.line("#include \"layerjit/vec.cuh\"");
@@ -89,6 +172,22 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
     w.line("const lj_i64 n = blockIdx.x;");
     w.line("if (n >= {}) return;", product_expr(dim_as_product(rows)));
     if (pos >= 0) w.line("const lj_i64 pos = {}[n];", ctx.buffer_param(pos, false));
+    for (size_t k = 0; k < streams.size(); ++k) {
+      const Stream& s = streams[k];
+      const std::string xp = ctx.buffer_param(s.src, false);
+      const Shape& shape = g.value(s.src).type.shape;
+      w.comment(fmt::format("loads of {}", print_node(g, s.node)));
+      w.line("lj_pack<{}, {}> a{}[{}]{};", s.type, s.vec, k, s.staged, s.rope ? fmt::format(", b{}[{}]", k, s.staged) : "");
+      staged_loop(w, s, [&] {
+        coords(w, s);
+        if (s.rope) {
+          w.line("a{}[it] = lj_load_raw<{}, {}>({} + {});", k, s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", d1(s)}));
+          w.line("b{}[it] = lj_load_raw<{}, {}>({} + {});", k, s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", d2(s)}));
+        } else {
+          w.line("a{}[it] = lj_load_raw<{}, {}>({} + {});", k, s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", "i"}));
+        }
+      });
+    }
     if (table >= 0) {
       const Node& tn = g.node(table);
       w.comment(print_node(g, table));
@@ -113,90 +212,75 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
       w.line("sin_s[i] = lj_to_float({}[{}]);  // %{}", ctx.buffer_param(sin_in, false), ctx.address(sin_in, tshape, {"n", "i"}),
              g.value(sin_in).name);
     }
-    if (half > 0) w.line("__syncthreads();");
-    auto cache_check = [&](NodeId wn) {
-      const TensorType& ct = g.value(g.node(wn).operands[0]).type;
-      // An out-of-range position would write outside the cache: stop the kernel loudly instead.
-      w.line("if (pos < 0 || pos >= {}) __trap();  // %{}: position outside the cache", product_expr(dim_as_product(ct.shape[1])),
-             g.value(g.node(wn).results[0]).name);
-    };
     std::vector<std::string> checked;  // one check per distinct cache capacity
     for (NodeId wn : writes) {
-      const std::string cap = product_expr(dim_as_product(g.value(g.node(wn).operands[0]).type.shape[1]));
+      const TensorType& ct = g.value(g.node(wn).operands[0]).type;
+      const std::string cap = product_expr(dim_as_product(ct.shape[1]));
       if (std::find(checked.begin(), checked.end(), cap) != checked.end()) continue;
       checked.push_back(cap);
-      cache_check(wn);
+      // An out-of-range position would write outside the cache: stop the kernel loudly instead.
+      w.line("if (pos < 0 || pos >= {}) __trap();  // %{}: position outside the cache", cap, g.value(g.node(wn).results[0]).name);
     }
-    auto writes_of = [&](ValueId v) {
-      std::vector<NodeId> out;
-      for (NodeId wn : writes)
-        if (g.node(wn).operands[1] == v) out.push_back(wn);
-      return out;
-    };
-    auto cache_addr = [&](NodeId wn, const std::string& h, const std::string& d) {
-      const ValueId cache = g.node(wn).operands[0];
-      return ctx.address(cache, g.value(cache).type.shape, {"n", "pos", h, d});
-    };
-    for (NodeId r : ropes) {
-      const Node& rn = g.node(r);
-      const ValueId x = rn.operands[0];
+    // Cache writes of values computed elsewhere (v): their runs copied into the cache row unchanged.
+    for (size_t k = 0; k < streams.size(); ++k) {
+      const Stream& s = streams[k];
+      if (s.rope) continue;
+      const std::string cp = ctx.buffer_param(g.node(s.node).results[0], true);
+      w.comment(print_node(g, s.node));
+      staged_loop(w, s, [&] {
+        coords(w, s);
+        w.line("lj_store_raw<{}, {}>({} + {}, a{}[it]);", s.type, s.vec, cp, cache_addr(s.node, "h", "i"), k);
+      });
+      tail_loop(w, s, [&] {
+        coords(w, s);
+        w.line("lj_store_raw<{}, {}>({} + {}, lj_load_raw<{}, {}>({} + {}));", s.type, s.vec, cp, cache_addr(s.node, "h", "i"), s.type,
+               s.vec, ctx.buffer_param(s.src, false), ctx.address(s.src, g.value(s.src).type.shape, {"n", "h", "i"}));
+      });
+    }
+    if (half > 0) w.line("__syncthreads();");
+    for (size_t k = 0; k < streams.size(); ++k) {
+      const Stream& s = streams[k];
+      if (!s.rope) continue;
+      const Node& rn = g.node(s.node);
       const ValueId y = rn.results[0];
-      const TensorType& xt = g.value(x).type;
-      const bool interleaved = rn.attrs.get_string("style") == "interleaved";
-      const Shape& s = xt.shape;
-      w.comment(print_node(g, r));
+      const Shape& shape = g.value(s.src).type.shape;
       const bool stored = std::find(grp.outputs.begin(), grp.outputs.end(), y) != grp.outputs.end();
-      // Half-style pairs are two contiguous runs (i.. and i + HALF..): V of each per access where
-      // every access is aligned. Interleaved pairs are adjacent: one pair per thread.
-      std::vector<ValueId> accessed = {x};
-      if (stored) accessed.push_back(y);
-      for (NodeId wn : writes_of(y)) accessed.push_back(g.node(wn).operands[0]);
-      int vec = interleaved ? 1 : ctx.vector_width(accessed, s, 16 / dtype_bytes(xt.dtype));
-      while (vec > 1 && half % vec != 0) vec /= 2;
-      const int64_t runs = interleaved ? half : half / vec;
-      auto loop = w.scope(fmt::format("for (int idx = threadIdx.x; idx < {} * {}; idx += blockDim.x)", s[1].value(), runs));
-      w.line("const int h = idx / {}, i = idx % {} * {};", runs, runs, interleaved ? 1 : vec);
-      const std::string d1 = interleaved ? "2 * i" : "i";
-      const std::string d2 = interleaved ? "2 * i + 1" : "i + HALF";
-      const std::string xp = ctx.buffer_param(x, false);
-      const char* xt_c = c_type(xt.dtype);
-      w.line("float x1[{}], x2[{}], y1[{}], y2[{}];", vec, vec, vec, vec);
-      w.line("lj_load<{}, {}>({} + {}, x1);", xt_c, vec, xp, ctx.address(x, s, {"n", "h", d1}));
-      w.line("lj_load<{}, {}>({} + {}, x2);", xt_c, vec, xp, ctx.address(x, s, {"n", "h", d2}));
-      w.line("#pragma unroll");
-      {
-        auto inner = w.scope(fmt::format("for (int j = 0; j < {}; ++j)", vec));
-        w.line("y1[j] = fmaf(x1[j], cos_s[i + j], -x2[j] * sin_s[i + j]);");
-        w.line("y2[j] = fmaf(x2[j], cos_s[i + j], x1[j] * sin_s[i + j]);");
-      }
-      if (stored) {
-        const std::string yp = ctx.buffer_param(y, true);
-        w.line("lj_store<{}, {}>({} + {}, y1);", xt_c, vec, yp, ctx.address(y, s, {"n", "h", d1}));
-        w.line("lj_store<{}, {}>({} + {}, y2);", xt_c, vec, yp, ctx.address(y, s, {"n", "h", d2}));
-      }
-      for (NodeId wn : writes_of(y)) {
-        const std::string cp = ctx.buffer_param(g.node(wn).results[0], true);
-        w.line("lj_store<{}, {}>({} + {}, y1);  // {}", xt_c, vec, cp, cache_addr(wn, "h", d1), print_node(g, wn));
-        w.line("lj_store<{}, {}>({} + {}, y2);", xt_c, vec, cp, cache_addr(wn, "h", d2));
-      }
-    }
-    // Cache writes of values computed elsewhere (v): a copy into the cache row.
-    for (NodeId wn : writes) {
-      const ValueId nv = g.node(wn).operands[1];
-      if (g.value(nv).producer >= 0 &&
-          std::find(grp.nodes.begin(), grp.nodes.end(), g.value(nv).producer) != grp.nodes.end())
-        continue;
-      const Shape& s = g.value(nv).type.shape;
-      const ValueId cache = g.node(wn).operands[0];
-      const char* t = c_type(g.value(nv).type.dtype);
-      const int vec = ctx.vector_width({nv, cache}, s, 16 / dtype_bytes(g.value(nv).type.dtype));
-      const int64_t runs = s[2].value() / vec;
-      w.comment(print_node(g, wn));
-      auto loop = w.scope(fmt::format("for (int idx = threadIdx.x; idx < {} * {}; idx += blockDim.x)", s[1].value(), runs));
-      w.line("const int h = idx / {}, d = idx % {} * {};", runs, runs, vec);
-      w.line("float e[{}];", vec);
-      w.line("lj_load<{}, {}>({} + {}, e);", t, vec, ctx.buffer_param(nv, false), ctx.address(nv, s, {"n", "h", "d"}));
-      w.line("lj_store<{}, {}>({} + {}, e);", t, vec, ctx.buffer_param(g.node(wn).results[0], true), cache_addr(wn, "h", "d"));
+      w.comment(print_node(g, s.node));
+      // Rotates the pair in x1/x2 and stores it to the output and into each cache that takes it.
+      auto rotate = [&](const std::function<void()>& fetch) {
+        coords(w, s);
+        w.line("float x1[{}], x2[{}], y1[{}], y2[{}];", s.vec, s.vec, s.vec, s.vec);
+        fetch();
+        w.line("#pragma unroll");
+        {
+          auto inner = w.scope(fmt::format("for (int j = 0; j < {}; ++j)", s.vec));
+          w.line("y1[j] = fmaf(x1[j], cos_s[i + j], -x2[j] * sin_s[i + j]);");
+          w.line("y2[j] = fmaf(x2[j], cos_s[i + j], x1[j] * sin_s[i + j]);");
+        }
+        if (stored) {
+          const std::string yp = ctx.buffer_param(y, true);
+          w.line("lj_store<{}, {}>({} + {}, y1);", s.type, s.vec, yp, ctx.address(y, shape, {"n", "h", d1(s)}));
+          w.line("lj_store<{}, {}>({} + {}, y2);", s.type, s.vec, yp, ctx.address(y, shape, {"n", "h", d2(s)}));
+        }
+        for (NodeId wn : writes_of(y)) {
+          const std::string cp = ctx.buffer_param(g.node(wn).results[0], true);
+          w.line("lj_store<{}, {}>({} + {}, y1);  // {}", s.type, s.vec, cp, cache_addr(wn, "h", d1(s)), print_node(g, wn));
+          w.line("lj_store<{}, {}>({} + {}, y2);", s.type, s.vec, cp, cache_addr(wn, "h", d2(s)));
+        }
+      };
+      staged_loop(w, s, [&] {
+        rotate([&] {
+          w.line("lj_unpack(a{}[it], x1);", k);
+          w.line("lj_unpack(b{}[it], x2);", k);
+        });
+      });
+      tail_loop(w, s, [&] {
+        rotate([&] {
+          const std::string xp = ctx.buffer_param(s.src, false);
+          w.line("lj_load<{}, {}>({} + {}, x1);", s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", d1(s)}));
+          w.line("lj_load<{}, {}>({} + {}, x2);", s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", d2(s)}));
+        });
+      });
     }
   }
 

@@ -3,7 +3,8 @@
 // dynamic quantization after rms_norm, layer_norm and softmax (+ cast) and alone (rows of 1). The @mm_* graphs
 // cover the GEMV kernel: (N, K) from (1, 7) to (129, 4095), bf16/f16/f32 inputs, an f32 output,
 // x as a strided view of a split (offset 120 of a 1128-wide row: 16-byte loads; offset 1125:
-// scalar loads of a 3-element row) and a rank-3 x.
+// scalar loads of a 3-element row) and a rank-3 x. @rope_wide_cache has more RoPE pairs and cache
+// runs per row than a CTA stages in registers (the loop after the barrier).
 #pragma once
 
 #include <string>
@@ -76,6 +77,14 @@ graph @rope_interleaved(%x: f16[T, 3, 64], %pos: i32[T]) {
   %c, %s = rope_table(%pos) {dim = 64, theta = 10000.0}
   %y = rope(%x, %c, %s) {style = "interleaved"}
   return %y
+}
+graph @rope_wide_cache(%x: f16[T, 20, 64], %v: bf16[T, 40, 128], %kc: f16[T, 9, 20, 64], %vc: bf16[T, 9, 40, 128],
+                       %pos: i32[T]) {
+  %c, %s = rope_table(%pos) {dim = 64, theta = 10000.0}
+  %y = rope(%x, %c, %s) {style = "interleaved"}
+  %kn = kv_cache_write(%kc, %y, %pos)
+  %vn = kv_cache_write(%vc, %v, %pos)
+  return %y, %kn, %vn
 }
 graph @mm_1x7(%x: bf16[T, 7], %w: param bf16[1, 7]) {
   %y = matmul(%x, %w)

@@ -9,11 +9,27 @@ struct alignas(sizeof(T) * N) lj_pack {
   T v[N];
 };
 
+// Raw packs let a kernel issue its loads early and convert later: N elements of T take N * sizeof(T)
+// bytes of registers instead of N floats while the load is in flight.
 template <class T, int N>
-__device__ __forceinline__ void lj_load(const T* p, float (&out)[N]) {
-  const lj_pack<T, N> pk = *reinterpret_cast<const lj_pack<T, N>*>(p);
+__device__ __forceinline__ lj_pack<T, N> lj_load_raw(const T* p) {
+  return *reinterpret_cast<const lj_pack<T, N>*>(p);
+}
+
+template <class T, int N>
+__device__ __forceinline__ void lj_store_raw(T* p, const lj_pack<T, N>& pk) {
+  *reinterpret_cast<lj_pack<T, N>*>(p) = pk;
+}
+
+template <class T, int N>
+__device__ __forceinline__ void lj_unpack(const lj_pack<T, N>& pk, float (&out)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) out[i] = lj_to_float(pk.v[i]);
+}
+
+template <class T, int N>
+__device__ __forceinline__ void lj_load(const T* p, float (&out)[N]) {
+  lj_unpack(lj_load_raw<T, N>(p), out);
 }
 
 template <class T, int N>
