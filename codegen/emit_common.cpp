@@ -76,6 +76,17 @@ void KernelContext::add_symbol_params() {
   }
 }
 
+std::string KernelContext::scratch_param(int64_t per_block) {
+  KernelParam p;
+  p.kind = KernelParam::Kind::Scratch;
+  p.name = "p_scratch";
+  p.dtype = DType::I8;
+  p.written = p.read = true;
+  p.scratch_per_block = per_block;
+  params_.push_back(p);
+  return p.name;
+}
+
 void KernelContext::add_group_params() {
   for (ValueId v : grp_.inputs) buffer_param(v, false);
   for (ValueId v : grp_.outputs) buffer_param(v, true);
@@ -94,9 +105,10 @@ std::string KernelContext::signature(int threads) const {
   std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", threads, kernel_name());
   for (size_t i = 0; i < params_.size(); ++i) {
     const KernelParam& p = params_[i];
-    std::string decl = p.kind == KernelParam::Kind::Symbol
-                           ? fmt::format("const lj_i64 {}", p.name)
-                           : fmt::format("{}{}* __restrict__ {}", p.written ? "" : "const ", c_type(p.dtype), p.name);
+    std::string decl = p.kind == KernelParam::Kind::Symbol    ? fmt::format("const lj_i64 {}", p.name)
+                       : p.kind == KernelParam::Kind::Scratch ? fmt::format("unsigned char* __restrict__ {}", p.name)
+                                                              : fmt::format("{}{}* __restrict__ {}", p.written ? "" : "const ",
+                                                                            c_type(p.dtype), p.name);
     out += fmt::format("\n    {}{}", decl, i + 1 < params_.size() ? "," : ")");
   }
   if (params_.empty()) out += ")";

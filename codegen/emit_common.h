@@ -29,6 +29,8 @@ class KernelContext {
 
   /// Registers the buffer behind `v` as a parameter (once) and returns its C++ name.
   std::string buffer_param(ValueId v, bool written);
+  /// Adds the kernel's scratch buffer parameter (see KernelParam::Kind::Scratch) and returns its name.
+  std::string scratch_param(int64_t per_block);
   /// The symbols of every shape the kernel touches become int64 parameters.
   void add_symbol_params();
   /// The usual parameter list: every group input, then every output, then the symbols.

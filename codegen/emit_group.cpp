@@ -9,8 +9,8 @@ bool has_emitter(GroupKind k) {
     case GroupKind::Elementwise:
     case GroupKind::RowReduce:
     case GroupKind::RopeKvWrite:
-    case GroupKind::Matmul: return true;
-    case GroupKind::Attention:
+    case GroupKind::Matmul:
+    case GroupKind::Attention: return true;
     case GroupKind::Reduce:
     case GroupKind::Copy: return false;
   }
@@ -24,13 +24,13 @@ GeneratedKernel emit_group(const Graph& g, const FusionGroup& grp, const EmitOpt
     case GroupKind::RowReduce: return emit_row_reduce(g, grp, opts);
     case GroupKind::RopeKvWrite: return emit_rope_kv_write(g, grp, opts);
     case GroupKind::Matmul: return emit_matmul(g, grp, opts);
-    case GroupKind::Attention:
+    case GroupKind::Attention: return emit_attention(g, grp, opts);
     case GroupKind::Reduce:
     case GroupKind::Copy: break;
   }
   const std::string_view kind = group_kind_name(grp.kind);
   const bool vowel = std::string_view("aeiou").find(kind.front()) != std::string_view::npos;
-  throw UserError(fmt::format("group {} of @{} is {} {} group: its kernel generator is not written yet (attention: issue 7)",
+  throw UserError(fmt::format("group {} of @{} is {} {} group: its kernel generator is not written yet",
                               grp.id, g.name(), vowel ? "an" : "a", kind));
 }
 

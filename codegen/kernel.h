@@ -13,7 +13,10 @@
 namespace lj {
 
 struct KernelParam {
-  enum class Kind { Buffer, Symbol };
+  /// Scratch: device memory private to the kernel (no graph value), launch.blocks() * scratch_per_block
+  /// bytes, zeroed when allocated; the kernel leaves it zeroed again where it relies on zeros (the
+  /// split-KV attention's completion counters), so one allocation serves every launch.
+  enum class Kind { Buffer, Symbol, Scratch };
   Kind kind = Kind::Buffer;
   std::string name;    // C++ parameter name in the source
   ValueId buffer = -1; // Buffer: the value owning the memory
@@ -21,11 +24,14 @@ struct KernelParam {
   bool written = false;  // Buffer: the kernel stores to it
   bool read = false;     // Buffer: the kernel loads from it (both: an in-place cache update)
   std::string symbol;    // Symbol: which IR symbol (passed as int64)
+  int64_t scratch_per_block = 0;  // Scratch: bytes per block of the launch
 };
 
-/// grid.x = ceil(work / per_block) * tiles_per_unit, block = threads, with `shared_bytes` of dynamic
-/// shared memory. (A GEMM covers ceil(M / BM) row tiles times a constant count of column tiles.)
+/// grid.x = outer * ceil(work / per_block) * tiles_per_unit, block = threads, with `shared_bytes` of
+/// dynamic shared memory. (A GEMM covers ceil(M / BM) row tiles times a constant count of column tiles;
+/// attention covers B sequences times ceil(T / tokens per CTA) query tiles times the KV heads.)
 struct LaunchRule {
+  DimProduct outer;  // default: the constant 1
   DimProduct work;
   int64_t per_block = 1;
   int64_t tiles_per_unit = 1;
@@ -58,9 +64,12 @@ struct EmitOptions {
   int max_shared_bytes = 227 * 1024;
 };
 
-/// Emits the kernel of one group: elementwise, row_reduce, rope_kv_write, or matmul (the decode GEMV
-/// family; the tensor-core GEMM for large M is next). Attention, reduce and copy groups have no
-/// generator yet: asking for one is a UserError naming the group.
+/// Bytes of the kernel's scratch buffer for the symbol values in `b` (0: it has none).
+int64_t scratch_bytes(const GeneratedKernel& k, const Bindings& b);
+
+/// Emits the kernel of one group: elementwise, row_reduce, rope_kv_write, matmul (GEMV or tensor-core
+/// GEMM) or attention (flash prefill or split-KV decode). Reduce and copy groups have no generator
+/// yet: asking for one is a UserError naming the group.
 GeneratedKernel emit_group(const Graph& g, const FusionGroup& grp, const EmitOptions& opts = {});
 
 /// The matmul problem of a matmul group (M from the constant shape or the hint, 0 if unknown).

@@ -102,6 +102,11 @@ Status fill_poison(Stream& stream, CUdeviceptr out, size_t bytes, size_t element
   return {};
 }
 
+Status fill_zero(Stream& stream, CUdeviceptr out, size_t bytes) {
+  LJ_CU(stream.context().driver(), cuMemsetD8Async, out, 0, bytes, stream.handle());
+  return {};
+}
+
 bool is_poison_f32(float value) {
   std::uint32_t bits = 0;
   std::memcpy(&bits, &value, sizeof bits);

@@ -20,6 +20,8 @@ float host_random_f32(std::uint64_t seed, std::uint64_t i, float lo, float hi);
 /// formats; 2 or 4: repeated 0x7FC1, a NaN as f16, bf16 and, paired, f32). Uses the copy engine's
 /// memset: exact, and no kernel to compile.
 Status fill_poison(Stream& stream, CUdeviceptr out, size_t bytes, size_t element_bytes);
+/// Zeroes `bytes` (kernel scratch buffers start zeroed; see codegen KernelParam::Kind::Scratch).
+Status fill_zero(Stream& stream, CUdeviceptr out, size_t bytes);
 /// True for the f32 poison pattern (to count unwritten outputs).
 bool is_poison_f32(float value);
 

@@ -43,6 +43,8 @@ nlohmann::json params_json(const Graph& g, const GeneratedKernel& k) {
   for (const KernelParam& p : k.params) {
     if (p.kind == KernelParam::Kind::Symbol) {
       ps.push_back({{"name", p.name}, {"kind", "symbol"}, {"type", "int64"}});
+    } else if (p.kind == KernelParam::Kind::Scratch) {
+      ps.push_back({{"name", p.name}, {"kind", "scratch"}, {"bytes_per_block", p.scratch_per_block}, {"zeroed", true}});
     } else {
       ps.push_back({{"name", p.name},
                     {"kind", "buffer"},

@@ -61,6 +61,13 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
         args.add(static_cast<long long>(*b.get(p.symbol)));
         continue;
       }
+      if (p.kind == KernelParam::Kind::Scratch) {
+        const auto bytes = static_cast<size_t>(scratch_bytes(k, b));
+        run.scratch.push_back(must(rt::DeviceBuffer::allocate(ctx, bytes), "allocate scratch"));
+        must_ok(rt::fill_zero(stream, run.scratch.back().ptr(), bytes), "zero scratch");
+        args.add(run.scratch.back().ptr());
+        continue;
+      }
       if (!pool.count(p.buffer)) {
         const TensorType& t = g.value(p.buffer).type;
         const size_t n = static_cast<size_t>(numel(resolve(t.shape, b)));

@@ -46,6 +46,7 @@ struct Launchable {
 
 struct PlanRun {
   std::vector<Launchable> kernels;
+  std::vector<rt::DeviceBuffer> scratch;  ///< the kernels' scratch buffers (zeroed once)
   double bytes = 0;  ///< the plan's minimum device-memory traffic (group_cost)
 };
 

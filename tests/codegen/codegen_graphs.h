@@ -4,7 +4,9 @@
 // cover the GEMV kernel: (N, K) from (1, 7) to (129, 4095), bf16/f16/f32 inputs, an f32 output,
 // x as a strided view of a split (offset 120 of a 1128-wide row: 16-byte loads; offset 1125:
 // scalar loads of a 3-element row) and a rank-3 x. @rope_wide_cache has more RoPE pairs and cache
-// runs per row than a CTA stages in registers (the loop after the barrier).
+// runs per row than a CTA stages in registers (the loop after the barrier). The @attn_* graphs cover
+// both attention kernels: prefill with GQA 4, MQA (f16, head_dim 64, a scale), MHA over strided views,
+// and split-KV decode over a cache with positions and over the last of T keys.
 #pragma once
 
 #include <string>
@@ -85,6 +87,30 @@ graph @rope_wide_cache(%x: f16[T, 20, 64], %v: bf16[T, 40, 128], %kc: f16[T, 9, 
   %kn = kv_cache_write(%kc, %y, %pos)
   %vn = kv_cache_write(%vc, %v, %pos)
   return %y, %kn, %vn
+}
+graph @attn_gqa4_causal(%q: bf16[T, 8, 128], %k: bf16[T, 2, 128], %v: bf16[T, 2, 128]) {
+  %o = attention(%q, %k, %v) {causal = true}
+  return %o
+}
+graph @attn_mqa_d64_f16(%q: f16[T, 8, 64], %k: f16[127, 1, 64], %v: f16[127, 1, 64]) {
+  %o = attention(%q, %k, %v) {scale = 0.2}
+  return %o
+}
+graph @attn_mha_views(%qkv: bf16[T, 3, 3, 64]) {
+  %q, %k, %v = split(%qkv) {axis = 1, sizes = [1, 1, 1]}
+  %q3 = reshape(%q) {shape = [T, 3, 64]}
+  %k3 = reshape(%k) {shape = [T, 3, 64]}
+  %v3 = reshape(%v) {shape = [T, 3, 64]}
+  %o = attention(%q3, %k3, %v3) {causal = true}
+  return %o
+}
+graph @attn_decode_cache(%q: bf16[T, 1, 4, 128], %kc: bf16[T, 37, 1, 128], %vc: bf16[T, 37, 1, 128], %pos: i32[T]) {
+  %o = attention(%q, %kc, %vc, %pos) {causal = true}
+  return %o
+}
+graph @attn_decode_last(%q: f16[1, 8, 64], %k: f16[T, 2, 64], %v: f16[T, 2, 64]) {
+  %o = attention(%q, %k, %v)
+  return %o
 }
 graph @mm_1x7(%x: bf16[T, 7], %w: param bf16[1, 7]) {
   %y = matmul(%x, %w)

@@ -59,17 +59,56 @@ TEST_CASE("the device headers are embedded", "[codegen]") {
     CHECK(std::find(names.begin(), names.end(), want) != names.end());
 }
 
+TEST_CASE("attention groups: flash prefill over query tiles, split-KV decode over key chunks", "[codegen]") {
+  const Graph prefill = llama_prefill(LlamaConfig::llama3_8b());
+  const Graph decode = llama_decode(LlamaConfig::llama3_8b());
+  auto attention_group = [](const Graph& g) {
+    for (const FusionGroup& grp : plan_fusion(g).groups)
+      if (grp.kind == GroupKind::Attention) return grp;
+    FAIL("no attention group");
+    return FusionGroup{};
+  };
+  REQUIRE(has_emitter(GroupKind::Attention));
+  {
+    // 32 query heads over 8 KV heads: 4 heads packed per KV head, 128-row tiles of 32 tokens.
+    GeneratedKernel k = emit_group(prefill, attention_group(prefill));
+    INFO(k.source);
+    CHECK(k.source.find("lj_flash_prefill<lj_bf16, 128, 128, 64, 2, 4, true>") != std::string::npos);
+    Bindings b;
+    b.set("T", 4097);
+    CHECK(k.launch.blocks(b) == (4097 + 31) / 32 * 8);
+    CHECK(k.launch.threads == 256);
+    CHECK(k.launch.shared_bytes == (128 + 2 * 2 * 64) * 128 * 2);
+    CHECK(scratch_bytes(k, b) == 0);
+  }
+  {
+    // One token: the 4 query rows of a KV head in one tile; keys split so that B=1 fills the GPU.
+    EmitOptions eo;
+    eo.hint.set("B", 1);
+    eo.hint.set("C", 4096);
+    GeneratedKernel k = emit_group(decode, attention_group(decode), eo);
+    INFO(k.source);
+    CHECK(k.source.find("lj_flash_decode<lj_bf16, 128, 4, 4, 16, 4, 2, 128, true>") != std::string::npos);
+    Bindings b;
+    b.set("B", 3);
+    b.set("C", 4000);
+    const int64_t blocks = 3 * ((4000 + 127) / 128) * 8;
+    CHECK(k.launch.blocks(b) == blocks);
+    CHECK(k.launch.str() == "B * ceil(C / 128) * 8");
+    CHECK(scratch_bytes(k, b) == blocks * (4 * (128 + 2) * 4 + 4));
+    // 16 sequences x 8 KV heads need fewer splits: chunks of 2048 keys.
+    eo.hint.set("B", 16);
+    CHECK(emit_group(decode, attention_group(decode), eo).launch.per_block == 2048);
+  }
+}
+
 TEST_CASE("kernels without an emitter yet are reported by group", "[codegen]") {
-  // Attention groups get their generator with issue 7; until then asking for one names the group.
-  Graph g = llama_prefill(LlamaConfig::small());
+  Module m = parse_module("graph @r(%x: f32[T, 7]) {\n  %y = reduce_sum(%x) {axis = 0}\n  return %y\n}\n", "<test>");
+  const Graph& g = m.graphs[0];
   FusionPlan plan = plan_fusion(g);
-  const FusionGroup* attn = nullptr;
-  for (const FusionGroup& grp : plan.groups)
-    if (grp.kind == GroupKind::Attention && !attn) attn = &grp;
-  REQUIRE(attn != nullptr);
-  CHECK(!has_emitter(GroupKind::Attention));
-  CHECK_THROWS_WITH(emit_group(g, *attn), Catch::Contains("group " + std::to_string(attn->id) +
-                                                          " of @llama_small_prefill is an attention group"));
+  REQUIRE(plan.groups.size() == 1);
+  CHECK(!has_emitter(plan.groups[0].kind));
+  CHECK_THROWS_WITH(emit_group(g, plan.groups[0]), Catch::Contains("group 0 of @r is a reduce group"));
 }
 
 TEST_CASE("matmul groups at decode sizes get the GEMV kernel with one warp per output column", "[codegen]") {

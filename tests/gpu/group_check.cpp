@@ -86,6 +86,20 @@ bool close(DType t, double got, double want) {
 // rounding step of the output format at the scale of the partial sums, not of the result. The unit
 // is one rounding step of the output format (bf16 2^-8, f16 2^-11, fp8 2^-4 / 2^-3) and for f32
 // outputs the fp32 accumulation step 2^-24 with a margin of 2^6 for the order of K additions.
+// Attention outputs are weighted means of v rows: the kernel rounds the softmax weights P to q's
+// dtype before P V (as every tensor-core flash kernel does), an error of at most half a unit in the
+// last place of each weight, so at most 2^-9 (bf16) or 2^-12 (f16) of max |v| = 1 in the mean. Twice
+// that, plus the output's own rounding.
+bool attention_close(DType t, double got, double want) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isnan(got)) return false;
+  switch (t) {
+    case DType::BF16: return std::fabs(got - want) <= std::ldexp(1.0, -8) + std::fabs(want) / 128;
+    case DType::F16: return std::fabs(got - want) <= std::ldexp(1.0, -11) + std::fabs(want) / 1024;
+    default: FAIL("attention kernels produce bf16 or f16"); return false;
+  }
+}
+
 bool matmul_close(DType t, int64_t k, double got, double want) {
   if (std::isnan(want)) return std::isnan(got);
   if (std::isnan(got)) return false;
@@ -121,8 +135,14 @@ HostTensor random_input(const Graph& g, ValueId v, const Bindings& b, uint64_t s
       is_scale = true;
   if (info.type.dtype == DType::I32) {
     int64_t cap = 1000;
-    for (const Node& n : g.nodes())
-      if (n.kind == OpKind::KvCacheWrite && n.operands[2] == v) cap = resolve(g.value(n.operands[0]).type.shape[1], b);
+    for (const Node& n : g.nodes()) {
+      if (n.kind == OpKind::KvCacheWrite && n.operands[2] == v) cap = std::min(cap, resolve(g.value(n.operands[0]).type.shape[1], b));
+      if (n.kind == OpKind::Attention && n.operands.size() > 3 && n.operands[3] == v) {  // the new tokens must fit the cache
+        const Shape& q = g.value(n.operands[0]).type.shape;
+        const Shape& k = g.value(n.operands[1]).type.shape;
+        cap = std::min(cap, resolve(k[k.size() - 3], b) - resolve(q[q.size() - 3], b) + 1);
+      }
+    }
     fill_uniform(t, seed, 0, static_cast<double>(cap));
   } else if (is_scale) {
     fill_uniform(t, seed, 0.05, 0.5);
@@ -149,7 +169,7 @@ const HostTensor& evaluate(const Graph& g, ValueId v, const Bindings& b, std::ma
 
 }  // namespace
 
-void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const FusionGroup& grp) {
+std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const FusionGroup& grp) {
   const Graph& g = *c.graph;
   const std::vector<TensorLayout> layouts = compute_layouts(g);
   GeneratedKernel k = emit_group(g, grp, c.emit);
@@ -161,6 +181,10 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
   for (ValueId v : grp.inputs) {
     const ValueId buf = layouts[static_cast<size_t>(v)].buffer;
     if (!known.count(buf)) known[buf] = c.input ? c.input(g, buf, c.bind, ++seed) : random_input(g, buf, c.bind, ++seed);
+    // A cache write's result is its cache buffer, updated in place by an earlier group: the group
+    // reads whatever that buffer holds.
+    const NodeId maker = g.value(v).producer;
+    if (v != buf && maker >= 0 && g.node(maker).kind == OpKind::KvCacheWrite) known[v] = known[buf];
   }
   std::map<ValueId, HostTensor> before = known;  // buffers as uploaded
   for (NodeId n : grp.nodes)
@@ -184,6 +208,15 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
       args.add(static_cast<long long>(*c.bind.get(p.symbol)));
       continue;
     }
+    if (p.kind == KernelParam::Kind::Scratch) {  // zeroed once, as the contract says
+      const auto bytes = static_cast<size_t>(scratch_bytes(k, c.bind));
+      auto buf = rt::DeviceBuffer::allocate(ctx, bytes);
+      LJ_REQUIRE_OK(buf);
+      LJ_REQUIRE_OK(rt::fill_zero(stream, buf->ptr(), bytes));
+      args.add(buf->ptr());
+      buffers.push_back(std::move(*buf));
+      continue;
+    }
     const TensorType& t = g.value(p.buffer).type;
     const size_t bytes = static_cast<size_t>(numel(resolve(t.shape, c.bind)) * dtype_bytes(t.dtype));
     auto buf = rt::DeviceBuffer::allocate(ctx, bytes);
@@ -198,10 +231,15 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
     buffers.push_back(std::move(*buf));
   }
   const auto blocks = static_cast<unsigned>(k.launch.blocks(c.bind));
-  LJ_REQUIRE_OK(rt::launch(stream, kern,
-                           rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
-                                                    static_cast<unsigned>(k.launch.shared_bytes)),
-                           args));
+  // A kernel with scratch runs twice on the same scratch: the second run only gives the right answer
+  // if the first left the scratch as the contract says (the split-KV completion counters at zero).
+  const bool has_scratch = scratch_bytes(k, c.bind) > 0;
+  for (int run = 0; run < (has_scratch ? 2 : 1); ++run) {
+    LJ_REQUIRE_OK(rt::launch(stream, kern,
+                             rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
+                                                      static_cast<unsigned>(k.launch.shared_bytes)),
+                             args));
+  }
   LJ_REQUIRE_OK(stream.synchronize());
 
   // Every written buffer must equal the reference of the value stored in it.
@@ -210,7 +248,7 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
   for (const KernelParam& p : k.params) {
     if (p.kind == KernelParam::Kind::Symbol) continue;
     const rt::DeviceBuffer& buf = buffers[bi++];
-    if (!p.written) continue;
+    if (!p.written || p.kind == KernelParam::Kind::Scratch) continue;
     ValueId holder = -1;  // the group output whose buffer this is (a cache write aliases its input)
     for (ValueId o : grp.outputs)
       if (layouts[static_cast<size_t>(o)].buffer == p.buffer) holder = o;
@@ -248,9 +286,10 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
     const int eb = dtype_bytes(want.dtype);
     for (size_t i = 0; i < want.data.size(); ++i) {
       const double gv = rt::decode_element(want.dtype, got.data() + i * static_cast<size_t>(eb));
-      const bool ok = exact            ? (gv == want.data[i] || (std::isnan(gv) && std::isnan(want.data[i])))
-                      : reduction_k > 0 ? matmul_close(want.dtype, reduction_k, gv, want.data[i])
-                                        : close(tolerance, gv, want.data[i]);
+      const bool ok = exact                              ? (gv == want.data[i] || (std::isnan(gv) && std::isnan(want.data[i])))
+                      : reduction_k > 0                   ? matmul_close(want.dtype, reduction_k, gv, want.data[i])
+                      : grp.kind == GroupKind::Attention ? attention_close(want.dtype, gv, want.data[i])
+                                                          : close(tolerance, gv, want.data[i]);
       if (!ok) {
         if (bad++ == 0) first = i;
       }
@@ -261,6 +300,7 @@ void check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const
                     << rt::decode_element(want.dtype, got.data() + first * static_cast<size_t>(eb)) << " want " << want.data[first]);
     CHECK(bad == 0);
   }
+  return from_gpu;
 }
 
 }  // namespace lj_test

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 
 #include "codegen/kernel.h"
 #include "layerjit/reference.h"
@@ -29,7 +30,10 @@ lj::HostTensor random_input(const lj::Graph& g, lj::ValueId v, const lj::Binding
 /// Emits the group's kernel (with c.emit), runs it on random inputs with poisoned outputs and checks
 /// every written buffer against the reference: exactly, within one rounding step of the dtype, or
 /// for matmuls within a bound that grows with sqrt(K). A dynamic quantize whose input row the kernel
-/// also stored is checked exactly against the reference quantize of that stored row.
-void check_group(lj::rt::Context& ctx, lj::rt::Stream& stream, const GroupCase& c, const lj::FusionGroup& grp);
+/// also stored is checked exactly against the reference quantize of that stored row. Attention
+/// outputs are checked within the rounding of the softmax weights (attention_close). Returns what the
+/// kernel stored in each group output, decoded.
+std::map<lj::ValueId, lj::HostTensor> check_group(lj::rt::Context& ctx, lj::rt::Stream& stream, const GroupCase& c,
+                                                  const lj::FusionGroup& grp);
 
 }  // namespace lj_test

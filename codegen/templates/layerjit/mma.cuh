@@ -31,6 +31,14 @@ __device__ __forceinline__ void lj_ldmatrix_x4(unsigned (&r)[4], const void* sme
                : "r"(lj_smem_addr(smem)));
 }
 
+// The same four matrices transposed: register i receives matrix i with rows and columns swapped, the
+// B operand of a product whose k runs along the rows in memory (P * V with V stored [key][d]).
+__device__ __forceinline__ void lj_ldmatrix_x4_trans(unsigned (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(lj_smem_addr(smem)));
+}
+
 template <class T>
 struct lj_mma;  // only bf16 and f16 have tensor-core paths
 

@@ -1,0 +1,79 @@
+// Attention at Llama-3-8B head counts (32 query heads, 8 KV heads, head_dim 128, bf16):
+//   prefill, B=1, causal, S in {2048, 8192}: TFLOP/s counting the causal half of the score matrix
+//   (4 * S * S * D * Hq / 2 FLOPs: QK^T and PV, two FLOPs per multiply-add);
+//   decode, one token per sequence over a full 4096-token cache, B in {1, 32}: GB/s of K and V read
+//   (2 * B * C * Hkv * D * 2 bytes), the cost that bounds it.
+// Each case is one fusion group timed with CUDA events (median of 30 repeats after 5 warm-ups); the
+// decode caches are rotated through enough copies that no repeat finds them in L2. bench/attention/
+// sdpa.py times PyTorch's scaled_dot_product_attention on the same shapes for the ratio.
+#include <cstdio>
+#include <vector>
+
+#include "bench/common/plan_runner.h"
+#include "layerjit/text.h"
+
+using namespace lj;
+using namespace lj::bench;
+
+namespace {
+
+Graph parse_one(const std::string& text) {
+  Module m = parse_module(text, "bench_attention");
+  return std::move(m.graphs.at(0));
+}
+
+}  // namespace
+
+int main() {
+  g_program = "bench_attention";
+  rt::Context* ctx_p = context_or_skip();
+  if (!ctx_p) return 77;
+  rt::Context& ctx = *ctx_p;
+  rt::Stream stream = must(rt::Stream::create(ctx), "stream");
+  std::printf("device: %s\n\n", ctx.info().name.c_str());
+  std::printf("| case | kernel | time (ms) | TFLOP/s | GB/s |\n|------|--------|-----------|---------|------|\n");
+
+  const Graph prefill = parse_one(R"(
+graph @prefill(%q: bf16[T, 32, 128], %k: bf16[T, 8, 128], %v: bf16[T, 8, 128]) {
+  %o = attention(%q, %k, %v) {causal = true}
+  return %o
+})");
+  for (int64_t s : {2048, 8192}) {
+    Bindings b;
+    b.set("T", s);
+    std::map<ValueId, rt::DeviceBuffer> pool;
+    std::vector<PlanRun> runs;
+    runs.push_back(prepare(ctx, stream, prefill, plan_fusion(prefill), b, pool));
+    const double ms = time_plan(stream, runs);
+    const double flops = 4.0 * static_cast<double>(s) * static_cast<double>(s) * 128 * 32 / 2;
+    std::printf("| prefill B=1 S=%lld causal | flash prefill | %.4f | %.1f | |\n", static_cast<long long>(s), ms,
+                flops / (ms * 1e-3) / 1e12);
+  }
+
+  const Graph decode = parse_one(R"(
+graph @decode(%q: bf16[B, 1, 32, 128], %kc: bf16[B, C, 8, 128], %vc: bf16[B, C, 8, 128], %pos: i32[B]) {
+  %o = attention(%q, %kc, %vc, %pos) {causal = true}
+  return %o
+})");
+  const ValueId pos = decode.inputs().back();
+  for (int64_t batch : {1, 32}) {
+    const int64_t c = 4096;
+    Bindings b;
+    b.set("B", batch);
+    b.set("C", c);
+    const double kv_bytes = 2.0 * static_cast<double>(batch * c) * 8 * 128 * 2;
+    const int rotations = rt::rotations_for(static_cast<size_t>(kv_bytes), static_cast<size_t>(ctx.info().l2_bytes));
+    std::vector<std::map<ValueId, rt::DeviceBuffer>> pools(static_cast<size_t>(rotations));
+    std::vector<PlanRun> runs;
+    const std::vector<int> last(static_cast<size_t>(batch), static_cast<int>(c - 1));  // the new token fills the cache
+    for (auto& pool : pools) {
+      runs.push_back(prepare(ctx, stream, decode, plan_fusion(decode), b, pool));
+      must_ok(rt::copy_to_device(stream, pool.at(pos).ptr(), last.data(), last.size() * 4), "positions");
+    }
+    must_ok(stream.synchronize(), "positions");
+    const double ms = time_plan(stream, runs);
+    std::printf("| decode B=%lld ctx=%lld | split-KV decode | %.4f | | %.0f |\n", static_cast<long long>(batch),
+                static_cast<long long>(c), ms, kv_bytes / (ms * 1e-3) / 1e9);
+  }
+  return 0;
+}

@@ -1,0 +1,189 @@
+// Attention groups: one flash-attention kernel per group (templates/layerjit/attention.cuh). The
+// emitter decides the family and tiles, and writes what the template cannot know: where each row of q,
+// k, v and the output lives (views, strides, the batch and cache layout), the positions of the
+// queries, the scale, and the grid decomposition.
+//
+// Family: when the query rows of one KV head (tokens x G query heads per KV head) fit one 16-row tile
+// — decode, one token per sequence — the split-KV kernel: the keys are split across CTAs (enough CTAs
+// to fill the GPU even for one sequence) and merged by the last CTA of each (sequence, KV head)
+// through a scratch buffer. Otherwise the prefill kernel: BM-row query tiles, heaviest (causal) tiles
+// first.
+#include <cmath>
+
+#include "codegen/emit_common.h"
+#include "codegen/emitters.h"
+#include "layerjit/text.h"
+
+namespace lj {
+
+namespace {
+
+int64_t hinted(const Dim& d, const Bindings& hint, int64_t fallback) {
+  if (d.is_const()) return d.value();
+  const std::optional<int64_t> v = hint.get(d.symbol());
+  return v ? *v : fallback;
+}
+
+int64_t next_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
+  KernelContext ctx(g, grp);
+  const std::string name = ctx.kernel_name();
+  LJ_CHECK(grp.nodes.size() == 1 && g.node(grp.nodes[0]).kind == OpKind::Attention, SourceLoc{},
+           "{}: an attention kernel implements exactly one attention node", name);
+  const Node& n = g.node(grp.nodes[0]);
+  const ValueId q = n.operands[0], k = n.operands[1], v = n.operands[2], out = n.results[0];
+  const ValueId cache_pos = n.operands.size() > 3 ? n.operands[3] : -1;
+  const TensorType& qt = g.value(q).type;
+  const TensorType& kt = g.value(k).type;
+  const bool batched = qt.rank() == 4;
+  const Dim& tok = qt.shape[static_cast<size_t>(qt.rank() - 3)];
+  const Dim& keys = kt.shape[static_cast<size_t>(kt.rank() - 3)];
+  const int64_t hq = qt.shape[static_cast<size_t>(qt.rank() - 2)].value();
+  const int64_t hkv = kt.shape[static_cast<size_t>(kt.rank() - 2)].value();
+  const int64_t d = qt.shape.back().value();
+  const int64_t group = hq / hkv;
+  const bool causal = n.attrs.get_bool("causal");
+  const double scale = n.attrs.has("scale") ? n.attrs.get_float("scale") : 1.0 / std::sqrt(static_cast<double>(d));
+
+  auto unsupported = [&](const std::string& why) {
+    return UserError(fmt::format("{}: the attention kernels cannot implement {}: {}", name, print_node(g, grp.nodes[0]), why));
+  };
+  if (qt.dtype != DType::BF16 && qt.dtype != DType::F16)
+    throw unsupported(fmt::format("they run on tensor cores with bf16 or f16 operands; q is {}", dtype_name(qt.dtype)));
+  if (g.value(out).type.dtype != qt.dtype) throw unsupported("the output dtype must be q's");
+  if (d != 16 && d != 32 && d != 64 && d != 128) throw unsupported(fmt::format("head_dim must be 16, 32, 64 or 128, got {}", d));
+  for (ValueId x : {q, k, v, out}) {
+    if (ctx.vector_width({x}, g.value(x).type.shape, 8) != 8)
+    {
+      const TensorLayout& l = ctx.layout(x);
+      std::string strides;
+      for (const DimProduct& st : l.strides) strides += (strides.empty() ? "" : ", ") + st.str();
+      throw unsupported(fmt::format("%{} must have contiguous, 16-byte aligned head_dim rows (it is a view at offset {} with strides [{}])",
+                                    g.value(x).name, l.offset.str(), strides));
+    }
+  }
+
+  // Decode when one 16-row tile holds every query row of a KV head.
+  const bool decode = tok.is_const() && tok.value() * group <= 16;
+  const int64_t rows = decode ? tok.value() * group : 0;
+  const char* ty = c_type(qt.dtype);
+  constexpr int kDecodeWarps = 4, kDecodeBn = 16, kStages = 2;
+  int threads = 0, smem = 0;
+  int64_t per_block = 0;  // tokens per CTA (prefill) or keys per CTA (decode)
+  std::string flash;
+  if (decode) {
+    // Enough chunks that the whole launch is about two CTAs per SM of a 132-SM GPU for the hinted
+    // sizes; at least one stage (WARPS x BN keys) per CTA.
+    const int64_t b_hint = batched ? hinted(qt.shape[0], opts.hint, 1) : 1;
+    const int64_t c_hint = hinted(keys, opts.hint, 4096);
+    const int64_t want = std::max<int64_t>(1, (264 + b_hint * hkv - 1) / (b_hint * hkv));
+    const int64_t stage_keys = kDecodeWarps * kDecodeBn;
+    per_block = std::clamp<int64_t>(next_pow2((c_hint + want - 1) / want), stage_keys, 4096);
+    flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}>", ty, d, rows, group, kDecodeBn, kDecodeWarps, kStages,
+                        per_block, causal ? "true" : "false");
+    threads = kDecodeWarps * 32;
+    const int pipe = static_cast<int>((16 + 2 * kStages * stage_keys) * d * 2);
+    const int merge = static_cast<int>(kDecodeWarps * 16 * (d + 2) * 4);
+    smem = std::max(pipe, merge);
+  } else {
+    const int bm = 128, bn = 64;
+    if (bm % group != 0) throw unsupported(fmt::format("{} query heads per KV head do not divide the {}-row tile", group, bm));
+    per_block = bm / group;
+    flash = fmt::format("lj_flash_prefill<{}, {}, {}, {}, {}, {}, {}>", ty, d, bm, bn, kStages, group, causal ? "true" : "false");
+    threads = bm / 16 * 32;
+    smem = static_cast<int>((bm + 2 * kStages * bn) * d * 2);
+  }
+
+  if (cache_pos >= 0) ctx.buffer_param(cache_pos, false);  // read first: the positions decide what else is read
+  ctx.add_group_params();
+  const int64_t part_floats = rows * (d + 2);  // a decode chunk's partial: O [rows][d], max and sum per row
+  const std::string scratch = decode ? ctx.scratch_param(part_floats * 4 + 4) : "";
+
+  SourceWriter w;
+  ctx.header_comment(w);
+  w.line("#include \"layerjit/attention.cuh\"");
+  w.blank();
+  {
+    auto fn = w.scope(ctx.signature(threads));
+    w.line("extern __shared__ __align__(128) unsigned char lj_smem[];");
+    w.line("using Flash = {};", flash);
+    w.line("constexpr int HKV = {};  // KV heads ({} query heads each)", hkv, group);
+    w.line("const lj_i64 n_tok = {};   // query tokens per sequence", product_expr(dim_as_product(tok)));
+    w.line("const lj_i64 n_keys = {};  // keys per sequence (cache capacity)", product_expr(dim_as_product(keys)));
+    const std::string n_seq = batched ? product_expr(dim_as_product(qt.shape[0])) : "1";
+    w.line("const lj_i64 bid = blockIdx.x;");
+    if (decode) {
+      w.line("const lj_i64 chunks = (n_keys + {} - 1) / {};  // CTAs per (sequence, KV head)", per_block, per_block);
+      w.line("const lj_i64 chunk = bid % chunks, pair = bid / chunks;");
+      w.line("const int kvh = (int)(pair % HKV);");
+      w.line("const lj_i64 b = pair / HKV;");
+    } else {
+      w.line("const lj_i64 n_seq = {};", n_seq);
+      w.line("const lj_i64 q_tiles = (n_tok + Flash::TOKENS - 1) / Flash::TOKENS;");
+      w.line("const int kvh = (int)(bid % HKV);");
+      w.line("const lj_i64 b = bid / HKV % n_seq;");
+      w.line("const lj_i64 q_tile = q_tiles - 1 - bid / HKV / n_seq;  // the longest causal rows first");
+    }
+    if (cache_pos >= 0) {
+      w.line("const lj_i64 first_pos = {}[{}];  // %{}: position of query token 0", ctx.buffer_param(cache_pos, false),
+             ctx.address(cache_pos, g.value(cache_pos).type.shape, {batched ? "b" : "0"}), g.value(cache_pos).name);
+      w.line("if (first_pos < 0 || first_pos + n_tok > n_keys) __trap();  // the new tokens must fit the cache");
+      w.line("const lj_i64 n_valid = first_pos + n_tok;  // keys past the new tokens are stale");
+    } else {
+      w.line("const lj_i64 first_pos = n_keys - n_tok, n_valid = n_keys;  // the queries are the last n_tok keys");
+    }
+    // The element offset of a row start; "+ 0" of the head_dim coordinate left out.
+    auto row_at = [&](ValueId x, std::vector<std::string> c) {
+      if (batched) c.insert(c.begin(), "b");
+      c.push_back("0");
+      std::string a = ctx.address(x, g.value(x).type.shape, c);
+      if (a.size() > 4 && a.compare(a.size() - 4, 4, " + 0") == 0) a.resize(a.size() - 4);
+      return a;
+    };
+    w.line("auto q_at = [&](lj_i64 t, int h) -> lj_i64 {{ return {}; }};  // %{}", row_at(q, {"t", "h"}),
+           g.value(q).name);
+    w.line("auto k_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{}", row_at(k, {"j", "kvh"}),
+           g.value(k).name);
+    w.line("auto v_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{}", row_at(v, {"j", "kvh"}),
+           g.value(v).name);
+    w.line("auto o_at = [&](lj_i64 t, int h) -> lj_i64 {{ return {}; }};  // %{}",
+           row_at(out, {"t", "h"}), g.value(out).name);
+    const std::string qp = ctx.buffer_param(q, false), kp = ctx.buffer_param(k, false), vp = ctx.buffer_param(v, false);
+    const std::string op = ctx.buffer_param(out, true);
+    const std::string scale_log2 = fmt::format("{:.9g}f", scale * 1.4426950408889634);
+    w.comment(fmt::format("{}: scale {:.9g}, in the log2 domain", print_node(g, grp.nodes[0]), scale));
+    if (decode) {
+      w.line("float* part = reinterpret_cast<float*>({}) + pair * chunks * Flash::PART;", scratch);
+      w.line("unsigned* counter = reinterpret_cast<unsigned*>(reinterpret_cast<float*>({}) + (lj_i64)gridDim.x * Flash::PART) + pair;",
+             scratch);
+      w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, first_pos, n_valid, kvh, chunk, {}, part, counter, lj_smem);", qp, kp,
+             vp, op, scale_log2);
+    } else {
+      w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, n_tok, q_tile * Flash::TOKENS, first_pos, n_valid, kvh, {},", qp, kp,
+             vp, op, scale_log2);
+      w.line("           reinterpret_cast<{}*>(lj_smem));", ty);
+    }
+  }
+
+  GeneratedKernel kern;
+  kern.group = grp.id;
+  kern.name = name;
+  kern.source = w.str();
+  kern.params = ctx.params();
+  if (batched) kern.launch.outer = dim_as_product(qt.shape[0]);
+  kern.launch.work = dim_as_product(decode ? keys : tok);
+  kern.launch.per_block = per_block;
+  kern.launch.tiles_per_unit = hkv;
+  kern.launch.threads = threads;
+  kern.launch.shared_bytes = smem;
+  return kern;
+}
+
+}  // namespace lj

@@ -1,0 +1,427 @@
+// Flash attention on tensor cores (sm_80+: mma.sync m16n8k16 with fp32 accumulation) for attention
+// groups. S = Q K^T, the scale, the masks, an online softmax (running max and sum per row, in fp32, in
+// the log2 domain) and O += P V run tile by tile over the keys; the score matrix never leaves registers.
+//
+// Rows. A query row is a (token, query head) pair. The G = Hq / Hkv query heads that read one KV head
+// are packed into consecutive rows (row r: token r / G, head kvh * G + r % G), so every K/V tile a CTA
+// brings into shared memory serves all G heads: grouped-query attention reads each KV head once per
+// CTA instead of G times.
+//
+// Positions. Query token t sits at position first_pos + t; keys [0, n_valid) may be read; causal masks
+// keys after the query's own position. A row that sees no key stores zeros.
+//
+// Warps. Each warp owns 16 rows (one mma M tile): S (16 x keys) and O (16 x D) live in its registers,
+// and P is re-packed from S's accumulators straight into A fragments (the m16n8 C layout of two
+// adjacent key blocks is the m16k16 A layout). The prefill kernel gives each warp its own 16 rows of a
+// BM-row tile; the decode kernel has one 16-row tile and splits the keys between warps and between
+// CTAs (flash-decoding), merging the partial (max, sum, O) triples at the end.
+//
+// Shared memory: Q [rows][D] and a ring of STAGES (K, V) tiles [keys][D] filled by cp.async; rows are
+// XOR-swizzled in 16-byte chunks (chunk c of row r at c ^ (r % 8)) so the ldmatrix reads of 8 rows at
+// one chunk hit 8 different bank groups.
+#pragma once
+#include "layerjit/mma.cuh"
+#include "layerjit/vec.cuh"
+
+// Two floats rounded to nearest-even into one register of two 16-bit values (lo in the low half).
+template <class T>
+__device__ __forceinline__ unsigned lj_pack_pair(float lo, float hi);
+template <>
+__device__ __forceinline__ unsigned lj_pack_pair<lj_bf16>(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <>
+__device__ __forceinline__ unsigned lj_pack_pair<lj_f16>(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+#define LJ_NEG_INF __int_as_float(0xff800000)
+
+// 2^x; 2^-inf = 0, which is how masked scores drop out.
+__device__ __forceinline__ float lj_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <class T, int D>
+struct lj_attn_warp {
+  static_assert(sizeof(T) == 2, "mma.sync m16n8k16 takes 16-bit operands");
+  static_assert(D == 16 || D == 32 || D == 64 || D == 128, "head_dim 16, 32, 64 or 128");
+  static constexpr int CH = D / 8;     // 16-byte chunks per row
+  static constexpr int KS = D / 16;    // k steps of Q K^T
+  static constexpr int OF = D / 8;     // n8 blocks of O
+
+  // The 8 rows one ldmatrix reads span 8 * D * 2 bytes: with 8 or more chunks per row, XOR the chunk
+  // with the row's position among the 8; shorter rows share 128-byte lines 8 / CH at a time, so XOR
+  // with the line's position instead.
+  static __device__ __forceinline__ int swz(int row, int c) {
+    const int x = CH >= 8 ? (row & 7) : (row / (8 / CH)) % CH;
+    return row * D + ((c ^ x) << 3);
+  }
+
+  // One [rows][D] tile row by row: row r comes from src(r) (nullptr: zeros). Threads stride by nthreads.
+  template <class Src>
+  static __device__ __forceinline__ void load_rows(T* tile, int rows, Src src, int tid, int nthreads) {
+    for (int i = tid; i < rows * CH; i += nthreads) {
+      const int r = i / CH, c = i % CH;
+      const T* p = src(r);
+      lj_cp_async16(tile + swz(r, c), p ? p + c * 8 : tile, p ? 16 : 0);
+    }
+  }
+
+  // The A fragments of this warp's 16 Q rows (rows row0 .. row0 + 15 of the Q tile).
+  static __device__ __forceinline__ void load_q(unsigned (&qf)[KS][4], const T* sq, int row0, int lane) {
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) lj_ldmatrix_x4(qf[kk], sq + swz(row0 + (lane & 15), 2 * kk + (lane >> 4)));
+  }
+
+  // s = Q K^T for the 8 * NF keys at rows key0.. of the K tile (lanes 0-7 / 8-15: keys 0-7 at k lo /
+  // hi, lanes 16-31: keys 8-15).
+  template <int NF>
+  static __device__ __forceinline__ void scores(float (&s)[NF][4], const unsigned (&qf)[KS][4], const T* sk, int key0, int lane) {
+    static_assert(NF % 2 == 0, "keys in blocks of 16");
+#pragma unroll
+    for (int f = 0; f < NF; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.f;
+    const int row = key0 + (lane & 7) + ((lane >> 4) << 3);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+#pragma unroll
+      for (int nj = 0; nj < NF / 2; ++nj) {
+        unsigned r[4];
+        lj_ldmatrix_x4(r, sk + swz(row + nj * 16, 2 * kk + ((lane >> 3) & 1)));
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        lj_mma<T>::m16n8k16(s[2 * nj], qf[kk], b0);
+        lj_mma<T>::m16n8k16(s[2 * nj + 1], qf[kk], b1);
+      }
+    }
+  }
+
+  // Online softmax over one block of scores s (already scaled to the log2 domain, masked = -inf):
+  // raises the running max m of each of the thread's two rows, rescales l and o to it, and turns s
+  // into p = 2^(s - m). l stays this thread's partial sum (its quad's four threads share a row).
+  template <int NF>
+  static __device__ __forceinline__ void softmax(float (&s)[NF][4], float (&m)[2], float (&l)[2], float (&o)[OF][4]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = m[h];
+#pragma unroll
+      for (int f = 0; f < NF; ++f) mx = fmaxf(mx, fmaxf(s[f][2 * h], s[f][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // The running max is rounded up to an integer (log2 domain): every rescale is then an exact power
+      // of two, and P = 2^(s - m) rounds to the same significand whatever max a split saw, so split-KV
+      // partials merge to the unsplit result within fp32 rounding. A row with nothing visible yet stays
+      // at zero.
+      mx = mx == LJ_NEG_INF ? LJ_NEG_INF : ceilf(mx);
+      const float base = mx == LJ_NEG_INF ? 0.f : mx;
+      const float corr = lj_exp2(m[h] - base);
+      m[h] = mx;
+      l[h] *= corr;
+#pragma unroll
+      for (int f = 0; f < OF; ++f) {
+        o[f][2 * h] *= corr;
+        o[f][2 * h + 1] *= corr;
+      }
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        s[f][2 * h] = lj_exp2(s[f][2 * h] - base);
+        s[f][2 * h + 1] = lj_exp2(s[f][2 * h + 1] - base);
+        l[h] += s[f][2 * h] + s[f][2 * h + 1];
+      }
+    }
+  }
+
+  // o += p V for the 8 * NF keys at rows key0.. of the V tile. V is [key][d] in memory, so its B
+  // fragments (k = key) come from ldmatrix.trans: matrices (keys 0-7, d lo), (keys 8-15, d lo),
+  // (keys 0-7, d hi), (keys 8-15, d hi).
+  template <int NF>
+  static __device__ __forceinline__ void pv(float (&o)[OF][4], const float (&p)[NF][4], const T* sv, int key0, int lane) {
+    const int row = key0 + (lane & 7) + (((lane >> 3) & 1) << 3);
+#pragma unroll
+    for (int kk = 0; kk < NF / 2; ++kk) {
+      const unsigned a[4] = {lj_pack_pair<T>(p[2 * kk][0], p[2 * kk][1]), lj_pack_pair<T>(p[2 * kk][2], p[2 * kk][3]),
+                             lj_pack_pair<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                             lj_pack_pair<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+      for (int dj = 0; dj < OF / 2; ++dj) {
+        unsigned r[4];
+        lj_ldmatrix_x4_trans(r, sv + swz(row + kk * 16, 2 * dj + (lane >> 4)));
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        lj_mma<T>::m16n8k16(o[2 * dj], a, b0);
+        lj_mma<T>::m16n8k16(o[2 * dj + 1], a, b1);
+      }
+    }
+  }
+
+  // -inf for keys a row may not see: past `key_end`, or (causal) after the row's position.
+  template <int NF, bool CAUSAL>
+  static __device__ __forceinline__ void mask(float (&s)[NF][4], lj_i64 key0, lj_i64 key_end, const lj_i64 (&qpos)[2], int lane) {
+#pragma unroll
+    for (int f = 0; f < NF; ++f)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const lj_i64 j = key0 + f * 8 + 2 * (lane & 3) + (e & 1);
+        if (j >= key_end || (CAUSAL && j > qpos[e >> 1])) s[f][e] = LJ_NEG_INF;
+      }
+  }
+};
+
+// Prefill: a CTA computes BM rows (BM / G tokens of the G query heads of one KV head) over every key
+// they may see, K/V tiles of BN keys in a STAGES-deep cp.async ring. Causal tiles wholly above the
+// diagonal are never loaded; the mask is evaluated only on tiles that cross it or the end.
+template <class T, int D, int BM, int BN, int STAGES, int G, bool CAUSAL>
+struct lj_flash_prefill {
+  using W = lj_attn_warp<T, D>;
+  static constexpr int WARPS = BM / 16, THREADS = WARPS * 32;
+  static constexpr int TOKENS = BM / G;  // tokens per CTA
+  static constexpr int NF = BN / 8;
+  static constexpr int SMEM_BYTES = (BM + 2 * STAGES * BN) * D * (int)sizeof(T);
+  static_assert(BM % 16 == 0 && BM % G == 0, "BM: whole warps of 16 rows and whole tokens");
+  static_assert(BN % 16 == 0 && STAGES >= 2, "BN keys in blocks of 16, at least a double buffer");
+
+  // Row offsets (elements) are given by the kernel: q_at(t, h), k_at(j), v_at(j), o_at(t, h) for this
+  // CTA's sequence and KV head.
+  template <class QAt, class KAt, class VAt, class OAt>
+  static __device__ __forceinline__ void run(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                             T* __restrict__ o, QAt q_at, KAt k_at, VAt v_at, OAt o_at, lj_i64 n_tok,
+                                             lj_i64 t0, lj_i64 first_pos, lj_i64 n_valid, int kvh, float scale_log2,
+                                             T* smem) {
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    T* sq = smem;
+    T* skv = smem + BM * D;
+    const lj_i64 t_end = t0 + TOKENS < n_tok ? t0 + TOKENS : n_tok;
+    const lj_i64 last_pos = first_pos + t_end - 1;
+    const lj_i64 kv_end = CAUSAL && last_pos + 1 < n_valid ? last_pos + 1 : n_valid;
+    const lj_i64 n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+
+    W::load_rows(sq, BM, [&](int r) -> const T* {
+      const lj_i64 t = t0 + r / G;
+      return t < n_tok ? q + q_at(t, kvh * G + r % G) : nullptr;
+    }, tid, THREADS);
+    lj_cp_async_commit();
+    auto load_kv = [&](int stage, lj_i64 j0) {
+      T* sk = skv + stage * 2 * BN * D;
+      W::load_rows(sk, BN, [&](int r) -> const T* { return j0 + r < kv_end ? k + k_at(j0 + r) : nullptr; }, tid, THREADS);
+      W::load_rows(sk + BN * D, BN, [&](int r) -> const T* { return j0 + r < kv_end ? v + v_at(j0 + r) : nullptr; }, tid, THREADS);
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < n_tiles) load_kv(s, (lj_i64)s * BN);
+      lj_cp_async_commit();
+    }
+
+    lj_i64 qpos[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) qpos[h] = first_pos + t0 + (warp * 16 + (lane >> 2) + 8 * h) / G;
+    const lj_i64 first_row_pos = first_pos + t0;
+    unsigned qf[W::KS][4];
+    float m[2] = {LJ_NEG_INF, LJ_NEG_INF}, l[2] = {0.f, 0.f}, acc[W::OF][4];
+#pragma unroll
+    for (int f = 0; f < W::OF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
+
+    int read_stage = 0, write_stage = STAGES - 1;
+    for (lj_i64 it = 0; it < n_tiles; ++it) {
+      lj_cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      if (it + STAGES - 1 < n_tiles) load_kv(write_stage, (it + STAGES - 1) * BN);
+      lj_cp_async_commit();
+      if (it == 0) W::load_q(qf, sq, warp * 16, lane);
+      const T* sk = skv + read_stage * 2 * BN * D;
+      float s[NF][4];
+      W::template scores<NF>(s, qf, sk, 0, lane);
+#pragma unroll
+      for (int f = 0; f < NF; ++f)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[f][e] *= scale_log2;
+      const lj_i64 j0 = it * BN;
+      if (j0 + BN > kv_end || (CAUSAL && j0 + BN - 1 > first_row_pos)) W::template mask<NF, CAUSAL>(s, j0, kv_end, qpos, lane);
+      W::template softmax<NF>(s, m, l, acc);
+      W::template pv<NF>(acc, s, sk + BN * D, 0, lane);
+      read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+      write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+    }
+    lj_cp_async_wait<0>();
+
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      const int r = warp * 16 + (lane >> 2) + 8 * h;
+      const lj_i64 t = t0 + r / G;
+      if (t >= n_tok) continue;
+      T* row = o + o_at(t, kvh * G + r % G);
+#pragma unroll
+      for (int f = 0; f < W::OF; ++f)
+        *reinterpret_cast<unsigned*>(row + f * 8 + 2 * (lane & 3)) = lj_pack_pair<T>(acc[f][2 * h] * inv, acc[f][2 * h + 1] * inv);
+    }
+  }
+};
+
+// Decode (flash-decoding): ROWS = tokens x G <= 16 query rows of one KV head, over keys [0, kv_end)
+// split into CHUNK-key pieces, one CTA each. Inside a CTA, each of WARPS warps takes BN keys of every
+// stage. The warps' partial (max, sum, O) are merged through shared memory; a CTA whose sequence needs
+// more than one chunk writes its merged partial to `part` (a [chunks][ROWS * (D + 2)] f32 area of
+// the scratch buffer) and bumps `counter`; the CTA that finishes last merges every chunk, stores the
+// output and sets the counter back to zero for the next launch.
+template <class T, int D, int ROWS, int G, int BN, int WARPS, int STAGES, int CHUNK, bool CAUSAL>
+struct lj_flash_decode {
+  using W = lj_attn_warp<T, D>;
+  static constexpr int THREADS = WARPS * 32;
+  static constexpr int STAGE_KEYS = WARPS * BN;
+  static constexpr int NF = BN / 8;
+  static constexpr int PART = ROWS * (D + 2);  // floats per chunk partial: O [ROWS][D], m [ROWS], l [ROWS]
+  static constexpr int MERGE_BYTES = WARPS * 16 * (D + 2) * 4;
+  static constexpr int PIPE_BYTES = (16 + 2 * STAGES * STAGE_KEYS) * D * (int)sizeof(T);
+  static constexpr int SMEM_BYTES = PIPE_BYTES > MERGE_BYTES ? PIPE_BYTES : MERGE_BYTES;
+  static_assert(ROWS >= 1 && ROWS <= 16 && ROWS % G == 0, "decode rows: whole tokens, one 16-row tile");
+  static_assert(BN % 16 == 0 && CHUNK % STAGE_KEYS == 0 && STAGES >= 2, "chunks of whole stages");
+
+  template <class QAt, class KAt, class VAt, class OAt>
+  static __device__ __forceinline__ void run(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                             T* __restrict__ o, QAt q_at, KAt k_at, VAt v_at, OAt o_at, lj_i64 first_pos,
+                                             lj_i64 n_valid, int kvh, lj_i64 chunk, float scale_log2, float* part,
+                                             unsigned* counter, unsigned char* smem_bytes) {
+    T* smem = reinterpret_cast<T*>(smem_bytes);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    constexpr int TOKENS = ROWS / G;
+    const lj_i64 last_pos = first_pos + TOKENS - 1;
+    const lj_i64 kv_end = CAUSAL && last_pos + 1 < n_valid ? last_pos + 1 : n_valid;
+    const lj_i64 chunks = kv_end > 0 ? (kv_end + CHUNK - 1) / CHUNK : 1;
+    if (chunk >= chunks) return;  // past this sequence's keys
+    const lj_i64 c0 = chunk * CHUNK, c1 = c0 + CHUNK < kv_end ? c0 + CHUNK : kv_end;
+    const lj_i64 n_tiles = c1 > c0 ? (c1 - c0 + STAGE_KEYS - 1) / STAGE_KEYS : 0;
+
+    T* sq = smem;
+    T* skv = smem + 16 * D;
+    W::load_rows(sq, 16, [&](int r) -> const T* { return r < ROWS ? q + q_at(r / G, kvh * G + r % G) : nullptr; }, tid, THREADS);
+    lj_cp_async_commit();
+    auto load_kv = [&](int stage, lj_i64 j0) {
+      T* sk = skv + stage * 2 * STAGE_KEYS * D;
+      W::load_rows(sk, STAGE_KEYS, [&](int r) -> const T* { return j0 + r < c1 ? k + k_at(j0 + r) : nullptr; }, tid, THREADS);
+      W::load_rows(sk + STAGE_KEYS * D, STAGE_KEYS, [&](int r) -> const T* { return j0 + r < c1 ? v + v_at(j0 + r) : nullptr; },
+                   tid, THREADS);
+    };
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < n_tiles) load_kv(s, c0 + (lj_i64)s * STAGE_KEYS);
+      lj_cp_async_commit();
+    }
+    lj_i64 qpos[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) qpos[h] = first_pos + ((lane >> 2) + 8 * h) / G;
+    unsigned qf[W::KS][4];
+    float m[2] = {LJ_NEG_INF, LJ_NEG_INF}, l[2] = {0.f, 0.f}, acc[W::OF][4];
+#pragma unroll
+    for (int f = 0; f < W::OF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
+
+    int read_stage = 0, write_stage = STAGES - 1;
+    for (lj_i64 it = 0; it < n_tiles; ++it) {
+      lj_cp_async_wait<STAGES - 2>();
+      __syncthreads();
+      if (it + STAGES - 1 < n_tiles) load_kv(write_stage, c0 + (it + STAGES - 1) * STAGE_KEYS);
+      lj_cp_async_commit();
+      if (it == 0) W::load_q(qf, sq, 0, lane);
+      const T* sk = skv + read_stage * 2 * STAGE_KEYS * D;
+      float s[NF][4];
+      W::template scores<NF>(s, qf, sk, warp * BN, lane);
+#pragma unroll
+      for (int f = 0; f < NF; ++f)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[f][e] *= scale_log2;
+      W::template mask<NF, CAUSAL>(s, c0 + it * STAGE_KEYS + warp * BN, c1, qpos, lane);
+      W::template softmax<NF>(s, m, l, acc);
+      W::template pv<NF>(acc, s, sk + STAGE_KEYS * D, warp * BN, lane);
+      read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+      write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+    }
+    lj_cp_async_wait<0>();
+    __syncthreads();  // the pipeline buffers become the merge area
+
+    // Warp partials -> shared memory: per warp [16][D] O, then m[16], l[16].
+    float* mo = reinterpret_cast<float*>(smem_bytes);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int r = (lane >> 2) + 8 * h;
+      float* wo = mo + warp * 16 * (D + 2);
+#pragma unroll
+      for (int f = 0; f < W::OF; ++f) {
+        wo[r * D + f * 8 + 2 * (lane & 3)] = acc[f][2 * h];
+        wo[r * D + f * 8 + 2 * (lane & 3) + 1] = acc[f][2 * h + 1];
+      }
+      if ((lane & 3) == 0) {
+        wo[16 * D + r] = m[h];
+        wo[16 * D + 16 + r] = sum;
+      }
+    }
+    __syncthreads();
+    // Merge the warps: element (r, d) per thread step; also each row's merged max and sum.
+    auto merged = [&](int r, int d, float& mx, float& sum) {
+      mx = LJ_NEG_INF;
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, mo[w * 16 * (D + 2) + 16 * D + r]);
+      const float base = mx == LJ_NEG_INF ? 0.f : mx;
+      float val = 0.f;
+      sum = 0.f;
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w) {
+        const float* wo = mo + w * 16 * (D + 2);
+        const float c = lj_exp2(wo[16 * D + r] - base);
+        sum += wo[16 * D + 16 + r] * c;
+        val += wo[r * D + d] * c;
+      }
+      return val;
+    };
+    if (chunks == 1) {
+      for (int i = tid; i < ROWS * D; i += THREADS) {
+        const int r = i / D, d = i % D;
+        float mx, sum;
+        const float val = merged(r, d, mx, sum);
+        o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(sum > 0.f ? val / sum : 0.f);
+      }
+      return;
+    }
+    float* mine = part + chunk * PART;
+    for (int i = tid; i < ROWS * D; i += THREADS) {
+      const int r = i / D, d = i % D;
+      float mx, sum;
+      __stcg(mine + i, merged(r, d, mx, sum));
+      if (d == 0) {
+        __stcg(mine + ROWS * D + r, mx);
+        __stcg(mine + ROWS * D + ROWS + r, sum);
+      }
+    }
+    // Publish, count, and let the last CTA of this (sequence, KV head) merge the chunks.
+    __threadfence();
+    __syncthreads();
+    __shared__ bool last;
+    if (tid == 0) last = atomicAdd(counter, 1u) == (unsigned)(chunks - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int i = tid; i < ROWS * D; i += THREADS) {
+      const int r = i / D, d = i % D;
+      float mx = LJ_NEG_INF;
+      for (lj_i64 c = 0; c < chunks; ++c) mx = fmaxf(mx, __ldcg(part + c * PART + ROWS * D + r));
+      const float base = mx == LJ_NEG_INF ? 0.f : mx;
+      float val = 0.f, sum = 0.f;
+      for (lj_i64 c = 0; c < chunks; ++c) {
+        const float* pc = part + c * PART;
+        const float w = lj_exp2(__ldcg(pc + ROWS * D + r) - base);
+        sum += __ldcg(pc + ROWS * D + ROWS + r) * w;
+        val += __ldcg(pc + i) * w;
+      }
+      o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(sum > 0.f ? val / sum : 0.f);
+    }
+    if (tid == 0) *counter = 0u;
+  }
+};
