@@ -74,7 +74,11 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   const bool decode = tok.is_const() && tok.value() * group <= 16;
   const int64_t rows = decode ? tok.value() * group : 0;
   const char* ty = c_type(qt.dtype);
-  constexpr int kDecodeWarps = 4, kDecodeBn = 16, kStages = 2;
+  // Decode: three stages, so a CTA of a long-context, small-batch launch (two stages per chunk) has its
+  // whole chunk in flight at once. Prefill: two m-tiles per warp (each K/V fragment read from shared
+  // memory feeds two products), a double buffer.
+  constexpr int kDecodeWarps = 4, kDecodeBn = 16, kDecodeStages = 3;
+  const AttentionConfig pc = opts.attention.value_or(AttentionConfig{});
   int threads = 0, smem = 0;
   int64_t per_block = 0;  // tokens per CTA (prefill) or keys per CTA (decode)
   std::string flash;
@@ -86,19 +90,26 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     const int64_t want = std::max<int64_t>(1, (264 + b_hint * hkv - 1) / (b_hint * hkv));
     const int64_t stage_keys = kDecodeWarps * kDecodeBn;
     per_block = std::clamp<int64_t>(next_pow2((c_hint + want - 1) / want), stage_keys, 4096);
-    flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}>", ty, d, rows, group, kDecodeBn, kDecodeWarps, kStages,
+    flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}>", ty, d, rows, group, kDecodeBn, kDecodeWarps, kDecodeStages,
                         per_block, causal ? "true" : "false");
     threads = kDecodeWarps * 32;
-    const int pipe = static_cast<int>((16 + 2 * kStages * stage_keys) * d * 2);
+    const int pipe = static_cast<int>((16 + 2 * kDecodeStages * stage_keys) * d * 2);
     const int merge = static_cast<int>(kDecodeWarps * 16 * (d + 2) * 4);
     smem = std::max(pipe, merge);
   } else {
-    const int bm = 128, bn = 64;
-    if (bm % group != 0) throw unsupported(fmt::format("{} query heads per KV head do not divide the {}-row tile", group, bm));
-    per_block = bm / group;
-    flash = fmt::format("lj_flash_prefill<{}, {}, {}, {}, {}, {}, {}>", ty, d, bm, bn, kStages, group, causal ? "true" : "false");
-    threads = bm / 16 * 32;
-    smem = static_cast<int>((bm + 2 * kStages * bn) * d * 2);
+    if (pc.bm % (16 * pc.mt) != 0 || pc.bn % 16 != 0 || pc.stages < 2)
+      throw unsupported(fmt::format("prefill config {}: BM must be whole warps of MT x 16 rows, BN a multiple of 16, two stages "
+                                    "or more", pc.str()));
+    if (pc.bm % group != 0)
+      throw unsupported(fmt::format("{} query heads per KV head do not divide the {}-row tile", group, pc.bm));
+    per_block = pc.bm / group;
+    flash = fmt::format("lj_flash_prefill<{}, {}, {}, {}, {}, {}, {}, {}>", ty, d, pc.bm, pc.mt, pc.bn, pc.stages, group,
+                        causal ? "true" : "false");
+    threads = pc.bm / (16 * pc.mt) * 32;
+    smem = static_cast<int>((pc.bm + 2 * pc.stages * pc.bn) * d * 2);
+    if (smem > opts.max_shared_bytes)
+      throw unsupported(fmt::format("prefill config {} needs {} bytes of shared memory, more than the {} the target allows",
+                                    pc.str(), smem, opts.max_shared_bytes));
   }
 
   if (cache_pos >= 0) ctx.buffer_param(cache_pos, false);  // read first: the positions decide what else is read

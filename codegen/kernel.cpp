@@ -27,6 +27,8 @@ std::string LaunchRule::str() const {
   return out;
 }
 
+std::string AttentionConfig::str() const { return fmt::format("{}x{}x{}x{}", bm, mt, bn, stages); }
+
 int64_t scratch_bytes(const GeneratedKernel& k, const Bindings& b) {
   for (const KernelParam& p : k.params)
     if (p.kind == KernelParam::Kind::Scratch) return k.launch.blocks(b) * p.scratch_per_block;

@@ -52,6 +52,14 @@ struct GeneratedKernel {
   LaunchRule launch;
 };
 
+/// Tiles of the flash-attention prefill kernel: BM query rows per CTA, MT m-tiles of 16 rows per
+/// warp (BM / (16 * MT) warps), BN keys per K/V tile, STAGES tiles in the cp.async ring.
+struct AttentionConfig {
+  int bm = 128, mt = 2, bn = 64, stages = 2;
+  /// "128x2x64x2" (bm x mt x bn x stages).
+  std::string str() const;
+};
+
 struct EmitOptions {
   int sm = 90;  // target architecture (80, 90, ...): specialises the source
   /// Symbol values the kernel is chosen for (a tuning bucket's representative): picks the default
@@ -60,6 +68,8 @@ struct EmitOptions {
   Bindings hint;
   /// A matmul group's config (the autotuner's choice); unset: default_matmul_config.
   std::optional<MatmulConfig> matmul;
+  /// An attention prefill kernel's tiles; unset: the default.
+  std::optional<AttentionConfig> attention;
   /// Opt-in shared memory per block of the target device (limits GEMM tiles).
   int max_shared_bytes = 227 * 1024;
 };

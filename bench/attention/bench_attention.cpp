@@ -6,7 +6,9 @@
 // Each case is one fusion group timed with CUDA events (median of 30 repeats after 5 warm-ups); the
 // decode caches are rotated through enough copies that no repeat finds them in L2. bench/attention/
 // sdpa.py times PyTorch's scaled_dot_product_attention on the same shapes for the ratio.
+// `--sweep` also times the prefill kernel with other tile configs (BMxMTxBNxSTAGES).
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "bench/common/plan_runner.h"
@@ -24,8 +26,9 @@ Graph parse_one(const std::string& text) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   g_program = "bench_attention";
+  const bool sweep = argc > 1 && std::string(argv[1]) == "--sweep";
   rt::Context* ctx_p = context_or_skip();
   if (!ctx_p) return 77;
   rt::Context& ctx = *ctx_p;
@@ -38,16 +41,28 @@ graph @prefill(%q: bf16[T, 32, 128], %k: bf16[T, 8, 128], %v: bf16[T, 8, 128]) {
   %o = attention(%q, %k, %v) {causal = true}
   return %o
 })");
+  // --sweep: every prefill tile config below (the default first); otherwise the default only.
+  std::vector<AttentionConfig> configs = {AttentionConfig{}};
+  if (sweep) {
+    for (AttentionConfig c : {AttentionConfig{128, 2, 32, 2}, AttentionConfig{128, 2, 32, 3}, AttentionConfig{128, 1, 64, 2},
+                              AttentionConfig{64, 1, 64, 2}, AttentionConfig{64, 1, 64, 3}, AttentionConfig{64, 2, 64, 2},
+                              AttentionConfig{64, 2, 32, 3}, AttentionConfig{128, 1, 32, 3}})
+      configs.push_back(c);
+  }
   for (int64_t s : {2048, 8192}) {
-    Bindings b;
-    b.set("T", s);
-    std::map<ValueId, rt::DeviceBuffer> pool;
-    std::vector<PlanRun> runs;
-    runs.push_back(prepare(ctx, stream, prefill, plan_fusion(prefill), b, pool));
-    const double ms = time_plan(stream, runs);
-    const double flops = 4.0 * static_cast<double>(s) * static_cast<double>(s) * 128 * 32 / 2;
-    std::printf("| prefill B=1 S=%lld causal | flash prefill | %.4f | %.1f | |\n", static_cast<long long>(s), ms,
-                flops / (ms * 1e-3) / 1e12);
+    for (const AttentionConfig& cfg : configs) {
+      Bindings b;
+      b.set("T", s);
+      EmitOptions eo;
+      eo.attention = cfg;
+      std::map<ValueId, rt::DeviceBuffer> pool;
+      std::vector<PlanRun> runs;
+      runs.push_back(prepare(ctx, stream, prefill, plan_fusion(prefill), b, pool, &eo));
+      const double ms = time_plan(stream, runs);
+      const double flops = 4.0 * static_cast<double>(s) * static_cast<double>(s) * 128 * 32 / 2;
+      std::printf("| prefill B=1 S=%lld causal | flash prefill %s | %.4f | %.1f | |\n", static_cast<long long>(s),
+                  cfg.str().c_str(), ms, flops / (ms * 1e-3) / 1e12);
+    }
   }
 
   const Graph decode = parse_one(R"(

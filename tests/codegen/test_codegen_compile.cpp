@@ -70,14 +70,14 @@ TEST_CASE("attention groups: flash prefill over query tiles, split-KV decode ove
   };
   REQUIRE(has_emitter(GroupKind::Attention));
   {
-    // 32 query heads over 8 KV heads: 4 heads packed per KV head, 128-row tiles of 32 tokens.
+    // 32 query heads over 8 KV heads: 4 heads packed per KV head, 128-row tiles of 32 tokens, 4 warps.
     GeneratedKernel k = emit_group(prefill, attention_group(prefill));
     INFO(k.source);
-    CHECK(k.source.find("lj_flash_prefill<lj_bf16, 128, 128, 64, 2, 4, true>") != std::string::npos);
+    CHECK(k.source.find("lj_flash_prefill<lj_bf16, 128, 128, 2, 64, 2, 4, true>") != std::string::npos);
     Bindings b;
     b.set("T", 4097);
     CHECK(k.launch.blocks(b) == (4097 + 31) / 32 * 8);
-    CHECK(k.launch.threads == 256);
+    CHECK(k.launch.threads == 128);
     CHECK(k.launch.shared_bytes == (128 + 2 * 2 * 64) * 128 * 2);
     CHECK(scratch_bytes(k, b) == 0);
   }
@@ -88,7 +88,7 @@ TEST_CASE("attention groups: flash prefill over query tiles, split-KV decode ove
     eo.hint.set("C", 4096);
     GeneratedKernel k = emit_group(decode, attention_group(decode), eo);
     INFO(k.source);
-    CHECK(k.source.find("lj_flash_decode<lj_bf16, 128, 4, 4, 16, 4, 2, 128, true>") != std::string::npos);
+    CHECK(k.source.find("lj_flash_decode<lj_bf16, 128, 4, 4, 16, 4, 3, 128, true>") != std::string::npos);
     Bindings b;
     b.set("B", 3);
     b.set("C", 4000);
@@ -128,7 +128,7 @@ TEST_CASE("matmul groups at decode sizes get the GEMV kernel with one warp per o
     CHECK(k.launch.work.constant == n);
     CHECK(k.launch.work.symbols.empty());
     CHECK(k.launch.per_block == 8);
-    CHECK(k.launch.threads == 256);
+    CHECK(k.launch.threads == 128);
     CHECK(k.source.find("constexpr int V = 8;") != std::string::npos);  // 16-byte loads of bf16
     CHECK(k.source.find("const lj_i64 M = s_B;") != std::string::npos); // rows are a run-time symbol
     ++seen;

@@ -126,3 +126,21 @@ TEST_CASE("decode results agree across split counts within fp32 rounding", "[gpu
   CHECK(apart == 0);
   CHECK(differ * 20 < x.data.size());
 }
+
+TEST_CASE("every prefill tile config the benchmark sweeps matches the reference", "[gpu][attention]") {
+  uint64_t seed = 2000;
+  for (AttentionConfig cfg : {AttentionConfig{128, 1, 64, 2}, AttentionConfig{128, 2, 32, 2}, AttentionConfig{128, 2, 32, 3},
+                              AttentionConfig{64, 1, 64, 2}, AttentionConfig{64, 1, 64, 3}, AttentionConfig{64, 2, 64, 2},
+                              AttentionConfig{64, 2, 32, 3}, AttentionConfig{128, 1, 32, 3}}) {
+    EmitOptions emit;
+    emit.attention = cfg;
+    for (int64_t g : {4, 8})
+      for (int64_t t : {7, 127, 1000}) {
+        INFO("config " << cfg.str() << ", T = " << t << ", G = " << g);
+        Graph gr = prefill_graph(8, g, g == 4 ? 128 : 64, true, "bf16");
+        Bindings b;
+        b.set("T", t);
+        check(gr, b, ++seed, emit);
+      }
+  }
+}

@@ -158,6 +158,63 @@ struct lj_attn_warp {
     }
   }
 
+  // s[mt] = Q K^T for MT m-tiles (Q rows row0 + 16 * mt .., fragments read from the Q tile at each k
+  // step) against the 8 * NF keys at rows key0.. of the K tile: each K fragment serves every m-tile.
+  template <int MT, int NF>
+  static __device__ __forceinline__ void scores_mt(float (&s)[MT][NF][4], const T* sq, int row0, const T* sk, int key0, int lane) {
+    static_assert(NF % 2 == 0, "keys in blocks of 16");
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int f = 0; f < NF; ++f) s[mt][f][0] = s[mt][f][1] = s[mt][f][2] = s[mt][f][3] = 0.f;
+    const int krow = key0 + (lane & 7) + ((lane >> 4) << 3);
+#pragma unroll
+    for (int kk = 0; kk < KS; ++kk) {
+      unsigned a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) lj_ldmatrix_x4(a[mt], sq + swz(row0 + mt * 16 + (lane & 15), 2 * kk + (lane >> 4)));
+#pragma unroll
+      for (int nj = 0; nj < NF / 2; ++nj) {
+        unsigned r[4];
+        lj_ldmatrix_x4(r, sk + swz(krow + nj * 16, 2 * kk + ((lane >> 3) & 1)));
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          lj_mma<T>::m16n8k16(s[mt][2 * nj], a[mt], b0);
+          lj_mma<T>::m16n8k16(s[mt][2 * nj + 1], a[mt], b1);
+        }
+      }
+    }
+  }
+
+  // o[mt] += p[mt] V for MT m-tiles: each V fragment serves every m-tile.
+  template <int MT, int NF>
+  static __device__ __forceinline__ void pv_mt(float (&o)[MT][OF][4], const float (&p)[MT][NF][4], const T* sv, int key0, int lane) {
+    const int row = key0 + (lane & 7) + (((lane >> 3) & 1) << 3);
+#pragma unroll
+    for (int kk = 0; kk < NF / 2; ++kk) {
+      unsigned a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = lj_pack_pair<T>(p[mt][2 * kk][0], p[mt][2 * kk][1]);
+        a[mt][1] = lj_pack_pair<T>(p[mt][2 * kk][2], p[mt][2 * kk][3]);
+        a[mt][2] = lj_pack_pair<T>(p[mt][2 * kk + 1][0], p[mt][2 * kk + 1][1]);
+        a[mt][3] = lj_pack_pair<T>(p[mt][2 * kk + 1][2], p[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dj = 0; dj < OF / 2; ++dj) {
+        unsigned r[4];
+        lj_ldmatrix_x4_trans(r, sv + swz(row + kk * 16, 2 * dj + (lane >> 4)));
+        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          lj_mma<T>::m16n8k16(o[mt][2 * dj], a[mt], b0);
+          lj_mma<T>::m16n8k16(o[mt][2 * dj + 1], a[mt], b1);
+        }
+      }
+    }
+  }
+
   // -inf for keys a row may not see: past `key_end`, or (causal) after the row's position.
   template <int NF, bool CAUSAL>
   static __device__ __forceinline__ void mask(float (&s)[NF][4], lj_i64 key0, lj_i64 key_end, const lj_i64 (&qpos)[2], int lane) {
@@ -172,16 +229,18 @@ struct lj_attn_warp {
 };
 
 // Prefill: a CTA computes BM rows (BM / G tokens of the G query heads of one KV head) over every key
-// they may see, K/V tiles of BN keys in a STAGES-deep cp.async ring. Causal tiles wholly above the
+// they may see, K/V tiles of BN keys in a STAGES-deep cp.async ring. Each warp owns MT m-tiles of 16
+// rows, so every K or V fragment it reads from shared memory feeds MT tensor-core products (shared
+// memory bandwidth, not the tensor cores, bounds one m-tile per warp). Causal tiles wholly above the
 // diagonal are never loaded; the mask is evaluated only on tiles that cross it or the end.
-template <class T, int D, int BM, int BN, int STAGES, int G, bool CAUSAL>
+template <class T, int D, int BM, int MT, int BN, int STAGES, int G, bool CAUSAL>
 struct lj_flash_prefill {
   using W = lj_attn_warp<T, D>;
-  static constexpr int WARPS = BM / 16, THREADS = WARPS * 32;
+  static constexpr int WARPS = BM / (16 * MT), THREADS = WARPS * 32;
   static constexpr int TOKENS = BM / G;  // tokens per CTA
   static constexpr int NF = BN / 8;
   static constexpr int SMEM_BYTES = (BM + 2 * STAGES * BN) * D * (int)sizeof(T);
-  static_assert(BM % 16 == 0 && BM % G == 0, "BM: whole warps of 16 rows and whole tokens");
+  static_assert(BM % (16 * MT) == 0 && BM % G == 0, "BM: whole warps of MT x 16 rows and whole tokens");
   static_assert(BN % 16 == 0 && STAGES >= 2, "BN keys in blocks of 16, at least a double buffer");
 
   // Row offsets (elements) are given by the kernel: q_at(t, h), k_at(j), v_at(j), o_at(t, h) for this
@@ -192,6 +251,7 @@ struct lj_flash_prefill {
                                              lj_i64 t0, lj_i64 first_pos, lj_i64 n_valid, int kvh, float scale_log2,
                                              T* smem) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int row0 = warp * 16 * MT;  // the warp's first row
     T* sq = smem;
     T* skv = smem + BM * D;
     const lj_i64 t_end = t0 + TOKENS < n_tok ? t0 + TOKENS : n_tok;
@@ -215,14 +275,20 @@ struct lj_flash_prefill {
       lj_cp_async_commit();
     }
 
-    lj_i64 qpos[2];
+    lj_i64 qpos[MT][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) qpos[h] = first_pos + t0 + (warp * 16 + (lane >> 2) + 8 * h) / G;
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) qpos[mt][h] = first_pos + t0 + (row0 + mt * 16 + (lane >> 2) + 8 * h) / G;
     const lj_i64 first_row_pos = first_pos + t0;
-    unsigned qf[W::KS][4];
-    float m[2] = {LJ_NEG_INF, LJ_NEG_INF}, l[2] = {0.f, 0.f}, acc[W::OF][4];
+    float m[MT][2], l[MT][2], acc[MT][W::OF][4];
 #pragma unroll
-    for (int f = 0; f < W::OF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
+    for (int mt = 0; mt < MT; ++mt) {
+      m[mt][0] = m[mt][1] = LJ_NEG_INF;
+      l[mt][0] = l[mt][1] = 0.f;
+#pragma unroll
+      for (int f = 0; f < W::OF; ++f) acc[mt][f][0] = acc[mt][f][1] = acc[mt][f][2] = acc[mt][f][3] = 0.f;
+    }
 
     int read_stage = 0, write_stage = STAGES - 1;
     for (lj_i64 it = 0; it < n_tiles; ++it) {
@@ -230,37 +296,43 @@ struct lj_flash_prefill {
       __syncthreads();
       if (it + STAGES - 1 < n_tiles) load_kv(write_stage, (it + STAGES - 1) * BN);
       lj_cp_async_commit();
-      if (it == 0) W::load_q(qf, sq, warp * 16, lane);
       const T* sk = skv + read_stage * 2 * BN * D;
-      float s[NF][4];
-      W::template scores<NF>(s, qf, sk, 0, lane);
-#pragma unroll
-      for (int f = 0; f < NF; ++f)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[f][e] *= scale_log2;
+      float s[MT][NF][4];
+      W::template scores_mt<MT, NF>(s, sq, row0, sk, 0, lane);
       const lj_i64 j0 = it * BN;
-      if (j0 + BN > kv_end || (CAUSAL && j0 + BN - 1 > first_row_pos)) W::template mask<NF, CAUSAL>(s, j0, kv_end, qpos, lane);
-      W::template softmax<NF>(s, m, l, acc);
-      W::template pv<NF>(acc, s, sk + BN * D, 0, lane);
+      const bool masked = j0 + BN > kv_end || (CAUSAL && j0 + BN - 1 > first_row_pos);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int f = 0; f < NF; ++f)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][f][e] *= scale_log2;
+        if (masked) W::template mask<NF, CAUSAL>(s[mt], j0, kv_end, qpos[mt], lane);
+        W::template softmax<NF>(s[mt], m[mt], l[mt], acc[mt]);
+      }
+      W::template pv_mt<MT, NF>(acc, s, sk + BN * D, 0, lane);
       read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
       write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
     }
     lj_cp_async_wait<0>();
 
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float sum = l[h];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      const int r = warp * 16 + (lane >> 2) + 8 * h;
-      const lj_i64 t = t0 + r / G;
-      if (t >= n_tok) continue;
-      T* row = o + o_at(t, kvh * G + r % G);
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int f = 0; f < W::OF; ++f)
-        *reinterpret_cast<unsigned*>(row + f * 8 + 2 * (lane & 3)) = lj_pack_pair<T>(acc[f][2 * h] * inv, acc[f][2 * h + 1] * inv);
-    }
+      for (int h = 0; h < 2; ++h) {
+        float sum = l[mt][h];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float inv = sum > 0.f ? 1.f / sum : 0.f;
+        const int r = row0 + mt * 16 + (lane >> 2) + 8 * h;
+        const lj_i64 t = t0 + r / G;
+        if (t >= n_tok) continue;
+        T* row = o + o_at(t, kvh * G + r % G);
+#pragma unroll
+        for (int f = 0; f < W::OF; ++f)
+          *reinterpret_cast<unsigned*>(row + f * 8 + 2 * (lane & 3)) =
+              lj_pack_pair<T>(acc[mt][f][2 * h] * inv, acc[mt][f][2 * h + 1] * inv);
+      }
   }
 };
 
@@ -408,19 +480,70 @@ struct lj_flash_decode {
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int i = tid; i < ROWS * D; i += THREADS) {
-      const int r = i / D, d = i % D;
-      float mx = LJ_NEG_INF;
-      for (lj_i64 c = 0; c < chunks; ++c) mx = fmaxf(mx, __ldcg(part + c * PART + ROWS * D + r));
-      const float base = mx == LJ_NEG_INF ? 0.f : mx;
-      float val = 0.f, sum = 0.f;
-      for (lj_i64 c = 0; c < chunks; ++c) {
-        const float* pc = part + c * PART;
-        const float w = lj_exp2(__ldcg(pc + ROWS * D + r) - base);
-        sum += __ldcg(pc + ROWS * D + ROWS + r) * w;
-        val += __ldcg(pc + i) * w;
+    // Merge the chunks CG at a time. Per group, the chunks' maxima and sums go to shared memory, a
+    // thread per row turns them into weights 2^(m_c - max) (exact powers of two) and keeps the row's
+    // running max and sum, and then every thread folds the weighted O values of its elements in:
+    // one shared and one L2 load per element and chunk.
+    constexpr int CG = 32;
+    constexpr int E = (ROWS * D + THREADS - 1) / THREADS;  // elements per thread
+    float* gw = reinterpret_cast<float*>(smem_bytes);     // [CG][ROWS] chunk maxima, then weights
+    float* gl = gw + CG * ROWS;                           // [CG][ROWS] chunk sums
+    float* row_m = gl + CG * ROWS;                        // [ROWS] running max
+    float* row_l = row_m + ROWS;                          // [ROWS] running sum
+    float* row_c = row_l + ROWS;                          // [ROWS] rescale of the running O this group
+    if (tid < ROWS) {
+      row_m[tid] = LJ_NEG_INF;
+      row_l[tid] = 0.f;
+    }
+    float run_o[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) run_o[e] = 0.f;
+    for (lj_i64 g0 = 0; g0 < chunks; g0 += CG) {
+      const int n = chunks - g0 < CG ? (int)(chunks - g0) : CG;
+      __syncthreads();  // the previous group's weights are used
+      for (int i = tid; i < n * ROWS; i += THREADS) {
+        const float* pc = part + (g0 + i / ROWS) * PART + ROWS * D + i % ROWS;
+        gw[i] = __ldcg(pc);
+        gl[i] = __ldcg(pc + ROWS);
       }
-      o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(sum > 0.f ? val / sum : 0.f);
+      __syncthreads();
+      if (tid < ROWS) {
+        const int r = tid;
+        float mx = row_m[r];
+        for (int c = 0; c < n; ++c) mx = fmaxf(mx, gw[c * ROWS + r]);
+        const float base = mx == LJ_NEG_INF ? 0.f : mx;
+        const float corr = lj_exp2(row_m[r] - base);
+        float sum = row_l[r] * corr;
+        for (int c = 0; c < n; ++c) {
+          const float w = lj_exp2(gw[c * ROWS + r] - base);
+          gw[c * ROWS + r] = w;
+          sum += gl[c * ROWS + r] * w;
+        }
+        row_m[r] = mx;
+        row_l[r] = sum;
+        row_c[r] = corr;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int i = tid + e * THREADS;
+        if (i < ROWS * D) {
+          const int r = i / D;
+          const float* pc = part + g0 * PART + i;
+          float val = run_o[e] * row_c[r];
+#pragma unroll 8
+          for (int c = 0; c < n; ++c) val += gw[c * ROWS + r] * __ldcg(pc + c * PART);
+          run_o[e] = val;
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int i = tid + e * THREADS;
+      if (i < ROWS * D) {
+        const int r = i / D, d = i % D;
+        o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(row_l[r] > 0.f ? run_o[e] / row_l[r] : 0.f);
+      }
     }
     if (tid == 0) *counter = 0u;
   }
