@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# GPU check: runs the GPU-tier test binaries (optionally under compute-sanitizer memcheck) and the
-# benchmarks from an existing build directory, and writes one log. Runs the binaries directly, never
+# GPU check: runs the GPU-tier test binaries (optionally under compute-sanitizer memcheck), the
+# benchmarks from an existing build directory and their PyTorch anchors (bench/*/*.py, when PyTorch
+# with CUDA is importable), and writes one log. Runs the binaries directly, never
 # through ctest, so a build made on another machine of the same CPU architecture and copied over works
 # (ctest files hold the build machine's absolute paths).
 #
@@ -85,6 +86,19 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   for b in "${benches[@]}"; do
     run "$(basename "$b")" "$b"
   done
+  # PyTorch anchors of the benchmarks (bench/*/*.py, e.g. SDPA for bench_attention), timed in the same
+  # session: from the source tree next to this script, or copied into the build tree.
+  src="$(cd "$(dirname "$0")/.." && pwd)"
+  mapfile -t anchors < <( { find "$src/bench" "$build/bench" -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)
+  if [[ ${#anchors[@]} -gt 0 ]]; then
+    if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+      for a in "${anchors[@]}"; do
+        run "$(basename "$a")" python3 "$a"
+      done
+    else
+      say "-- PyTorch anchors (${#anchors[@]} scripts): not run, PyTorch with CUDA not importable"
+    fi
+  fi
 fi
 
 if [[ $status -ne 0 ]]; then
