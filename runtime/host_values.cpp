@@ -29,6 +29,22 @@ double fp8_value(DType t, uint8_t b) {
 
 }  // namespace
 
+namespace {
+
+uint16_t f16_bits(double v) {
+  if (std::isnan(v)) return 0x7e00;
+  uint16_t sign = std::signbit(v) ? 0x8000 : 0;
+  double a = std::fabs(v);
+  if (std::isinf(a)) return sign | 0x7c00;
+  if (a == 0) return sign;
+  int e = static_cast<int>(std::floor(std::log2(a)));
+  if (std::ldexp(1.0, e) > a) --e;
+  if (e < -14) return sign | static_cast<uint16_t>(std::lround(a * std::ldexp(1.0, 24)));
+  return sign | static_cast<uint16_t>(((e + 15) << 10) | std::lround((a / std::ldexp(1.0, e) - 1.0) * 1024));
+}
+
+}  // namespace
+
 double decode_element(DType t, const unsigned char* p) {
   switch (t) {
     case DType::F32: { float f; std::memcpy(&f, p, 4); return f; }
@@ -40,6 +56,34 @@ double decode_element(DType t, const unsigned char* p) {
     case DType::I32: { int32_t b; std::memcpy(&b, p, 4); return b; }
   }
   return NAN;
+}
+
+bool encode_element(DType t, double v, unsigned char* p) {
+  switch (t) {
+    case DType::F32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); return static_cast<double>(f) == v || std::isnan(v); }
+    case DType::BF16: {
+      float f = static_cast<float>(v);
+      uint32_t u;
+      std::memcpy(&u, &f, 4);
+      const uint16_t b = static_cast<uint16_t>(u >> 16);
+      std::memcpy(p, &b, 2);
+      return decode_element(t, p) == v || std::isnan(v);
+    }
+    case DType::F16: { const uint16_t b = f16_bits(v); std::memcpy(p, &b, 2); return decode_element(t, p) == v || std::isnan(v); }
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      for (int c = 0; c < 256; ++c) {  // the code whose value (and sign, for zero) is v
+        const unsigned char byte = static_cast<unsigned char>(c);
+        if (decode_element(t, &byte) == v && !(v == 0 && std::signbit(v) != bool(c & 0x80))) {
+          *p = byte;
+          return true;
+        }
+      }
+      return false;
+    case DType::I8: { const int8_t b = static_cast<int8_t>(v); std::memcpy(p, &b, 1); return b == v; }
+    case DType::I32: { const int32_t b = static_cast<int32_t>(v); std::memcpy(p, &b, 4); return b == v; }
+  }
+  return false;
 }
 
 }  // namespace lj::rt

@@ -1,5 +1,5 @@
-// Reading device memory on the host: the value of one element in its device encoding, for every IR
-// dtype, exactly (bf16/f16/fp8 widen to double without rounding). Used wherever a kernel's output
+// Device element encodings on the host: the value of one element in its device encoding, for every IR
+// dtype, exactly, and back (bf16/f16/fp8 widen to double without rounding). Used wherever a kernel's output
 // is compared on the host: the GPU tests against the CPU reference, the autotuner between configs.
 #pragma once
 
@@ -9,5 +9,8 @@ namespace lj::rt {
 
 /// The element of dtype `t` whose bytes start at `p` (NaN encodings give NaN).
 double decode_element(DType t, const unsigned char* p);
+/// Writes `v` in dtype `t`'s device encoding at `p`. False (bytes unspecified) when `v` is not exactly
+/// representable in `t`: round first (HostTensor::round_to_dtype).
+bool encode_element(DType t, double v, unsigned char* p);
 
 }  // namespace lj::rt

@@ -68,6 +68,16 @@ run() {  # run NAME CMD...: logs output and records the outcome
 for t in "${tests[@]}"; do
   run "$(basename "$t")" "$t" --durations yes
 done
+# Whole layers end to end (`layerjit run`): the small layer against the CPU reference, the
+# Llama-3-8B prefill and decode cases fused against unfused.
+lj="$build/tools/layerjit"
+if [[ -x "$lj" ]]; then
+  run "run small prefill" "$lj" run --small --graph llama_small_prefill --bind T=33
+  run "run small decode" "$lj" run --small --graph llama_small_decode --bind B=2,C=9
+  run "run 8B prefill T=4096" "$lj" run --graph llama3_8b_prefill --bind T=4096
+  run "run 8B decode B=1" "$lj" run --graph llama3_8b_decode --bind B=1,C=4096
+  run "run 8B decode B=32" "$lj" run --graph llama3_8b_decode --bind B=32,C=4096
+fi
 if [[ $memcheck -eq 1 ]]; then
   if command -v compute-sanitizer >/dev/null; then
     for t in "${tests[@]}"; do

@@ -16,6 +16,7 @@ extern const char* const kInspectUsage;
 extern const char* const kCompileUsage;
 extern const char* const kDevicesUsage;
 extern const char* const kTuneUsage;
+extern const char* const kRunUsage;
 
 int cmd_check(const std::vector<std::string>& args);
 int cmd_print(const std::vector<std::string>& args);
@@ -24,6 +25,8 @@ int cmd_inspect(const std::vector<std::string>& args);
 int cmd_compile(const std::vector<std::string>& args);
 /// `layerjit tune` (needs a GPU): autotunes the plan's matmul groups.
 int cmd_tune(const std::vector<std::string>& args);
+/// `layerjit run` (needs a GPU): the fused and unfused plans on the same inputs, checked.
+int cmd_run(const std::vector<std::string>& args);
 /// `layerjit devices` (tools/cmd_devices.cpp), adapted to the argument vector.
 int cmd_devices_args(const std::vector<std::string>& args);
 

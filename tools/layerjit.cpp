@@ -36,6 +36,8 @@ const Command kCommands[] = {
      lj::cli::kCompileUsage},
     {"tune", "autotune the plan's matmul kernels on the GPU and store the winners (needs a GPU)", lj::cli::cmd_tune,
      lj::cli::kTuneUsage},
+    {"run", "run a graph on the GPU, fused and unfused, and check both (against the CPU at small sizes)",
+     lj::cli::cmd_run, lj::cli::kRunUsage},
     {"devices", "list the CUDA devices the driver sees (needs a driver)", lj::cli::cmd_devices_args,
      lj::cli::kDevicesUsage},
     {"cache", "inspect and maintain the kernel cache and tuning database (stats, ls, show, clear, prune)",

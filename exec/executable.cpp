@@ -1,0 +1,207 @@
+// Executable: plan -> kernels -> cubins -> modules once; per run, the arena layout for the bound
+// symbol values and one launch per group.
+#include "exec/executable.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "cache/compile_cached.h"
+#include "codegen/tensor_layout.h"
+#include "runtime/fill.h"
+#include "runtime/kernel_compile.h"
+#include "runtime/launch.h"
+
+namespace lj::exec {
+
+namespace {
+
+constexpr size_t kAlign = 256;  // every buffer starts 256-byte aligned, as cudaMalloc's would
+
+size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+size_t value_bytes(const Graph& g, ValueId v, const Bindings& b) {
+  const TensorType& t = g.value(v).type;
+  return static_cast<size_t>(numel(resolve(t.shape, b)) * dtype_bytes(t.dtype));
+}
+
+bool contains(const std::vector<ValueId>& xs, ValueId v) { return std::find(xs.begin(), xs.end(), v) != xs.end(); }
+
+}  // namespace
+
+rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const BuildOptions& opts) {
+  Executable e;
+  e.ctx_ = &ctx;
+  e.graph_ = &g;
+  e.plan_ = plan_fusion(g, opts.fusion);
+  e.layouts_ = compute_layouts(g);
+
+  LJ_RT_ASSIGN(std::vector<int> archs, rt::supported_archs());
+  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), false, archs, rt::nvrtc_version()));
+  EmitOptions eo;
+  eo.sm = choice.target.sm;
+  eo.hint = opts.hint;
+  eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  std::vector<rt::CompileJob> jobs;
+  std::vector<std::string> names;
+  for (const FusionGroup& grp : e.plan_.groups) {
+    try {
+      e.kernels_.push_back(emit_group(g, grp, eo));
+    } catch (const UserError& err) {
+      return rt::Error{err.what()};
+    }
+    jobs.push_back(rt::compile_job(e.kernels_.back(), choice.target));
+    names.push_back(e.kernels_.back().name);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<rt::Result<rt::CompiledProgram>> programs;
+  if (opts.use_cache) {
+    cache::KernelCache kcache = cache::KernelCache::open_default();
+    for (auto& r : cache::compile_many_cached(kcache, jobs, names)) {
+      if (!r.ok()) {
+        programs.push_back(r.status());
+        continue;
+      }
+      e.cache_hits_ += r->hit ? 1 : 0;
+      programs.push_back(std::move(r->program));
+    }
+  } else {
+    programs = rt::compile_parallel(jobs);
+  }
+  e.compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < programs.size(); ++i) {
+    if (!programs[i].ok())
+      return rt::Error{fmt::format("group {} ({}): {}", e.plan_.groups[i].id, e.kernels_[i].name, programs[i].message())};
+    LJ_RT_ASSIGN(rt::Module mod, rt::Module::load(ctx, programs[i]->image()));
+    LJ_RT_ASSIGN(rt::Kernel kern, mod.kernel(e.kernels_[i].name));
+    e.steps_.push_back(Step{std::move(mod), kern});
+  }
+  e.scratch_.resize(e.steps_.size());
+  return e;
+}
+
+rt::Status Executable::bind(ValueId v, CUdeviceptr ptr) {
+  const Graph& g = *graph_;
+  if (v < 0 || static_cast<size_t>(v) >= layouts_.size()) return rt::Error{fmt::format("bind: no value {} in @{}", v, g.name())};
+  const ValueId buf = layouts_[static_cast<size_t>(v)].buffer;
+  if (!contains(g.inputs(), buf) && !contains(g.outputs(), buf))
+    return rt::Error{fmt::format("bind: %{} of @{} is an intermediate (the executable places it); bind inputs and outputs",
+                                 g.value(v).name, g.name())};
+  external_[buf] = ptr;
+  return {};
+}
+
+std::vector<ValueId> Executable::written_inputs() const {
+  std::vector<ValueId> out;
+  for (const GeneratedKernel& k : kernels_)
+    for (const KernelParam& p : k.params)
+      if (p.kind == KernelParam::Kind::Buffer && p.written && contains(graph_->inputs(), p.buffer) && !contains(out, p.buffer))
+        out.push_back(p.buffer);
+  return out;
+}
+
+MemoryPlan Executable::memory_plan(const Bindings& b) const {
+  const Graph& g = *graph_;
+  // Live range of each buffer the executable places: the first and last step whose kernel touches
+  // it; a buffer behind a graph output (unbound, or an intermediate it is a view of) lives to the end.
+  std::vector<ValueId> kept;
+  for (ValueId o : g.outputs()) kept.push_back(layouts_[static_cast<size_t>(o)].buffer);
+  std::map<ValueId, std::pair<size_t, size_t>> live;
+  for (size_t i = 0; i < kernels_.size(); ++i)
+    for (const KernelParam& p : kernels_[i].params) {
+      if (p.kind != KernelParam::Kind::Buffer || contains(g.inputs(), p.buffer) || external_.count(p.buffer)) continue;
+      auto [it, fresh] = live.try_emplace(p.buffer, i, i);
+      if (!fresh) it->second.second = i;
+      if (contains(kept, p.buffer)) it->second.second = kernels_.size();
+    }
+  std::vector<ValueId> order;
+  for (const auto& [v, range] : live) order.push_back(v);
+  std::sort(order.begin(), order.end(), [&](ValueId x, ValueId y) {
+    return live[x].first != live[y].first ? live[x].first < live[y].first : x < y;
+  });
+  // First fit over the buffers still live when each one starts.
+  MemoryPlan mp;
+  struct Placed {
+    size_t offset, bytes, last;
+  };
+  std::vector<Placed> placed;
+  for (ValueId v : order) {
+    const auto [first, last] = live[v];
+    const size_t bytes = align_up(value_bytes(g, v, b));
+    mp.unshared_bytes += bytes;
+    std::erase_if(placed, [&](const Placed& p) { return p.last < first; });
+    std::sort(placed.begin(), placed.end(), [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
+    size_t at = 0;
+    for (const Placed& p : placed) {
+      if (p.offset >= at + bytes) break;
+      at = std::max(at, p.offset + p.bytes);
+    }
+    placed.push_back({at, bytes, last});
+    mp.offset[v] = at;
+    mp.arena_bytes = std::max(mp.arena_bytes, at + bytes);
+  }
+  return mp;
+}
+
+rt::Result<CUdeviceptr> Executable::buffer_address(ValueId v, const Bindings& b) const {
+  const ValueId buf = layouts_[static_cast<size_t>(v)].buffer;
+  if (auto ext = external_.find(buf); ext != external_.end()) return ext->second;
+  const MemoryPlan mp = memory_plan(b);
+  auto it = mp.offset.find(buf);
+  if (it == mp.offset.end() || !arena_ || arena_->bytes() < mp.arena_bytes)
+    return rt::Error{fmt::format("%{} of @{} has no memory yet: bind it, or run first", graph_->value(v).name, graph_->name())};
+  return arena_->ptr() + it->second;
+}
+
+rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
+  const Graph& g = *graph_;
+  for (const std::string& s : g.symbols())
+    if (!b.get(s)) return rt::Error{fmt::format("run @{}: symbol {} has no value", g.name(), s)};
+  const MemoryPlan mp = memory_plan(b);
+  if (!arena_ || arena_->bytes() < mp.arena_bytes) {
+    arena_.reset();
+    LJ_RT_ASSIGN(rt::DeviceBuffer a, rt::DeviceBuffer::allocate(*ctx_, std::max<size_t>(mp.arena_bytes, 1)));
+    arena_ = std::move(a);
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const GeneratedKernel& k = kernels_[i];
+    rt::KernelArgs args;
+    for (const KernelParam& p : k.params) {
+      switch (p.kind) {
+        case KernelParam::Kind::Symbol: args.add(static_cast<long long>(*b.get(p.symbol))); break;
+        case KernelParam::Kind::Scratch: {
+          const size_t bytes = static_cast<size_t>(scratch_bytes(k, b));
+          auto& sc = scratch_[i];
+          if (!sc || sc->bytes() < bytes) {
+            sc.reset();
+            LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(*ctx_, bytes));
+            LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), bytes));
+            sc = std::move(buf);
+          }
+          args.add(sc->ptr());
+          break;
+        }
+        case KernelParam::Kind::Buffer: {
+          if (auto it = mp.offset.find(p.buffer); it != mp.offset.end()) {
+            args.add(arena_->ptr() + it->second);
+          } else if (auto ext = external_.find(p.buffer); ext != external_.end()) {
+            args.add(ext->second);
+          } else {
+            return rt::Error{fmt::format("run @{}: %{} is not bound (group {} reads or writes it)", g.name(),
+                                         g.value(p.buffer).name, plan_.groups[i].id)};
+          }
+          break;
+        }
+      }
+    }
+    const auto blocks = static_cast<unsigned>(k.launch.blocks(b));
+    LJ_RT_TRY(rt::launch(stream, steps_[i].kernel,
+                         rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
+                                                  static_cast<unsigned>(k.launch.shared_bytes)),
+                         args));
+  }
+  return {};
+}
+
+}  // namespace lj::exec

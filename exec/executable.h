@@ -1,0 +1,84 @@
+// An executable plan of one graph: its fusion groups in order, each compiled (through the kernel
+// cache) and loaded, with the device memory of every intermediate laid out by liveness in one arena.
+// The caller owns the graph's inputs (weights included) and outputs and binds them by value; symbol
+// values are given per run, and a run with new values re-lays out the arena (kernels never change:
+// symbols are kernel arguments).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "codegen/tensor_layout.h"
+#include "runtime/context.h"
+#include "runtime/memory.h"
+#include "runtime/module.h"
+#include "runtime/stream.h"
+
+namespace lj::exec {
+
+struct BuildOptions {
+  FusionOptions fusion;
+  /// Symbol values the kernels are chosen for (matmul family, decode attention chunks); any value
+  /// runs correctly.
+  Bindings hint;
+  /// Compile through the kernel cache (LAYERJIT_CACHE_DIR); false: always NVRTC.
+  bool use_cache = true;
+};
+
+/// Where the intermediates of a run live: offsets into one arena, reused once a buffer is dead.
+struct MemoryPlan {
+  std::map<ValueId, size_t> offset;  ///< per intermediate buffer value
+  size_t arena_bytes = 0;            ///< peak: the arena's size
+  size_t unshared_bytes = 0;         ///< every intermediate in its own allocation
+};
+
+class Executable {
+ public:
+  /// Plans, generates, compiles (in parallel, cached) and loads every group of `g`. Errors: a group
+  /// without a kernel generator, a compile or load failure (naming the group). `g` must outlive it.
+  static rt::Result<Executable> build(rt::Context& ctx, const Graph& g, const BuildOptions& opts);
+
+  const Graph& graph() const { return *graph_; }
+  const FusionPlan& plan() const { return plan_; }
+  const std::vector<GeneratedKernel>& kernels() const { return kernels_; }
+  double compile_seconds() const { return compile_seconds_; }
+  int cache_hits() const { return cache_hits_; }
+
+  /// Device memory for graph input or output `v` (its buffer: an input updated in place, such as a
+  /// KV cache, is bound once). At least the value's size at the symbol values of each run. An output
+  /// left unbound, or one that is a view of an intermediate, lives in the arena until the run ends.
+  rt::Status bind(ValueId v, CUdeviceptr ptr);
+  /// Where `v` lives: its buffer's address for a run with symbol values `b` (after build, bound or
+  /// in the arena) and its layout in that buffer (offset and strides, symbolic).
+  rt::Result<CUdeviceptr> buffer_address(ValueId v, const Bindings& b) const;
+  const TensorLayout& layout(ValueId v) const { return layouts_[static_cast<size_t>(v)]; }
+  /// Graph inputs whose memory the graph writes (KV caches updated in place).
+  std::vector<ValueId> written_inputs() const;
+  /// The arena layout for the symbol values in `b`.
+  MemoryPlan memory_plan(const Bindings& b) const;
+  /// Runs every group in order on `stream` (asynchronous). Every input and output must be bound.
+  rt::Status run(rt::Stream& stream, const Bindings& b);
+
+ private:
+  Executable() = default;
+  struct Step {
+    rt::Module module;
+    rt::Kernel kernel;
+  };
+  rt::Context* ctx_ = nullptr;
+  const Graph* graph_ = nullptr;
+  FusionPlan plan_;
+  std::vector<GeneratedKernel> kernels_;
+  std::vector<Step> steps_;
+  std::vector<TensorLayout> layouts_;          // per value: its buffer, offset and strides
+  std::map<ValueId, CUdeviceptr> external_;    // bound inputs and outputs, by buffer
+  std::optional<rt::DeviceBuffer> arena_;
+  std::vector<std::optional<rt::DeviceBuffer>> scratch_;  // per step, zeroed when allocated
+  double compile_seconds_ = 0;
+  int cache_hits_ = 0;
+};
+
+}  // namespace lj::exec

@@ -1,0 +1,276 @@
+// `layerjit run`: a graph end to end on the GPU, fused and unfused on the same random inputs, checked
+// against each other and (at sizes the CPU can evaluate) against the CPU reference.
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "exec/executable.h"
+#include "layerjit/llama.h"
+#include "layerjit/reference.h"
+#include "runtime/fill.h"
+#include "runtime/host_values.h"
+#include "runtime/timer.h"
+#include "tools/commands.h"
+
+namespace lj::cli {
+
+const char* const kRunUsage =
+    "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
+    "\n"
+    "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
+    "+-1/sqrt(K), vector weights in [0.5, 1.5), activations in [-1, 1), positions at the end of each\n"
+    "cache (or 0..T-1) — through the fused plan and the unfused plan (one kernel per op) on the same\n"
+    "inputs, and compares every output of the two; with --reference always, or auto for graphs of at\n"
+    "most 5 GFLOP, both also against the CPU reference. Prints, per output, the largest absolute\n"
+    "difference and that difference relative to the largest reference magnitude, then PASS or FAIL\n"
+    "(relative 2^-5 for bf16 outputs, 2^-8 for f16, 1e-4 for f32: rounding intermediates at different\n"
+    "points across a whole layer). Also prints build times (first run: NVRTC; later: the kernel cache)\n"
+    "and each plan's time per call (CUDA events, median of 20) and intermediate memory.\n"
+    "--small: the built-in layer at its small config (the CPU reference runs in seconds). Needs a GPU.\n";
+
+namespace {
+
+struct Device {
+  rt::DeviceBuffer buf;
+  size_t bytes = 0;
+};
+
+double eval(const DimProduct& p, const Bindings& b) {
+  double v = static_cast<double>(p.constant);
+  for (const std::string& s : p.symbols) v *= static_cast<double>(*b.get(s));
+  return v;
+}
+
+// The elements of `v` read through its layout from a download of its whole buffer.
+HostTensor gather(const Graph& g, ValueId v, const TensorLayout& l, const std::vector<unsigned char>& bytes, const Bindings& b) {
+  HostTensor t(g.value(v).type.dtype, resolve(g.value(v).type.shape, b));
+  const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
+  std::vector<int64_t> idx(t.shape.size(), 0);
+  std::vector<int64_t> stride;
+  for (const DimProduct& s : l.strides) stride.push_back(static_cast<int64_t>(eval(s, b)));
+  const auto offset = static_cast<int64_t>(eval(l.offset, b));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t at = offset;
+    for (size_t d = 0; d < idx.size(); ++d) at += idx[d] * stride[d];
+    t.data[static_cast<size_t>(i)] = rt::decode_element(t.dtype, bytes.data() + static_cast<size_t>(at) * eb);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < t.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return t;
+}
+
+struct Diff {
+  double max_abs = 0, max_ref = 0;
+  bool nan = false;
+  double rel() const { return max_ref > 0 ? max_abs / max_ref : max_abs; }
+};
+
+Diff compare(const HostTensor& got, const HostTensor& want) {
+  Diff d;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    if (std::isnan(got.data[i]) != std::isnan(want.data[i])) d.nan = true;
+    if (std::isnan(got.data[i]) || std::isnan(want.data[i])) continue;
+    d.max_abs = std::max(d.max_abs, std::fabs(got.data[i] - want.data[i]));
+    d.max_ref = std::max(d.max_ref, std::fabs(want.data[i]));
+  }
+  return d;
+}
+
+double tolerance(DType t) {
+  switch (t) {
+    case DType::BF16: return 1.0 / 32;
+    case DType::F16: return 1.0 / 256;
+    case DType::F32: return 1e-4;
+    default: return 0;  // integer and fp8 outputs must match exactly
+  }
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  uint64_t seed = 1;
+  bool small = false;
+  std::string reference = "auto";
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--small") {
+      small = true;
+    } else if (a == "--seed" || a == "--reference") {
+      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
+      const std::string& v = args[++i];
+      if (a == "--seed") {
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+        if (ec != std::errc() || p != v.data() + v.size()) throw UsageError{"--seed expects a non-negative integer, got '" + v + "'"};
+      } else if (v == "auto" || v == "always" || v == "never") {
+        reference = v;
+      } else {
+        throw UsageError{"--reference expects auto, always or never, got '" + v + "'"};
+      }
+    } else {
+      rest.push_back(a);
+    }
+  }
+  GraphOptions o = parse_graph_options(rest);
+  if (o.help) {
+    std::fputs(kRunUsage, stdout);
+    return kExitOk;
+  }
+  if (small && o.file) throw UsageError{"--small picks the built-in layer's small config: give no FILE with it"};
+  Module m;
+  if (small) {
+    Module all;
+    all.graphs.push_back(llama_prefill(LlamaConfig::small()));
+    all.graphs.push_back(llama_decode(LlamaConfig::small()));
+    for (const Graph& g : all.graphs)
+      if (!o.graph || g.name() == *o.graph) m.graphs.push_back(g);
+    if (m.graphs.empty()) throw UserError(fmt::format("no graph named @{} (the small layer has @llama_small_prefill, @llama_small_decode)", *o.graph));
+  } else {
+    m = load_module(o);
+  }
+  const Graph& g = single_graph(m);
+  const Bindings& b = o.bindings;
+  for (const std::string& s : g.symbols())
+    if (!b.get(s)) throw UsageError{fmt::format("@{} has the symbol {}: give its value with --bind {}=...", g.name(), s, s)};
+
+  auto ctx_r = rt::Context::get(0);
+  if (!ctx_r.ok()) throw UserError(ctx_r.message());
+  rt::Context& ctx = **ctx_r;
+  auto must = [](auto r, const char* what) {
+    if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
+    if constexpr (requires { *r; }) return std::move(*r);
+  };
+  rt::Stream stream = must(rt::Stream::create(ctx), "stream");
+
+  // Both plans, built (and compiled or loaded from the cache) once.
+  exec::BuildOptions fused_opts, unfused_opts;
+  fused_opts.hint = unfused_opts.hint = b;
+  unfused_opts.fusion.fuse = false;
+  exec::Executable fused = must(exec::Executable::build(ctx, g, fused_opts), "build the fused plan");
+  exec::Executable unfused = must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan");
+  std::printf("@%s on %s: fused %zu kernels (built in %.2f s, %d from the cache), unfused %zu kernels (%.2f s, %d from the cache)\n",
+              g.name().c_str(), ctx.info().name.c_str(), fused.kernels().size(), fused.compile_seconds(), fused.cache_hits(),
+              unfused.kernels().size(), unfused.compile_seconds(), unfused.cache_hits());
+
+  // Inputs: filled on the device from the seed (host copies for the reference); positions at the end
+  // of every cache they index.
+  std::map<ValueId, Device> inputs;
+  std::map<std::string, HostTensor> host_inputs;
+  uint64_t k = 0;
+  for (ValueId v : g.inputs()) {
+    const ValueInfo& info = g.value(v);
+    const std::vector<int64_t> shape = resolve(info.type.shape, b);
+    const size_t n = static_cast<size_t>(numel(shape));
+    const size_t bytes = n * static_cast<size_t>(dtype_bytes(info.type.dtype));
+    Device d{must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(bytes, 1)), "allocate an input"), bytes};
+    HostTensor host(info.type.dtype, shape);
+    if (info.type.dtype == DType::I32) {
+      int64_t cap = -1;  // the largest position every cache this input indexes can take
+      for (const Node& nd : g.nodes()) {
+        if (nd.kind == OpKind::KvCacheWrite && nd.operands[2] == v) {
+          const int64_t c = resolve(g.value(nd.operands[0]).type.shape[1], b);
+          cap = cap < 0 ? c - 1 : std::min(cap, c - 1);
+        }
+        if (nd.kind == OpKind::Attention && nd.operands.size() > 3 && nd.operands[3] == v) {
+          const Shape& qs = g.value(nd.operands[0]).type.shape;
+          const Shape& ks = g.value(nd.operands[1]).type.shape;
+          const int64_t c = resolve(ks[ks.size() - 3], b) - resolve(qs[qs.size() - 3], b);
+          cap = cap < 0 ? c : std::min(cap, c);
+        }
+      }
+      std::vector<int> pos(n);
+      for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int>(cap >= 0 ? cap : static_cast<int64_t>(i));
+      for (size_t i = 0; i < n; ++i) host.data[i] = pos[i];
+      if (n) must(rt::copy_to_device(stream, d.buf.ptr(), pos.data(), bytes), "upload positions");
+    } else {
+      const bool weight = info.is_param && info.type.rank() >= 2;
+      const double lo = weight ? -1.0 / std::sqrt(static_cast<double>(shape.back())) : info.is_param ? 0.5 : -1.0;
+      const double hi = weight ? -lo : info.is_param ? 1.5 : 1.0;
+      fill_uniform(host, seed * 1000 + ++k, lo, hi);
+      std::vector<unsigned char> enc(bytes);
+      for (size_t i = 0; i < n; ++i) rt::encode_element(info.type.dtype, host.data[i], enc.data() + i * static_cast<size_t>(dtype_bytes(info.type.dtype)));
+      if (n) must(rt::copy_to_device(stream, d.buf.ptr(), enc.data(), bytes), "upload an input");
+    }
+    host_inputs[info.name] = std::move(host);
+    inputs.emplace(v, std::move(d));
+  }
+  // Each plan gets its own copy of the inputs it writes in place (the caches), the rest is shared.
+  std::vector<Device> copies;
+  auto bind_all = [&](exec::Executable& e) {
+    const std::vector<ValueId> written = e.written_inputs();
+    for (auto& [v, d] : inputs) {
+      CUdeviceptr p = d.buf.ptr();
+      if (std::find(written.begin(), written.end(), v) != written.end()) {
+        copies.push_back({must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(d.bytes, 1)), "allocate a cache copy"), d.bytes});
+        must(rt::copy_on_device(stream, copies.back().buf.ptr(), d.buf.ptr(), d.bytes), "copy a cache");
+        p = copies.back().buf.ptr();
+      }
+      must(e.bind(v, p), "bind an input");
+    }
+  };
+  bind_all(fused);
+  bind_all(unfused);
+
+  auto outputs_of = [&](exec::Executable& e) {
+    std::vector<HostTensor> out;
+    for (ValueId v : g.outputs()) {
+      const ValueId buf = e.layout(v).buffer;
+      const size_t bytes = static_cast<size_t>(numel(resolve(g.value(buf).type.shape, b)) * dtype_bytes(g.value(buf).type.dtype));
+      std::vector<unsigned char> host(bytes);
+      const CUdeviceptr p = must(e.buffer_address(v, b), "find an output");
+      must(rt::copy_to_host(stream, host.data(), p, bytes), "download an output");
+      must(stream.synchronize(), "download an output");
+      out.push_back(gather(g, v, e.layout(v), host, b));
+    }
+    return out;
+  };
+  auto time_ms = [&](exec::Executable& e) {
+    rt::TimerOptions to;
+    to.warmup = 3;
+    to.repeats = 20;
+    return must(rt::time_on_stream(stream, [&](int) { return e.run(stream, b); }, to), "time").median_ms;
+  };
+  must(fused.run(stream, b), "run the fused plan");
+  must(unfused.run(stream, b), "run the unfused plan");
+  must(stream.synchronize(), "run");
+  const std::vector<HostTensor> got_fused = outputs_of(fused);
+  const std::vector<HostTensor> got_unfused = outputs_of(unfused);
+  const double ms_fused = time_ms(fused), ms_unfused = time_ms(unfused);
+  const exec::MemoryPlan mf = fused.memory_plan(b), mu = unfused.memory_plan(b);
+  std::printf("time per call: fused %.4f ms, unfused %.4f ms (%.2fx); intermediate memory: fused %s, unfused %s (%s without reuse)\n",
+              ms_fused, ms_unfused, ms_unfused / ms_fused, format_bytes(static_cast<double>(mf.arena_bytes)).c_str(),
+              format_bytes(static_cast<double>(mu.arena_bytes)).c_str(), format_bytes(static_cast<double>(mu.unshared_bytes)).c_str());
+
+  double flops = 0;
+  for (const FusionGroup& grp : fused.plan().groups) flops += group_cost(g, grp, b).flops;
+  const bool with_ref = reference == "always" || (reference == "auto" && flops <= 5e9);
+  std::vector<HostTensor> ref;
+  if (with_ref) {
+    ref = run_reference(g, host_inputs, b);
+  } else {
+    std::printf("CPU reference: skipped (%.1f GFLOP; --reference always to force, or --small)\n", flops / 1e9);
+  }
+  bool ok = true;
+  auto report = [&](const char* what, const std::string& name, DType t, const Diff& d) {
+    const bool pass = !d.nan && d.rel() <= tolerance(t);
+    ok = ok && pass;
+    std::printf("  %%%-14s %-18s max |diff| %.3g, relative %.3g (limit %.3g)%s %s\n", name.c_str(), what, d.max_abs, d.rel(),
+                tolerance(t), d.nan ? ", NaN mismatch" : "", pass ? "ok" : "FAIL");
+  };
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const ValueInfo& info = g.value(g.outputs()[i]);
+    report("fused vs unfused", info.name, info.type.dtype, compare(got_fused[i], got_unfused[i]));
+    if (with_ref) {
+      report("fused vs CPU", info.name, info.type.dtype, compare(got_fused[i], ref[i]));
+      report("unfused vs CPU", info.name, info.type.dtype, compare(got_unfused[i], ref[i]));
+    }
+  }
+  std::printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? kExitOk : kExitUserError;
+}
+
+}  // namespace lj::cli
