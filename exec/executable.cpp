@@ -10,6 +10,7 @@
 #include "cache/compile_cached.h"
 #include "codegen/tensor_layout.h"
 #include "runtime/fill.h"
+#include "runtime/host_values.h"
 #include "runtime/kernel_compile.h"
 #include "runtime/launch.h"
 
@@ -152,6 +153,36 @@ rt::Result<CUdeviceptr> Executable::buffer_address(ValueId v, const Bindings& b)
   if (it == mp.offset.end() || !arena_ || arena_->bytes() < mp.arena_bytes)
     return rt::Error{fmt::format("%{} of @{} has no memory yet: bind it, or run first", graph_->value(v).name, graph_->name())};
   return arena_->ptr() + it->second;
+}
+
+rt::Result<HostTensor> Executable::download(rt::Stream& stream, ValueId v, const Bindings& b) const {
+  const Graph& g = *graph_;
+  const TensorLayout& l = layouts_[static_cast<size_t>(v)];
+  LJ_RT_ASSIGN(CUdeviceptr base, buffer_address(v, b));
+  std::vector<unsigned char> bytes(value_bytes(g, l.buffer, b));
+  LJ_RT_TRY(rt::copy_to_host(stream, bytes.data(), base, bytes.size()));
+  LJ_RT_TRY(stream.synchronize());
+  auto eval = [&](const DimProduct& p) {
+    int64_t x = p.constant;
+    for (const std::string& s : p.symbols) x *= *b.get(s);
+    return x;
+  };
+  HostTensor t(g.value(v).type.dtype, resolve(g.value(v).type.shape, b));
+  const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
+  std::vector<int64_t> stride;
+  for (const DimProduct& s : l.strides) stride.push_back(eval(s));
+  const int64_t offset = eval(l.offset);
+  std::vector<int64_t> idx(t.shape.size(), 0);
+  for (size_t i = 0; i < t.data.size(); ++i) {
+    int64_t at = offset;
+    for (size_t d = 0; d < idx.size(); ++d) at += idx[d] * stride[d];
+    t.data[i] = rt::decode_element(t.dtype, bytes.data() + static_cast<size_t>(at) * eb);
+    for (size_t d = idx.size(); d-- > 0;) {  // the next index in row-major order
+      if (++idx[d] < t.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return t;
 }
 
 rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {

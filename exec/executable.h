@@ -12,6 +12,7 @@
 
 #include "codegen/kernel.h"
 #include "codegen/tensor_layout.h"
+#include "layerjit/reference.h"
 #include "runtime/context.h"
 #include "runtime/memory.h"
 #include "runtime/module.h"
@@ -55,6 +56,9 @@ class Executable {
   /// in the arena) and its layout in that buffer (offset and strides, symbolic).
   rt::Result<CUdeviceptr> buffer_address(ValueId v, const Bindings& b) const;
   const TensorLayout& layout(ValueId v) const { return layouts_[static_cast<size_t>(v)]; }
+  /// The value of `v` (an output, or any input) after a run with symbol values `b`: its buffer
+  /// downloaded and read through its layout (a view of an intermediate included). Synchronizes.
+  rt::Result<HostTensor> download(rt::Stream& stream, ValueId v, const Bindings& b) const;
   /// Graph inputs whose memory the graph writes (KV caches updated in place).
   std::vector<ValueId> written_inputs() const;
   /// The arena layout for the symbol values in `b`.

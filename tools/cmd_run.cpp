@@ -37,32 +37,6 @@ struct Device {
   size_t bytes = 0;
 };
 
-double eval(const DimProduct& p, const Bindings& b) {
-  double v = static_cast<double>(p.constant);
-  for (const std::string& s : p.symbols) v *= static_cast<double>(*b.get(s));
-  return v;
-}
-
-// The elements of `v` read through its layout from a download of its whole buffer.
-HostTensor gather(const Graph& g, ValueId v, const TensorLayout& l, const std::vector<unsigned char>& bytes, const Bindings& b) {
-  HostTensor t(g.value(v).type.dtype, resolve(g.value(v).type.shape, b));
-  const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
-  std::vector<int64_t> idx(t.shape.size(), 0);
-  std::vector<int64_t> stride;
-  for (const DimProduct& s : l.strides) stride.push_back(static_cast<int64_t>(eval(s, b)));
-  const auto offset = static_cast<int64_t>(eval(l.offset, b));
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    int64_t at = offset;
-    for (size_t d = 0; d < idx.size(); ++d) at += idx[d] * stride[d];
-    t.data[static_cast<size_t>(i)] = rt::decode_element(t.dtype, bytes.data() + static_cast<size_t>(at) * eb);
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < t.shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return t;
-}
-
 struct Diff {
   double max_abs = 0, max_ref = 0;
   bool nan = false;
@@ -217,15 +191,7 @@ int cmd_run(const std::vector<std::string>& args) {
 
   auto outputs_of = [&](exec::Executable& e) {
     std::vector<HostTensor> out;
-    for (ValueId v : g.outputs()) {
-      const ValueId buf = e.layout(v).buffer;
-      const size_t bytes = static_cast<size_t>(numel(resolve(g.value(buf).type.shape, b)) * dtype_bytes(g.value(buf).type.dtype));
-      std::vector<unsigned char> host(bytes);
-      const CUdeviceptr p = must(e.buffer_address(v, b), "find an output");
-      must(rt::copy_to_host(stream, host.data(), p, bytes), "download an output");
-      must(stream.synchronize(), "download an output");
-      out.push_back(gather(g, v, e.layout(v), host, b));
-    }
+    for (ValueId v : g.outputs()) out.push_back(must(e.download(stream, v, b), "download an output"));
     return out;
   };
   auto time_ms = [&](exec::Executable& e) {
