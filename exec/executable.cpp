@@ -235,4 +235,10 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
   return {};
 }
 
+rt::Result<rt::Graph> Executable::capture(rt::Stream& stream, const Bindings& b) {
+  LJ_RT_TRY(run(stream, b));  // allocates what the plan needs at these sizes: nothing may allocate while capturing
+  LJ_RT_TRY(stream.synchronize());
+  return rt::Graph::capture(stream, [&] { return run(stream, b); });
+}
+
 }  // namespace lj::exec

@@ -14,6 +14,7 @@
 #include "codegen/tensor_layout.h"
 #include "layerjit/reference.h"
 #include "runtime/context.h"
+#include "runtime/graph.h"
 #include "runtime/memory.h"
 #include "runtime/module.h"
 #include "runtime/stream.h"
@@ -65,6 +66,10 @@ class Executable {
   MemoryPlan memory_plan(const Bindings& b) const;
   /// Runs every group in order on `stream` (asynchronous). Every input and output must be bound.
   rt::Status run(rt::Stream& stream, const Bindings& b);
+  /// One run at symbol values `b` recorded as a CUDA graph: one launch call replays the whole plan.
+  /// Runs once first (eagerly, synchronized) so that the arena and scratch buffers exist; the graph
+  /// holds their addresses, so a later run with larger symbol values needs a new capture.
+  rt::Result<rt::Graph> capture(rt::Stream& stream, const Bindings& b);
 
  private:
   Executable() = default;

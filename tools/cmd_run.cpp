@@ -27,7 +27,8 @@ const char* const kRunUsage =
     "difference and that difference relative to the largest reference magnitude, then PASS or FAIL\n"
     "(relative 2^-5 for bf16 outputs, 2^-8 for f16, 1e-4 for f32: rounding intermediates at different\n"
     "points across a whole layer). Also prints build times (first run: NVRTC; later: the kernel cache)\n"
-    "and each plan's time per call (CUDA events, median of 20) and intermediate memory.\n"
+    "and each plan's time per call (CUDA events, median of 20; the fused plan also replayed as one CUDA\n"
+    "graph, whose outputs must equal the eager run's bit for bit) and intermediate memory.\n"
     "--small: the built-in layer at its small config (the CPU reference runs in seconds). Needs a GPU.\n";
 
 namespace {
@@ -206,9 +207,18 @@ int cmd_run(const std::vector<std::string>& args) {
   const std::vector<HostTensor> got_fused = outputs_of(fused);
   const std::vector<HostTensor> got_unfused = outputs_of(unfused);
   const double ms_fused = time_ms(fused), ms_unfused = time_ms(unfused);
+  // The fused plan as one CUDA graph: timed, and its outputs must equal the eager run's bit for bit.
+  rt::Graph graph = must(fused.capture(stream, b), "capture the fused plan");
+  rt::TimerOptions to;
+  to.warmup = 3;
+  to.repeats = 20;
+  const double ms_graph = must(rt::time_on_stream(stream, [&](int) { return graph.replay(stream); }, to), "time the graph").median_ms;
+  must(stream.synchronize(), "replay");
+  const std::vector<HostTensor> got_graph = outputs_of(fused);
   const exec::MemoryPlan mf = fused.memory_plan(b), mu = unfused.memory_plan(b);
-  std::printf("time per call: fused %.4f ms, unfused %.4f ms (%.2fx); intermediate memory: fused %s, unfused %s (%s without reuse)\n",
-              ms_fused, ms_unfused, ms_unfused / ms_fused, format_bytes(static_cast<double>(mf.arena_bytes)).c_str(),
+  std::printf("time per call: unfused %.4f ms, fused %.4f ms (%.2fx), fused as a CUDA graph %.4f ms (%.2fx)\n", ms_unfused, ms_fused,
+              ms_unfused / ms_fused, ms_graph, ms_unfused / ms_graph);
+  std::printf("intermediate memory: fused %s, unfused %s (%s without reuse)\n", format_bytes(static_cast<double>(mf.arena_bytes)).c_str(),
               format_bytes(static_cast<double>(mu.arena_bytes)).c_str(), format_bytes(static_cast<double>(mu.unshared_bytes)).c_str());
 
   double flops = 0;
@@ -229,6 +239,10 @@ int cmd_run(const std::vector<std::string>& args) {
   };
   for (size_t i = 0; i < g.outputs().size(); ++i) {
     const ValueInfo& info = g.value(g.outputs()[i]);
+    if (got_graph[i].data != got_fused[i].data) {
+      ok = false;
+      std::printf("  %%%-14s CUDA graph replay differs from the eager run FAIL\n", info.name.c_str());
+    }
     report("fused vs unfused", info.name, info.type.dtype, compare(got_fused[i], got_unfused[i]));
     if (with_ref) {
       report("fused vs CPU", info.name, info.type.dtype, compare(got_fused[i], ref[i]));

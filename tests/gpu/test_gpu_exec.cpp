@@ -6,6 +6,7 @@
 #include "exec/executable.h"
 #include "layerjit/llama.h"
 #include "layerjit/reference.h"
+#include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "tests/gpu/gpu_test_support.h"
 
@@ -118,4 +119,46 @@ TEST_CASE("executable errors name the value: unbound input, bound intermediate, 
   rt::Status nosym = e->run(*stream, Bindings{});
   REQUIRE(!nosym.ok());
   CHECK(nosym.message().find("symbol T has no value") != std::string::npos);
+}
+
+TEST_CASE("a captured CUDA graph of the plan replays to the eager run's outputs bit for bit", "[gpu][exec]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  const Graph g = llama_decode(LlamaConfig::small());
+  Bindings b;
+  b.set("B", 2);
+  b.set("C", 9);
+  auto e = exec::Executable::build(ctx, g, {});
+  LJ_REQUIRE_OK(e);
+  std::vector<rt::DeviceBuffer> keep;
+  uint64_t seed = 40;
+  for (ValueId v : g.inputs()) {
+    const ValueInfo& info = g.value(v);
+    HostTensor t(info.type.dtype, resolve(info.type.shape, b));
+    if (info.type.dtype == DType::I32) {
+      for (double& x : t.data) x = 8;  // the last slot of the 9-entry caches
+    } else {
+      fill_uniform(t, ++seed, -0.5, 0.5);
+    }
+    std::vector<unsigned char> bytes(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
+    for (size_t i = 0; i < t.data.size(); ++i)
+      REQUIRE(rt::encode_element(t.dtype, t.data[i], bytes.data() + i * static_cast<size_t>(dtype_bytes(t.dtype))));
+    auto buf = rt::DeviceBuffer::allocate(ctx, bytes.size());
+    LJ_REQUIRE_OK(buf);
+    LJ_REQUIRE_OK(rt::copy_to_device(*stream, buf->ptr(), bytes.data(), bytes.size()));
+    LJ_REQUIRE_OK(e->bind(v, buf->ptr()));
+    keep.push_back(std::move(*buf));
+  }
+  LJ_REQUIRE_OK(e->run(*stream, b));
+  auto eager = e->download(*stream, g.outputs()[0], b);
+  LJ_REQUIRE_OK(eager);
+  auto graph = e->capture(*stream, b);
+  LJ_REQUIRE_OK(graph);
+  CHECK(graph->launch_count() == e->kernels().size());
+  LJ_REQUIRE_OK(rt::fill_poison(*stream, *e->buffer_address(g.outputs()[0], b), static_cast<size_t>(eager->numel() * 2), 2));
+  LJ_REQUIRE_OK(graph->replay(*stream));
+  auto replayed = e->download(*stream, g.outputs()[0], b);
+  LJ_REQUIRE_OK(replayed);
+  CHECK(replayed->data == eager->data);
 }
