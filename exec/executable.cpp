@@ -90,6 +90,7 @@ rt::Status Executable::bind(ValueId v, CUdeviceptr ptr) {
     return rt::Error{fmt::format("bind: %{} of @{} is an intermediate (the executable places it); bind inputs and outputs",
                                  g.value(v).name, g.name())};
   external_[buf] = ptr;
+  planned_for_.clear();  // a bound output leaves the arena
   return {};
 }
 
@@ -189,7 +190,11 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
   const Graph& g = *graph_;
   for (const std::string& s : g.symbols())
     if (!b.get(s)) return rt::Error{fmt::format("run @{}: symbol {} has no value", g.name(), s)};
-  const MemoryPlan mp = memory_plan(b);
+  if (planned_for_ != b.values || planned_.offset.empty()) {
+    planned_ = memory_plan(b);
+    planned_for_ = b.values;
+  }
+  const MemoryPlan& mp = planned_;
   if (!arena_ || arena_->bytes() < mp.arena_bytes) {
     arena_.reset();
     LJ_RT_ASSIGN(rt::DeviceBuffer a, rt::DeviceBuffer::allocate(*ctx_, std::max<size_t>(mp.arena_bytes, 1)));

@@ -85,6 +85,9 @@ class Executable {
   std::vector<TensorLayout> layouts_;          // per value: its buffer, offset and strides
   std::map<ValueId, CUdeviceptr> external_;    // bound inputs and outputs, by buffer
   std::optional<rt::DeviceBuffer> arena_;
+  // The layout of the last run's symbol values: a decode loop calls run() with the same sizes.
+  std::vector<std::pair<std::string, int64_t>> planned_for_;
+  MemoryPlan planned_;
   std::vector<std::optional<rt::DeviceBuffer>> scratch_;  // per step, zeroed when allocated
   double compile_seconds_ = 0;
   int cache_hits_ = 0;

@@ -14,6 +14,18 @@ using namespace lj;
 
 namespace {
 
+// Uploads `t` (values exactly representable in its dtype) into a new device buffer bound to `v`.
+rt::DeviceBuffer upload_and_bind(rt::Context& ctx, rt::Stream& stream, exec::Executable& e, ValueId v, const HostTensor& t) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
+  for (size_t i = 0; i < t.data.size(); ++i)
+    REQUIRE(rt::encode_element(t.dtype, t.data[i], bytes.data() + i * static_cast<size_t>(dtype_bytes(t.dtype))));
+  auto buf = rt::DeviceBuffer::allocate(ctx, bytes.size());
+  LJ_REQUIRE_OK(buf);
+  LJ_REQUIRE_OK(rt::copy_to_device(stream, buf->ptr(), bytes.data(), bytes.size()));
+  LJ_REQUIRE_OK(e.bind(v, buf->ptr()));
+  return std::move(*buf);
+}
+
 // Runs `g` at `b` on random inputs (positions at the end of each cache) and compares every output
 // with the CPU reference within `rel` of the largest reference magnitude.
 void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed) {
@@ -37,14 +49,7 @@ void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed) {
     } else {
       fill_uniform(t, seed++, info.is_param && info.type.rank() >= 2 ? -0.05 : -1.0, info.is_param && info.type.rank() >= 2 ? 0.05 : 1.0);
     }
-    std::vector<unsigned char> bytes(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
-    for (size_t i = 0; i < t.data.size(); ++i)
-      REQUIRE(rt::encode_element(t.dtype, t.data[i], bytes.data() + i * static_cast<size_t>(dtype_bytes(t.dtype))));
-    auto buf = rt::DeviceBuffer::allocate(ctx, bytes.size());
-    LJ_REQUIRE_OK(buf);
-    LJ_REQUIRE_OK(rt::copy_to_device(*stream, buf->ptr(), bytes.data(), bytes.size()));
-    LJ_REQUIRE_OK(e->bind(v, buf->ptr()));
-    keep.push_back(std::move(*buf));
+    keep.push_back(upload_and_bind(ctx, *stream, *e, v, t));
     host[info.name] = std::move(t);
   }
   LJ_REQUIRE_OK(e->run(*stream, b));
@@ -141,14 +146,7 @@ TEST_CASE("a captured CUDA graph of the plan replays to the eager run's outputs 
     } else {
       fill_uniform(t, ++seed, -0.5, 0.5);
     }
-    std::vector<unsigned char> bytes(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
-    for (size_t i = 0; i < t.data.size(); ++i)
-      REQUIRE(rt::encode_element(t.dtype, t.data[i], bytes.data() + i * static_cast<size_t>(dtype_bytes(t.dtype))));
-    auto buf = rt::DeviceBuffer::allocate(ctx, bytes.size());
-    LJ_REQUIRE_OK(buf);
-    LJ_REQUIRE_OK(rt::copy_to_device(*stream, buf->ptr(), bytes.data(), bytes.size()));
-    LJ_REQUIRE_OK(e->bind(v, buf->ptr()));
-    keep.push_back(std::move(*buf));
+    keep.push_back(upload_and_bind(ctx, *stream, *e, v, t));
   }
   LJ_REQUIRE_OK(e->run(*stream, b));
   auto eager = e->download(*stream, g.outputs()[0], b);

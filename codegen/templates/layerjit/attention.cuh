@@ -10,10 +10,10 @@
 // Positions. Query token t sits at position first_pos + t; keys [0, n_valid) may be read; causal masks
 // keys after the query's own position. A row that sees no key stores zeros.
 //
-// Warps. Each warp owns 16 rows (one mma M tile): S (16 x keys) and O (16 x D) live in its registers,
-// and P is re-packed from S's accumulators straight into A fragments (the m16n8 C layout of two
-// adjacent key blocks is the m16k16 A layout). The prefill kernel gives each warp its own 16 rows of a
-// BM-row tile; the decode kernel has one 16-row tile and splits the keys between warps and between
+// Warps. A warp owns m-tiles of 16 rows (the mma M): their S (16 x keys) and O (16 x D) live in its
+// registers, Q fragments are read from shared memory at each k step, and P is re-packed from S's accumulators straight into A fragments (the m16n8 C layout of two
+// adjacent key blocks is the m16k16 A layout). The prefill kernel gives each warp its own MT x 16 rows
+// of a BM-row tile; the decode kernel has one 16-row tile and splits the keys between warps and between
 // CTAs (flash-decoding), merging the partial (max, sum, O) triples at the end.
 //
 // Shared memory: Q [rows][D] and a ring of STAGES (K, V) tiles [keys][D] filled by cp.async; rows are
@@ -74,33 +74,6 @@ struct lj_attn_warp {
     }
   }
 
-  // The A fragments of this warp's 16 Q rows (rows row0 .. row0 + 15 of the Q tile).
-  static __device__ __forceinline__ void load_q(unsigned (&qf)[KS][4], const T* sq, int row0, int lane) {
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) lj_ldmatrix_x4(qf[kk], sq + swz(row0 + (lane & 15), 2 * kk + (lane >> 4)));
-  }
-
-  // s = Q K^T for the 8 * NF keys at rows key0.. of the K tile (lanes 0-7 / 8-15: keys 0-7 at k lo /
-  // hi, lanes 16-31: keys 8-15).
-  template <int NF>
-  static __device__ __forceinline__ void scores(float (&s)[NF][4], const unsigned (&qf)[KS][4], const T* sk, int key0, int lane) {
-    static_assert(NF % 2 == 0, "keys in blocks of 16");
-#pragma unroll
-    for (int f = 0; f < NF; ++f) s[f][0] = s[f][1] = s[f][2] = s[f][3] = 0.f;
-    const int row = key0 + (lane & 7) + ((lane >> 4) << 3);
-#pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-#pragma unroll
-      for (int nj = 0; nj < NF / 2; ++nj) {
-        unsigned r[4];
-        lj_ldmatrix_x4(r, sk + swz(row + nj * 16, 2 * kk + ((lane >> 3) & 1)));
-        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        lj_mma<T>::m16n8k16(s[2 * nj], qf[kk], b0);
-        lj_mma<T>::m16n8k16(s[2 * nj + 1], qf[kk], b1);
-      }
-    }
-  }
-
   // Online softmax over one block of scores s (already scaled to the log2 domain, masked = -inf):
   // raises the running max m of each of the thread's two rows, rescales l and o to it, and turns s
   // into p = 2^(s - m). l stays this thread's partial sum (its quad's four threads share a row).
@@ -136,30 +109,10 @@ struct lj_attn_warp {
     }
   }
 
-  // o += p V for the 8 * NF keys at rows key0.. of the V tile. V is [key][d] in memory, so its B
-  // fragments (k = key) come from ldmatrix.trans: matrices (keys 0-7, d lo), (keys 8-15, d lo),
-  // (keys 0-7, d hi), (keys 8-15, d hi).
-  template <int NF>
-  static __device__ __forceinline__ void pv(float (&o)[OF][4], const float (&p)[NF][4], const T* sv, int key0, int lane) {
-    const int row = key0 + (lane & 7) + (((lane >> 3) & 1) << 3);
-#pragma unroll
-    for (int kk = 0; kk < NF / 2; ++kk) {
-      const unsigned a[4] = {lj_pack_pair<T>(p[2 * kk][0], p[2 * kk][1]), lj_pack_pair<T>(p[2 * kk][2], p[2 * kk][3]),
-                             lj_pack_pair<T>(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-                             lj_pack_pair<T>(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-#pragma unroll
-      for (int dj = 0; dj < OF / 2; ++dj) {
-        unsigned r[4];
-        lj_ldmatrix_x4_trans(r, sv + swz(row + kk * 16, 2 * dj + (lane >> 4)));
-        const unsigned b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-        lj_mma<T>::m16n8k16(o[2 * dj], a, b0);
-        lj_mma<T>::m16n8k16(o[2 * dj + 1], a, b1);
-      }
-    }
-  }
-
   // s[mt] = Q K^T for MT m-tiles (Q rows row0 + 16 * mt .., fragments read from the Q tile at each k
   // step) against the 8 * NF keys at rows key0.. of the K tile: each K fragment serves every m-tile.
+  // ldmatrix lanes: Q rows 0-15 at k lo (lanes 0-15) and k hi (16-31); K keys 0-7 at k lo / hi (lanes
+  // 0-7 / 8-15), keys 8-15 (16-31).
   template <int MT, int NF>
   static __device__ __forceinline__ void scores_mt(float (&s)[MT][NF][4], const T* sq, int row0, const T* sk, int key0, int lane) {
     static_assert(NF % 2 == 0, "keys in blocks of 16");
@@ -187,7 +140,9 @@ struct lj_attn_warp {
     }
   }
 
-  // o[mt] += p[mt] V for MT m-tiles: each V fragment serves every m-tile.
+  // o[mt] += p[mt] V for MT m-tiles: each V fragment serves every m-tile. V is [key][d] in memory, so
+  // its B fragments (k = key) come from ldmatrix.trans: matrices (keys 0-7, d lo), (keys 8-15, d lo),
+  // (keys 0-7, d hi), (keys 8-15, d hi).
   template <int MT, int NF>
   static __device__ __forceinline__ void pv_mt(float (&o)[MT][OF][4], const float (&p)[MT][NF][4], const T* sv, int key0, int lane) {
     const int row = key0 + (lane & 7) + (((lane >> 3) & 1) << 3);
@@ -388,10 +343,9 @@ struct lj_flash_decode {
     lj_i64 qpos[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) qpos[h] = first_pos + ((lane >> 2) + 8 * h) / G;
-    unsigned qf[W::KS][4];
-    float m[2] = {LJ_NEG_INF, LJ_NEG_INF}, l[2] = {0.f, 0.f}, acc[W::OF][4];
+    float m[2] = {LJ_NEG_INF, LJ_NEG_INF}, l[2] = {0.f, 0.f}, acc[1][W::OF][4];
 #pragma unroll
-    for (int f = 0; f < W::OF; ++f) acc[f][0] = acc[f][1] = acc[f][2] = acc[f][3] = 0.f;
+    for (int f = 0; f < W::OF; ++f) acc[0][f][0] = acc[0][f][1] = acc[0][f][2] = acc[0][f][3] = 0.f;
 
     int read_stage = 0, write_stage = STAGES - 1;
     for (lj_i64 it = 0; it < n_tiles; ++it) {
@@ -399,17 +353,16 @@ struct lj_flash_decode {
       __syncthreads();
       if (it + STAGES - 1 < n_tiles) load_kv(write_stage, c0 + (it + STAGES - 1) * STAGE_KEYS);
       lj_cp_async_commit();
-      if (it == 0) W::load_q(qf, sq, 0, lane);
       const T* sk = skv + read_stage * 2 * STAGE_KEYS * D;
-      float s[NF][4];
-      W::template scores<NF>(s, qf, sk, warp * BN, lane);
+      float s[1][NF][4];
+      W::template scores_mt<1, NF>(s, sq, 0, sk, warp * BN, lane);
 #pragma unroll
       for (int f = 0; f < NF; ++f)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[f][e] *= scale_log2;
-      W::template mask<NF, CAUSAL>(s, c0 + it * STAGE_KEYS + warp * BN, c1, qpos, lane);
-      W::template softmax<NF>(s, m, l, acc);
-      W::template pv<NF>(acc, s, sk + STAGE_KEYS * D, warp * BN, lane);
+        for (int e = 0; e < 4; ++e) s[0][f][e] *= scale_log2;
+      W::template mask<NF, CAUSAL>(s[0], c0 + it * STAGE_KEYS + warp * BN, c1, qpos, lane);
+      W::template softmax<NF>(s[0], m, l, acc[0]);
+      W::template pv_mt<1, NF>(acc, s, sk + STAGE_KEYS * D, warp * BN, lane);
       read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
       write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
     }
@@ -427,8 +380,8 @@ struct lj_flash_decode {
       float* wo = mo + warp * 16 * (D + 2);
 #pragma unroll
       for (int f = 0; f < W::OF; ++f) {
-        wo[r * D + f * 8 + 2 * (lane & 3)] = acc[f][2 * h];
-        wo[r * D + f * 8 + 2 * (lane & 3) + 1] = acc[f][2 * h + 1];
+        wo[r * D + f * 8 + 2 * (lane & 3)] = acc[0][f][2 * h];
+        wo[r * D + f * 8 + 2 * (lane & 3) + 1] = acc[0][f][2 * h + 1];
       }
       if ((lane & 3) == 0) {
         wo[16 * D + r] = m[h];
