@@ -1,0 +1,153 @@
+#include "exec/safetensors.h"
+
+#include <algorithm>
+#include <fstream>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "layerjit/error.h"
+#include "runtime/host_values.h"
+
+namespace lj::exec {
+
+namespace {
+
+constexpr uint64_t kMaxHeader = 100u << 20;  // the format's own limit on the JSON header
+
+struct DTypeName {
+  DType dtype;
+  std::string_view name;
+};
+constexpr DTypeName kNames[] = {{DType::F32, "F32"},       {DType::BF16, "BF16"},       {DType::F16, "F16"},
+                                {DType::F8E4M3, "F8_E4M3"}, {DType::F8E5M2, "F8_E5M2"}, {DType::I8, "I8"},
+                                {DType::I32, "I32"}};
+
+std::optional<DType> dtype_from(std::string_view name) {
+  for (const DTypeName& d : kNames)
+    if (d.name == name) return d.dtype;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view safetensors_dtype(DType t) {
+  for (const DTypeName& d : kNames)
+    if (d.dtype == t) return d.name;
+  return "?";
+}
+
+SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LJ_CHECK(in.good(), SourceLoc{}, "cannot read safetensors file '{}': no such file or not readable", path);
+  in.seekg(0, std::ios::end);
+  const auto file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  auto bad = [&](const std::string& why) { return UserError(fmt::format("{}: not a valid safetensors file: {}", path, why)); };
+  if (file_size < 8) throw bad(fmt::format("{} bytes, shorter than the 8-byte header length", file_size));
+  unsigned char len_bytes[8];
+  in.read(reinterpret_cast<char*>(len_bytes), 8);
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];  // little-endian
+  if (header_len > kMaxHeader || header_len > file_size - 8)
+    throw bad(fmt::format("the header claims {} bytes but the file has {} after the length", header_len, file_size - 8));
+  std::string header(static_cast<size_t>(header_len), '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw bad(fmt::format("the JSON header does not parse: {}", e.what()));
+  }
+  if (!j.is_object()) throw bad("the JSON header is not an object");
+  SafetensorsFile f;
+  f.path_ = path;
+  const uint64_t data_start = 8 + header_len, data_size = file_size - data_start;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const nlohmann::json& e = it.value();
+    auto bad_tensor = [&](const std::string& why) { return bad(fmt::format("tensor '{}': {}", it.key(), why)); };
+    if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
+      throw bad_tensor("needs dtype, shape and data_offsets");
+    SafeTensor t;
+    t.name = it.key();
+    const std::string dt = e["dtype"].is_string() ? e["dtype"].get<std::string>() : "";
+    const std::optional<DType> d = dtype_from(dt);
+    if (!d) throw bad_tensor(fmt::format("dtype '{}' is not one layerjit reads (F32, BF16, F16, F8_E4M3, F8_E5M2, I8, I32)", dt));
+    t.dtype = *d;
+    if (!e["shape"].is_array()) throw bad_tensor("shape is not a list");
+    uint64_t n = 1;
+    for (const auto& x : e["shape"]) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0) throw bad_tensor("shape entries must be non-negative integers");
+      t.shape.push_back(x.get<int64_t>());
+      n *= static_cast<uint64_t>(t.shape.back());
+    }
+    const auto& off = e["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      throw bad_tensor("data_offsets must be [begin, end]");
+    const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+    if (end < begin || end > data_size)
+      throw bad_tensor(fmt::format("bytes [{}, {}) are outside the {}-byte data section", begin, end, data_size));
+    const uint64_t want = n * static_cast<uint64_t>(dtype_bytes(t.dtype));
+    if (end - begin != want)
+      throw bad_tensor(fmt::format("{} bytes for shape [{}] of {}, which needs {}", end - begin, fmt::join(t.shape, ", "), dt, want));
+    t.offset = data_start + begin;
+    t.bytes = want;
+    f.tensors_.push_back(std::move(t));
+  }
+  std::sort(f.tensors_.begin(), f.tensors_.end(), [](const SafeTensor& a, const SafeTensor& b) { return a.offset < b.offset; });
+  for (size_t i = 1; i < f.tensors_.size(); ++i)
+    if (f.tensors_[i].offset < f.tensors_[i - 1].offset + f.tensors_[i - 1].bytes)
+      throw bad(fmt::format("tensors '{}' and '{}' overlap", f.tensors_[i - 1].name, f.tensors_[i].name));
+  return f;
+}
+
+const SafeTensor* SafetensorsFile::find(std::string_view name) const {
+  for (const SafeTensor& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+std::vector<unsigned char> SafetensorsFile::read_bytes(const SafeTensor& t) const {
+  std::ifstream in(path_, std::ios::binary);
+  std::vector<unsigned char> out(static_cast<size_t>(t.bytes));
+  in.seekg(static_cast<std::streamoff>(t.offset));
+  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  LJ_CHECK(in.good() || out.empty(), SourceLoc{}, "{}: reading tensor '{}' ({} bytes at {}) failed", path_, t.name, t.bytes, t.offset);
+  return out;
+}
+
+HostTensor SafetensorsFile::read(const SafeTensor& t) const {
+  const std::vector<unsigned char> raw = read_bytes(t);
+  HostTensor h(t.dtype, t.shape);
+  const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
+  for (size_t i = 0; i < h.data.size(); ++i) h.data[i] = rt::decode_element(t.dtype, raw.data() + i * eb);
+  return h;
+}
+
+void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  std::vector<unsigned char> data;
+  for (const auto& [name, t] : tensors) {
+    const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
+    const size_t begin = data.size();
+    data.resize(begin + t.data.size() * eb);
+    for (size_t i = 0; i < t.data.size(); ++i)
+      LJ_CHECK(rt::encode_element(t.dtype, t.data[i], data.data() + begin + i * eb), SourceLoc{},
+               "write_safetensors {}: tensor '{}' element {} ({}) is not a {} value", path, name, i, t.data[i], dtype_name(t.dtype));
+    header[name] = {{"dtype", std::string(safetensors_dtype(t.dtype))}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text += ' ';  // the data section starts 8-byte aligned
+  std::ofstream out(path, std::ios::binary);
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  LJ_CHECK(out.good(), SourceLoc{}, "cannot write safetensors file '{}'", path);
+}
+
+}  // namespace lj::exec

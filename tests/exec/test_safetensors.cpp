@@ -1,0 +1,126 @@
+// The safetensors reader and writer: round trips of every dtype on odd shapes, a file laid out as
+// other writers lay it out (no padding, __metadata__), and a clear error for each kind of damage.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "exec/safetensors.h"
+#include "tests/unit/error_of.h"
+
+using namespace lj;
+using lj_test::error_of;
+
+namespace {
+
+std::string temp_path(const std::string& stem) {
+  return (std::filesystem::temp_directory_path() / fmt::format("lj-st-{}-{}.safetensors", ::getpid(), stem)).string();
+}
+
+// A file from a raw header text and data section.
+std::string raw_file(const std::string& stem, const std::string& header, const std::string& data, int64_t claimed = -1) {
+  const std::string path = temp_path(stem);
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t len = claimed >= 0 ? static_cast<uint64_t>(claimed) : header.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(len >> (8 * i)));
+  out << header << data;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("safetensors round trip: every dtype, odd shapes, exact values", "[exec][safetensors]") {
+  std::vector<std::pair<std::string, HostTensor>> ts;
+  uint64_t seed = 1;
+  for (DType d : {DType::BF16, DType::F16, DType::F32, DType::F8E4M3, DType::F8E5M2, DType::I8, DType::I32}) {
+    HostTensor t(d, {3, 7, 5});
+    fill_uniform(t, ++seed, d == DType::I8 || d == DType::I32 ? -100.0 : -2.0, d == DType::I8 || d == DType::I32 ? 100.0 : 2.0);
+    ts.emplace_back(fmt::format("layer.{}", dtype_name(d)), t);
+  }
+  ts.emplace_back("empty", HostTensor(DType::BF16, {0, 4}));
+  ts.emplace_back("scalar_like", HostTensor(DType::F32, {1}));
+  const std::string path = temp_path("roundtrip");
+  exec::write_safetensors(path, ts);
+  const exec::SafetensorsFile f = exec::SafetensorsFile::open(path);
+  REQUIRE(f.tensors().size() == ts.size());
+  for (const auto& [name, want] : ts) {
+    INFO(name);
+    const exec::SafeTensor* t = f.find(name);
+    REQUIRE(t != nullptr);
+    CHECK(t->dtype == want.dtype);
+    CHECK(t->shape == want.shape);
+    const HostTensor got = f.read(*t);
+    CHECK(got.data == want.data);
+  }
+  CHECK(f.tensors().front().offset % 8 == 0);  // the data section starts 8-byte aligned
+  CHECK(f.find("missing") == nullptr);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("safetensors as other writers lay them out: unpadded header, __metadata__, any key order", "[exec][safetensors]") {
+  // Two bf16 values (1.0, -2.0) and one f32 (0.5), the f32 first in the data section.
+  const std::string data = std::string("\x00\x00\x00\x3f", 4) + std::string("\x80\x3f\x00\xc0", 4);
+  const std::string path = raw_file("foreign",
+                                    R"({"w":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]},"__metadata__":{"format":"pt"},)"
+                                    R"("b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                                    data);
+  const exec::SafetensorsFile f = exec::SafetensorsFile::open(path);
+  REQUIRE(f.tensors().size() == 2);
+  CHECK(f.tensors()[0].name == "b");  // file order
+  CHECK(f.read(*f.find("w")).data == std::vector<double>{1.0, -2.0});
+  CHECK(f.read(*f.find("b")).data == std::vector<double>{0.5});
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("damaged safetensors files are clear errors naming the file and the tensor", "[exec][safetensors]") {
+  const std::string four(4, '\0');
+  struct Case {
+    std::string stem, header, data;
+    int64_t claimed;
+    std::string want;
+  };
+  const Case cases[] = {
+      {"short", "", "", -2, "shorter than the 8-byte header length"},
+      {"longlen", "{}", "", 1000, "the header claims 1000 bytes but the file has 2 after the length"},
+      {"json", "{\"w\": [", "", -1, "the JSON header does not parse"},
+      {"notobj", "[1, 2]", "", -1, "the JSON header is not an object"},
+      {"fields", R"({"w":{"dtype":"F32"}})", four, -1, "tensor 'w': needs dtype, shape and data_offsets"},
+      {"dtype", R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", four + four, -1,
+       "tensor 'w': dtype 'F64' is not one layerjit reads"},
+      {"size", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", four, -1,
+       "tensor 'w': 4 bytes for shape [2] of F32, which needs 8"},
+      {"range", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", four, -1,
+       "tensor 'w': bytes [4, 8) are outside the 4-byte data section"},
+      {"shape", R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", four, -1,
+       "tensor 'w': shape entries must be non-negative integers"},
+      {"overlap", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       four + four, -1, "tensors 'a' and 'b' overlap"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.stem);
+    std::string path;
+    if (c.claimed == -2) {
+      path = temp_path(c.stem);
+      std::ofstream(path, std::ios::binary) << "abc";
+    } else {
+      path = raw_file(c.stem, c.header, c.data, c.claimed);
+    }
+    const std::string err = error_of([&] { exec::SafetensorsFile::open(path); });
+    CHECK(err.find(path + ": not a valid safetensors file: ") == 0);
+    CHECK(err.find(c.want) != std::string::npos);
+    std::filesystem::remove(path);
+  }
+  CHECK(error_of([] { exec::SafetensorsFile::open("/nonexistent/w.safetensors"); }) ==
+        "cannot read safetensors file '/nonexistent/w.safetensors': no such file or not readable");
+}
+
+TEST_CASE("writing a value its dtype cannot hold is an error", "[exec][safetensors]") {
+  HostTensor t(DType::BF16, {1});
+  t.data[0] = 1.0 + 1.0 / 1024;  // between two bf16 values
+  const std::string path = temp_path("inexact");
+  CHECK(error_of([&] { exec::write_safetensors(path, {{"w", t}}); }).find("tensor 'w' element 0") != std::string::npos);
+  std::filesystem::remove(path);
+}
