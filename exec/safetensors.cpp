@@ -127,6 +127,35 @@ HostTensor SafetensorsFile::read(const SafeTensor& t) const {
   return h;
 }
 
+std::vector<WeightMatch> match_weights(const Graph& g, const SafetensorsFile& f, std::vector<std::string>* unused) {
+  std::vector<WeightMatch> out;
+  for (ValueId v : g.inputs()) {
+    const ValueInfo& info = g.value(v);
+    if (!info.is_param) continue;
+    const SafeTensor* t = f.find(info.name);
+    LJ_CHECK(t != nullptr, SourceLoc{}, "{}: no tensor '{}' for the weight %{}: {} of @{}", f.path(), info.name, info.name,
+             info.type.str(), g.name());
+    std::vector<int64_t> want;
+    for (const Dim& d : info.type.shape) {
+      LJ_CHECK(d.is_const(), SourceLoc{}, "@{}: weight %{} has the symbolic shape {}: weights from a file need constant shapes",
+               g.name(), info.name, info.type.str());
+      want.push_back(d.value());
+    }
+    LJ_CHECK(t->dtype == info.type.dtype && t->shape == want, SourceLoc{},
+             "{}: tensor '{}' is {}[{}] but the weight %{} of @{} is {}", f.path(), t->name, dtype_name(t->dtype),
+             fmt::join(t->shape, ", "), info.name, g.name(), info.type.str());
+    out.push_back({v, t});
+  }
+  if (unused) {
+    unused->clear();
+    for (const SafeTensor& t : f.tensors()) {
+      const bool used = std::any_of(out.begin(), out.end(), [&](const WeightMatch& m) { return m.tensor == &t; });
+      if (!used) unused->push_back(t.name);
+    }
+  }
+  return out;
+}
+
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors) {
   nlohmann::json header = nlohmann::json::object();
   std::vector<unsigned char> data;

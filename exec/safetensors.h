@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "layerjit/graph.h"
 #include "layerjit/reference.h"
 
 namespace lj::exec {
@@ -42,6 +43,15 @@ class SafetensorsFile {
   std::string path_;
   std::vector<SafeTensor> tensors_;
 };
+
+/// For each param input of `g`, the file's tensor of the same name, checked: a param the file lacks,
+/// or one whose dtype or shape differs, is a UserError naming both; tensors the graph does not use
+/// are listed in `unused` (a file may hold several layers). In the order of g.inputs().
+struct WeightMatch {
+  ValueId param = -1;
+  const SafeTensor* tensor = nullptr;
+};
+std::vector<WeightMatch> match_weights(const Graph& g, const SafetensorsFile& f, std::vector<std::string>* unused = nullptr);
 
 /// Writes `tensors` (values exactly representable in their dtypes) in file order; throws UserError
 /// when the file cannot be written or a value does not fit its dtype.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "exec/safetensors.h"
+#include "layerjit/text.h"
 #include "tests/unit/error_of.h"
 
 using namespace lj;
@@ -123,4 +124,37 @@ TEST_CASE("writing a value its dtype cannot hold is an error", "[exec][safetenso
   const std::string path = temp_path("inexact");
   CHECK(error_of([&] { exec::write_safetensors(path, {{"w", t}}); }).find("tensor 'w' element 0") != std::string::npos);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("weights are matched to a graph's params by name, dtype and shape", "[exec][safetensors]") {
+  Module m = parse_module("graph @mlp(%x: bf16[T, 8], %w: param bf16[16, 8], %g: param bf16[8]) {\n"
+                          "  %n = rms_norm(%x, %g) {eps = 1e-5}\n  %y = matmul(%n, %w)\n  return %y\n}\n",
+                          "<test>");
+  const Graph& g = m.graphs[0];
+  auto file = [&](const std::string& stem, std::vector<std::pair<std::string, HostTensor>> ts) {
+    const std::string path = temp_path(stem);
+    exec::write_safetensors(path, ts);
+    return path;
+  };
+  const std::string good = file("good", {{"w", HostTensor(DType::BF16, {16, 8})}, {"g", HostTensor(DType::BF16, {8})},
+                                          {"other_layer.w", HostTensor(DType::F32, {2})}});
+  const exec::SafetensorsFile f = exec::SafetensorsFile::open(good);
+  std::vector<std::string> unused;
+  const std::vector<exec::WeightMatch> ms = exec::match_weights(g, f, &unused);
+  REQUIRE(ms.size() == 2);
+  CHECK(g.value(ms[0].param).name == "w");
+  CHECK(ms[0].tensor->shape == std::vector<int64_t>{16, 8});
+  CHECK(g.value(ms[1].param).name == "g");
+  CHECK(unused == std::vector<std::string>{"other_layer.w"});
+
+  const std::string missing = file("missing", {{"w", HostTensor(DType::BF16, {16, 8})}});
+  CHECK(error_of([&] { exec::match_weights(g, exec::SafetensorsFile::open(missing)); }) ==
+        missing + ": no tensor 'g' for the weight %g: bf16[8] of @mlp");
+  const std::string shape = file("shape", {{"w", HostTensor(DType::BF16, {8, 16})}, {"g", HostTensor(DType::BF16, {8})}});
+  CHECK(error_of([&] { exec::match_weights(g, exec::SafetensorsFile::open(shape)); }) ==
+        shape + ": tensor 'w' is bf16[8, 16] but the weight %w of @mlp is bf16[16, 8]");
+  const std::string dtype = file("dtype", {{"w", HostTensor(DType::F16, {16, 8})}, {"g", HostTensor(DType::BF16, {8})}});
+  CHECK(error_of([&] { exec::match_weights(g, exec::SafetensorsFile::open(dtype)); }) ==
+        dtype + ": tensor 'w' is f16[16, 8] but the weight %w of @mlp is bf16[16, 8]");
+  for (const std::string& p : {good, missing, shape, dtype}) std::filesystem::remove(p);
 }
