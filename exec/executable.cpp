@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -17,10 +18,6 @@
 namespace lj::exec {
 
 namespace {
-
-constexpr size_t kAlign = 256;  // every buffer starts 256-byte aligned, as cudaMalloc's would
-
-size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 size_t value_bytes(const Graph& g, ValueId v, const Bindings& b) {
   const TensorType& t = g.value(v).type;
@@ -104,46 +101,9 @@ std::vector<ValueId> Executable::written_inputs() const {
 }
 
 MemoryPlan Executable::memory_plan(const Bindings& b) const {
-  const Graph& g = *graph_;
-  // Live range of each buffer the executable places: the first and last step whose kernel touches
-  // it; a buffer behind a graph output (unbound, or an intermediate it is a view of) lives to the end.
-  std::vector<ValueId> kept;
-  for (ValueId o : g.outputs()) kept.push_back(layouts_[static_cast<size_t>(o)].buffer);
-  std::map<ValueId, std::pair<size_t, size_t>> live;
-  for (size_t i = 0; i < kernels_.size(); ++i)
-    for (const KernelParam& p : kernels_[i].params) {
-      if (p.kind != KernelParam::Kind::Buffer || contains(g.inputs(), p.buffer) || external_.count(p.buffer)) continue;
-      auto [it, fresh] = live.try_emplace(p.buffer, i, i);
-      if (!fresh) it->second.second = i;
-      if (contains(kept, p.buffer)) it->second.second = kernels_.size();
-    }
-  std::vector<ValueId> order;
-  for (const auto& [v, range] : live) order.push_back(v);
-  std::sort(order.begin(), order.end(), [&](ValueId x, ValueId y) {
-    return live[x].first != live[y].first ? live[x].first < live[y].first : x < y;
-  });
-  // First fit over the buffers still live when each one starts.
-  MemoryPlan mp;
-  struct Placed {
-    size_t offset, bytes, last;
-  };
-  std::vector<Placed> placed;
-  for (ValueId v : order) {
-    const auto [first, last] = live[v];
-    const size_t bytes = align_up(value_bytes(g, v, b));
-    mp.unshared_bytes += bytes;
-    std::erase_if(placed, [&](const Placed& p) { return p.last < first; });
-    std::sort(placed.begin(), placed.end(), [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
-    size_t at = 0;
-    for (const Placed& p : placed) {
-      if (p.offset >= at + bytes) break;
-      at = std::max(at, p.offset + p.bytes);
-    }
-    placed.push_back({at, bytes, last});
-    mp.offset[v] = at;
-    mp.arena_bytes = std::max(mp.arena_bytes, at + bytes);
-  }
-  return mp;
+  std::set<ValueId> external;
+  for (const auto& [buf, ptr] : external_) external.insert(buf);
+  return plan_memory(*graph_, layouts_, kernels_, external, b);
 }
 
 rt::Result<CUdeviceptr> Executable::buffer_address(ValueId v, const Bindings& b) const {

@@ -18,6 +18,7 @@
 #include "runtime/memory.h"
 #include "runtime/module.h"
 #include "runtime/stream.h"
+#include "exec/memory_plan.h"
 
 namespace lj::exec {
 
@@ -28,13 +29,6 @@ struct BuildOptions {
   Bindings hint;
   /// Compile through the kernel cache (LAYERJIT_CACHE_DIR); false: always NVRTC.
   bool use_cache = true;
-};
-
-/// Where the intermediates of a run live: offsets into one arena, reused once a buffer is dead.
-struct MemoryPlan {
-  std::map<ValueId, size_t> offset;  ///< per intermediate buffer value
-  size_t arena_bytes = 0;            ///< peak: the arena's size
-  size_t unshared_bytes = 0;         ///< every intermediate in its own allocation
 };
 
 class Executable {

@@ -1,0 +1,35 @@
+// Where the intermediates of a run live: one arena, each buffer at an offset, a buffer's bytes reused
+// once every kernel that touches it has run. Pure planning (no GPU), so it is tested on the CPU.
+#pragma once
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "codegen/tensor_layout.h"
+
+namespace lj::exec {
+
+struct MemoryPlan {
+  std::map<ValueId, size_t> offset;  ///< per placed buffer value, 256-byte aligned
+  size_t arena_bytes = 0;            ///< peak: the arena's size
+  size_t unshared_bytes = 0;         ///< every placed buffer in its own allocation
+};
+
+/// Live range of a placed buffer: the first and last kernel (index into the plan) that touches it;
+/// `kernels.size()` as the last for a buffer behind a graph output, which must survive the run.
+struct LiveRange {
+  size_t first = 0, last = 0;
+};
+
+/// The buffers the executable places (every buffer a kernel touches except graph inputs and those in
+/// `external`, bound by the caller) with their live ranges, in graph value order.
+std::map<ValueId, LiveRange> live_ranges(const Graph& g, const std::vector<TensorLayout>& layouts,
+                                         const std::vector<GeneratedKernel>& kernels, const std::set<ValueId>& external);
+
+/// First fit, in order of first use, over the buffers still live when each one starts.
+MemoryPlan plan_memory(const Graph& g, const std::vector<TensorLayout>& layouts, const std::vector<GeneratedKernel>& kernels,
+                       const std::set<ValueId>& external, const Bindings& b);
+
+}  // namespace lj::exec
