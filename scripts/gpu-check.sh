@@ -78,6 +78,7 @@ if [[ -x "$lj" ]]; then
   run "run 8B decode B=1" "$lj" run --graph llama3_8b_decode --bind B=1,C=4096
   run "run 8B decode B=32" "$lj" run --graph llama3_8b_decode --bind B=32,C=4096
 fi
+[[ -x "$build/examples/run_mlp" ]] && run "example run_mlp" "$build/examples/run_mlp"
 if [[ $memcheck -eq 1 ]]; then
   if command -v compute-sanitizer >/dev/null; then
     for t in "${tests[@]}"; do
