@@ -60,14 +60,12 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   if (g.value(out).type.dtype != qt.dtype) throw unsupported("the output dtype must be q's");
   if (d != 16 && d != 32 && d != 64 && d != 128) throw unsupported(fmt::format("head_dim must be 16, 32, 64 or 128, got {}", d));
   for (ValueId x : {q, k, v, out}) {
-    if (ctx.vector_width({x}, g.value(x).type.shape, 8) != 8)
-    {
-      const TensorLayout& l = ctx.layout(x);
-      std::string strides;
-      for (const DimProduct& st : l.strides) strides += (strides.empty() ? "" : ", ") + st.str();
-      throw unsupported(fmt::format("%{} must have contiguous, 16-byte aligned head_dim rows (it is a view at offset {} with strides [{}])",
-                                    g.value(x).name, l.offset.str(), strides));
-    }
+    if (ctx.vector_width({x}, g.value(x).type.shape, 8) == 8) continue;
+    const TensorLayout& l = ctx.layout(x);
+    std::string strides;
+    for (const DimProduct& st : l.strides) strides += (strides.empty() ? "" : ", ") + st.str();
+    throw unsupported(fmt::format("%{} must have contiguous, 16-byte aligned head_dim rows (it is a view at offset {} with strides [{}])",
+                                  g.value(x).name, l.offset.str(), strides));
   }
 
   // Decode when one 16-row tile holds every query row of a KV head.
@@ -96,6 +94,9 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     const int pipe = static_cast<int>((16 + 2 * kDecodeStages * stage_keys) * d * 2);
     const int merge = static_cast<int>(kDecodeWarps * 16 * (d + 2) * 4);
     smem = std::max(pipe, merge);
+    if (smem > opts.max_shared_bytes)
+      throw unsupported(fmt::format("the decode kernel needs {} bytes of shared memory, more than the {} the target allows", smem,
+                                    opts.max_shared_bytes));
   } else {
     if (pc.bm % (16 * pc.mt) != 0 || pc.bn % 16 != 0 || pc.stages < 2)
       throw unsupported(fmt::format("prefill config {}: BM must be whole warps of MT x 16 rows, BN a multiple of 16, two stages "
@@ -125,6 +126,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     auto fn = w.scope(ctx.signature(threads));
     w.line("extern __shared__ __align__(128) unsigned char lj_smem[];");
     w.line("using Flash = {};", flash);
+    w.line("static_assert(Flash::SMEM_BYTES <= {}, \"the launch's dynamic shared memory holds the kernel's\");", smem);
     w.line("constexpr int HKV = {};  // KV heads ({} query heads each)", hkv, group);
     w.line("const lj_i64 n_tok = {};   // query tokens per sequence", product_expr(dim_as_product(tok)));
     w.line("const lj_i64 n_keys = {};  // keys per sequence (cache capacity)", product_expr(dim_as_product(keys)));
