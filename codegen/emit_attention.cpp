@@ -40,11 +40,14 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   const Node& n = g.node(grp.nodes[0]);
   const ValueId q = n.operands[0], k = n.operands[1], v = n.operands[2], out = n.results[0];
   const ValueId cache_pos = n.operands.size() > 3 ? n.operands[3] : -1;
+  const ValueId block_table = n.operands.size() > 4 ? n.operands[4] : -1;  // paged: k, v are page pools
   const TensorType& qt = g.value(q).type;
   const TensorType& kt = g.value(k).type;
   const bool batched = qt.rank() == 4;
   const Dim& tok = qt.shape[static_cast<size_t>(qt.rank() - 3)];
-  const Dim& keys = kt.shape[static_cast<size_t>(kt.rank() - 3)];
+  // Keys per sequence: S, or pages x page of a paged cache.
+  const DimProduct keys = block_table >= 0 ? multiply(dim_as_product(g.value(block_table).type.shape[1]), dim_as_product(kt.shape[1]))
+                                           : dim_as_product(kt.shape[static_cast<size_t>(kt.rank() - 3)]);
   const int64_t hq = qt.shape[static_cast<size_t>(qt.rank() - 2)].value();
   const int64_t hkv = kt.shape[static_cast<size_t>(kt.rank() - 2)].value();
   const int64_t d = qt.shape.back().value();
@@ -84,7 +87,9 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     // Enough chunks that the whole launch is about two CTAs per SM of a 132-SM GPU for the hinted
     // sizes; at least one stage (WARPS x BN keys) per CTA.
     const int64_t b_hint = batched ? hinted(qt.shape[0], opts.hint, 1) : 1;
-    const int64_t c_hint = hinted(keys, opts.hint, 4096);
+    int64_t c_hint = keys.constant;  // keys per sequence at the hinted sizes (4096 when unknown)
+    for (const std::string& sym : keys.symbols) c_hint = opts.hint.get(sym) ? c_hint * *opts.hint.get(sym) : 0;
+    if (c_hint <= 0) c_hint = 4096;
     const int64_t want = std::max<int64_t>(1, (264 + b_hint * hkv - 1) / (b_hint * hkv));
     const int64_t stage_keys = kDecodeWarps * kDecodeBn;
     per_block = std::clamp<int64_t>(next_pow2((c_hint + want - 1) / want), stage_keys, 4096);
@@ -129,7 +134,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     w.line("static_assert(Flash::SMEM_BYTES <= {}, \"the launch's dynamic shared memory holds the kernel's\");", smem);
     w.line("constexpr int HKV = {};  // KV heads ({} query heads each)", hkv, group);
     w.line("const lj_i64 n_tok = {};   // query tokens per sequence", product_expr(dim_as_product(tok)));
-    w.line("const lj_i64 n_keys = {};  // keys per sequence (cache capacity)", product_expr(dim_as_product(keys)));
+    w.line("const lj_i64 n_keys = {};  // keys per sequence (cache capacity)", product_expr(keys));
     const std::string n_seq = batched ? product_expr(dim_as_product(qt.shape[0])) : "1";
     w.line("const lj_i64 bid = blockIdx.x;");
     if (decode) {
@@ -162,10 +167,26 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     };
     w.line("auto q_at = [&](lj_i64 t, int h) -> lj_i64 {{ return {}; }};  // %{}", row_at(q, {"t", "h"}),
            g.value(q).name);
-    w.line("auto k_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{}", row_at(k, {"j", "kvh"}),
-           g.value(k).name);
-    w.line("auto v_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{}", row_at(v, {"j", "kvh"}),
-           g.value(v).name);
+    if (block_table >= 0) {
+      // Key j of sequence b: row j % page of pool page block_table[b, j / page] (a page outside the
+      // pool traps rather than reading another allocation).
+      const Shape& bts = g.value(block_table).type.shape;
+      const std::string page = product_expr(dim_as_product(kt.shape[1]));
+      w.line("auto page_of = [&](lj_i64 j) -> lj_i64 {{");
+      w.line("  const lj_i64 pg = {}[{}];  // %{}", ctx.buffer_param(block_table, false),
+             ctx.address(block_table, bts, {"b", fmt::format("(j / {})", page)}), g.value(block_table).name);
+      w.line("  if (pg < 0 || pg >= {}) __trap();", product_expr(dim_as_product(kt.shape[0])));
+      w.line("  return pg;");
+      w.line("}};");
+      for (ValueId x : {k, v}) {
+        std::string a = ctx.address(x, kt.shape, {"page_of(j)", fmt::format("(j % {})", page), "kvh", "0"});
+        if (a.size() > 4 && a.compare(a.size() - 4, 4, " + 0") == 0) a.resize(a.size() - 4);
+        w.line("auto {}_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{} (paged)", x == k ? "k" : "v", a, g.value(x).name);
+      }
+    } else {
+      w.line("auto k_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{}", row_at(k, {"j", "kvh"}), g.value(k).name);
+      w.line("auto v_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{}", row_at(v, {"j", "kvh"}), g.value(v).name);
+    }
     w.line("auto o_at = [&](lj_i64 t, int h) -> lj_i64 {{ return {}; }};  // %{}",
            row_at(out, {"t", "h"}), g.value(out).name);
     const std::string qp = ctx.buffer_param(q, false), kp = ctx.buffer_param(k, false), vp = ctx.buffer_param(v, false);
@@ -191,7 +212,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   kern.source = w.str();
   kern.params = ctx.params();
   if (batched) kern.launch.outer = dim_as_product(qt.shape[0]);
-  kern.launch.work = dim_as_product(decode ? keys : tok);
+  kern.launch.work = decode ? keys : dim_as_product(tok);
   kern.launch.per_block = per_block;
   kern.launch.tiles_per_unit = hkv;
   kern.launch.threads = threads;

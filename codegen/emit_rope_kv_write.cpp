@@ -72,9 +72,24 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
       if (g.node(wn).operands[1] == v) out.push_back(wn);
     return out;
   };
+  // A paged cache (block table operand) is a pool [P, page, H, D]: the row's position lives in pool
+  // page pg<i> (looked up once per kernel, below) at row pos % page.
+  auto paged = [&](NodeId wn) { return g.node(wn).operands.size() == 4; };
+  auto page_var = [&](NodeId wn) {
+    return fmt::format("pg{}", std::find(writes.begin(), writes.end(), wn) - writes.begin());
+  };
   auto cache_addr = [&](NodeId wn, const std::string& h, const std::string& d) {
     const ValueId cache = g.node(wn).operands[0];
-    return ctx.address(cache, g.value(cache).type.shape, {"n", "pos", h, d});
+    const Shape& cs = g.value(cache).type.shape;
+    if (!paged(wn)) return ctx.address(cache, cs, {"n", "pos", h, d});
+    return ctx.address(cache, cs, {page_var(wn), fmt::format("(pos % {})", product_expr(dim_as_product(cs[1]))), h, d});
+  };
+  // Positions a sequence's cache holds: C of a [B, C, H, D] cache, pages x page of a paged one.
+  auto capacity = [&](NodeId wn) {
+    const Shape& cs = g.value(g.node(wn).operands[0]).type.shape;
+    if (!paged(wn)) return product_expr(dim_as_product(cs[1]));
+    const Shape& bt = g.value(g.node(wn).operands[3]).type.shape;
+    return product_expr(multiply(dim_as_product(bt[1]), dim_as_product(cs[1])));
   };
   // One stream per rope (pairs of runs, rotated) and per cache write of a value computed elsewhere
   // (runs copied unchanged).
@@ -214,12 +229,22 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
     }
     std::vector<std::string> checked;  // one check per distinct cache capacity
     for (NodeId wn : writes) {
-      const TensorType& ct = g.value(g.node(wn).operands[0]).type;
-      const std::string cap = product_expr(dim_as_product(ct.shape[1]));
+      const std::string cap = capacity(wn);
       if (std::find(checked.begin(), checked.end(), cap) != checked.end()) continue;
       checked.push_back(cap);
       // An out-of-range position would write outside the cache: stop the kernel loudly instead.
       w.line("if (pos < 0 || pos >= {}) __trap();  // %{}: position outside the cache", cap, g.value(g.node(wn).results[0]).name);
+    }
+    for (NodeId wn : writes) {
+      if (!paged(wn)) continue;
+      const Node& wr = g.node(wn);
+      const Shape& cs = g.value(wr.operands[0]).type.shape;
+      const ValueId bt = wr.operands[3];
+      w.line("const lj_i64 {} = {}[{}];  // %{}: the pool page of this position", page_var(wn), ctx.buffer_param(bt, false),
+             ctx.address(bt, g.value(bt).type.shape, {"n", fmt::format("(pos / {})", product_expr(dim_as_product(cs[1])))}),
+             g.value(bt).name);
+      w.line("if ({} < 0 || {} >= {}) __trap();  // a page outside the pool", page_var(wn), page_var(wn),
+             product_expr(dim_as_product(cs[0])));
     }
     // Cache writes of values computed elsewhere (v): their runs copied into the cache row unchanged.
     for (size_t k = 0; k < streams.size(); ++k) {

@@ -49,14 +49,20 @@ OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<T
       auto d = [&](const TensorType& t, int i) { return static_cast<double>(resolve(t.shape[static_cast<size_t>(r + i)], b)); };
       double batch = r == 4 ? d(ops[0], -4) : 1.0;
       double T = d(ops[0], -3), S = d(ops[1], -3), H = d(ops[0], -2), D = d(ops[0], -1);
+      if (ops.size() == 5) {
+        // Paged: each sequence addresses pages x page keys of the pool; the pool itself may be larger.
+        S = static_cast<double>(resolve(ops[4].shape[1], b)) * S;
+        c.bytes -= bytes(ops[1], b) + bytes(ops[2], b);
+        c.bytes += 2 * batch * S * d(ops[1], -2) * D * dtype_bytes(ops[1].dtype);
+      }
       double pairs = T * S;
       if (attrs.get_bool("causal") && ops.size() == 3) pairs = T * S - T * (T - 1) / 2.0;
       c.flops = 4.0 * batch * H * D * pairs;
       break;
     }
     case OpKind::KvCacheWrite:
-      // Read the new entries and the positions, write the new entries.
-      c.bytes = 2 * bytes(ops[1], b) + bytes(ops[2], b);
+      // Read the new entries and the positions (and a paged cache's block table), write the new entries.
+      c.bytes = 2 * bytes(ops[1], b) + bytes(ops[2], b) + (ops.size() == 4 ? bytes(ops[3], b) : 0.0);
       c.flops = 0;
       break;
     case OpKind::Reshape:

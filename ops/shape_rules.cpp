@@ -165,8 +165,18 @@ std::vector<TensorType> infer_attention(OpKind k, const std::vector<TensorType>&
   if (hq.value() % hkv.value() != 0)
     fail(fmt::format("{}: query heads ({}) are not a multiple of key/value heads ({}): q is {}, k is {}", nm(k), hq.value(),
                      hkv.value(), q.str(), kk.str()));
-  if (r == 4 && !(q.shape[0] == kk.shape[0])) shape_mismatch(k, ops, 0, 1, "batch dimensions differ");
-  if (ops.size() == 4) {
+  const bool paged = ops.size() == 5;
+  if (paged) {
+    // k and v are page pools [P, page, Hkv, D]; block_table[b, i] is the pool page holding keys
+    // i * page .. (i + 1) * page - 1 of sequence b.
+    if (r != 4) fail(fmt::format("{}: paged attention takes batched q [B, T, Hq, D], got q {}", nm(k), q.str()));
+    need_rank(k, ops, 4, 2, 2);
+    need_dtype(k, ops, 4, DType::I32);
+    if (!(ops[4].shape[0] == q.shape[0])) shape_mismatch(k, ops, 0, 4, "block_table must hold one row of pages per sequence: [B, pages]");
+  } else if (r == 4 && !(q.shape[0] == kk.shape[0])) {
+    shape_mismatch(k, ops, 0, 1, "batch dimensions differ");
+  }
+  if (ops.size() >= 4) {
     need_rank(k, ops, 3, 1, 1);
     need_dtype(k, ops, 3, DType::I32);
     Dim want = r == 4 ? q.shape[0] : Dim(1);
@@ -184,12 +194,20 @@ std::vector<TensorType> infer_kv_cache_write(OpKind k, const std::vector<TensorT
   need_dtype(k, ops, 2, DType::I32);
   const TensorType& c = ops[0];
   const TensorType& n = ops[1];
-  if (!(n.shape[0] == c.shape[0])) shape_mismatch(k, ops, 0, 1, "batch dimensions differ");
+  if (ops.size() == 4) {
+    // A paged cache: c is a page pool [P, page, H, D], block_table [B, pages] maps each sequence's
+    // positions to pool pages.
+    need_rank(k, ops, 3, 2, 2);
+    need_dtype(k, ops, 3, DType::I32);
+    if (!(ops[3].shape[0] == n.shape[0])) shape_mismatch(k, ops, 1, 3, "block_table must hold one row of pages per sequence: [B, pages]");
+  } else if (!(n.shape[0] == c.shape[0])) {
+    shape_mismatch(k, ops, 0, 1, "batch dimensions differ");
+  }
   const Dim& nh = n.shape[static_cast<size_t>(n.rank() - 2)];
   const Dim& nd = n.shape[static_cast<size_t>(n.rank() - 1)];
   if (!(nh == c.shape[2]) || !(nd == c.shape[3]))
     shape_mismatch(k, ops, 0, 1, "new entries must be [B, H, D] or [B, T, H, D] with the cache's H and D");
-  if (!(ops[2].shape[0] == c.shape[0])) shape_mismatch(k, ops, 0, 2, "pos must hold one position per sequence");
+  if (!(ops[2].shape[0] == n.shape[0])) shape_mismatch(k, ops, 1, 2, "pos must hold one position per sequence");
   return {c};
 }
 

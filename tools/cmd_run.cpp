@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "exec/executable.h"
+#include "exec/index_inputs.h"
 #include "layerjit/llama.h"
 #include "layerjit/reference.h"
 #include "runtime/fill.h"
@@ -131,8 +132,8 @@ int cmd_run(const std::vector<std::string>& args) {
               g.name().c_str(), ctx.info().name.c_str(), fused.kernels().size(), fused.compile_seconds(), fused.cache_hits(),
               unfused.kernels().size(), unfused.compile_seconds(), unfused.cache_hits());
 
-  // Inputs: filled on the device from the seed (host copies for the reference); positions at the end
-  // of every cache they index.
+  // Inputs: from the seed (host copies for the reference); positions at the end of every cache they
+  // index, block tables naming distinct pool pages.
   std::map<ValueId, Device> inputs;
   std::map<std::string, HostTensor> host_inputs;
   uint64_t k = 0;
@@ -144,23 +145,10 @@ int cmd_run(const std::vector<std::string>& args) {
     Device d{must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(bytes, 1)), "allocate an input"), bytes};
     HostTensor host(info.type.dtype, shape);
     if (info.type.dtype == DType::I32) {
-      int64_t cap = -1;  // the largest position every cache this input indexes can take
-      for (const Node& nd : g.nodes()) {
-        if (nd.kind == OpKind::KvCacheWrite && nd.operands[2] == v) {
-          const int64_t c = resolve(g.value(nd.operands[0]).type.shape[1], b);
-          cap = cap < 0 ? c - 1 : std::min(cap, c - 1);
-        }
-        if (nd.kind == OpKind::Attention && nd.operands.size() > 3 && nd.operands[3] == v) {
-          const Shape& qs = g.value(nd.operands[0]).type.shape;
-          const Shape& ks = g.value(nd.operands[1]).type.shape;
-          const int64_t c = resolve(ks[ks.size() - 3], b) - resolve(qs[qs.size() - 3], b);
-          cap = cap < 0 ? c : std::min(cap, c);
-        }
-      }
-      std::vector<int> pos(n);
-      for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int>(cap >= 0 ? cap : static_cast<int64_t>(i));
-      for (size_t i = 0; i < n; ++i) host.data[i] = pos[i];
-      if (n) must(rt::copy_to_device(stream, d.buf.ptr(), pos.data(), bytes), "upload positions");
+      host = exec::index_input(g, v, b, seed * 1000 + ++k, exec::IndexFill::Last);
+      std::vector<int> idx(n);
+      for (size_t i = 0; i < n; ++i) idx[i] = static_cast<int>(host.data[i]);
+      if (n) must(rt::copy_to_device(stream, d.buf.ptr(), idx.data(), bytes), "upload positions");
     } else {
       const bool weight = info.is_param && info.type.rank() >= 2;
       const double lo = weight ? -1.0 / std::sqrt(static_cast<double>(shape.back())) : info.is_param ? 0.5 : -1.0;

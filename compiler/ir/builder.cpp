@@ -214,15 +214,19 @@ Value GraphBuilder::rope(Value x, Value cos, Value sin, std::string style) {
 }
 Value GraphBuilder::softmax(Value x, int64_t axis) { return op(OpKind::Softmax, {x}, attrs_of({{"axis", axis}}))[0]; }
 Value GraphBuilder::attention(Value q, Value k, Value v, bool causal, std::optional<double> scale,
-                              std::optional<Value> cache_pos) {
+                              std::optional<Value> cache_pos, std::optional<Value> block_table) {
+  LJ_CHECK(!block_table || cache_pos, SourceLoc{}, "attention: a block_table needs cache_pos (the paged cache's positions)");
   Attrs a = attrs_of({{"causal", causal}});
   if (scale) a.set("scale", *scale);
   std::vector<Value> operands = {q, k, v};
   if (cache_pos) operands.push_back(*cache_pos);
+  if (block_table) operands.push_back(*block_table);
   return op(OpKind::Attention, operands, a)[0];
 }
-Value GraphBuilder::kv_cache_write(Value cache, Value new_entries, Value pos) {
-  return op(OpKind::KvCacheWrite, {cache, new_entries, pos})[0];
+Value GraphBuilder::kv_cache_write(Value cache, Value new_entries, Value pos, std::optional<Value> block_table) {
+  std::vector<Value> operands = {cache, new_entries, pos};
+  if (block_table) operands.push_back(*block_table);
+  return op(OpKind::KvCacheWrite, operands)[0];
 }
 Value GraphBuilder::reshape(Value x, Shape shape) {
   return op(OpKind::Reshape, {x}, attrs_of({{"shape", shape_list(shape)}}))[0];

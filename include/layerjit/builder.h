@@ -77,10 +77,14 @@ class GraphBuilder {
   Value softmax(Value x, int64_t axis = -1);
   /// q [T, Hq, D], k/v [S, Hkv, D]; or batched q [B, T, Hq, D], k/v [B, S, Hkv, D] with an optional
   /// cache_pos i32[B]: query t of sequence b sits at position cache_pos[b] + t and sees keys at
-  /// positions < cache_pos[b] + T (and, if causal, <= its own).
+  /// positions < cache_pos[b] + T (and, if causal, <= its own). With a block_table i32[B, pages], k/v
+  /// are page pools [P, page, Hkv, D] (vLLM-style paged caches): key j of sequence b is row j % page
+  /// of pool page block_table[b, j / page]; cache_pos is then required.
   Value attention(Value q, Value k, Value v, bool causal, std::optional<double> scale = {},
-                  std::optional<Value> cache_pos = {});
-  Value kv_cache_write(Value cache, Value new_entries, Value pos);
+                  std::optional<Value> cache_pos = {}, std::optional<Value> block_table = {});
+  /// cache [B, C, H, D] (or a page pool [P, page, H, D] with block_table [B, pages]); new [B, H, D]
+  /// or [B, T, H, D] written at positions pos[b] (+ t), in place.
+  Value kv_cache_write(Value cache, Value new_entries, Value pos, std::optional<Value> block_table = {});
   Value reshape(Value x, Shape shape);
   Value transpose(Value x, std::vector<int64_t> perm);
   std::vector<Value> split(Value x, int64_t axis, std::vector<int64_t> sizes);

@@ -7,6 +7,8 @@
 //   - with cache_pos (i32[B], or [1] unbatched), query t of sequence b sits at cache_pos[b] + t and
 //     only keys at positions < cache_pos[b] + T are valid (the rest of the cache is stale or garbage).
 // causal also masks keys after the query's own position. The default scale is 1/sqrt(D).
+// Paged (block_table i32[B, pages]): k and v are page pools [P, page, Hkv, D]; key j of sequence b is
+// row j % page of pool page block_table[b, j / page], and a sequence has pages * page keys.
 // Scores, softmax and the weighted sum are all in double, over the stored q, k, v values; the output
 // is rounded once. A query that sees no key at all (only possible without cache_pos when causal and
 // T > S) gets zeros, as a flash-attention kernel with an empty row produces.
@@ -19,14 +21,16 @@
 namespace lj::ref {
 
 HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
-                     bool causal, std::optional<double> scale, const TensorType& out) {
+                     const HostTensor* block_table, bool causal, std::optional<double> scale, const TensorType& out) {
   HostTensor y = make_result(out);
   const bool batched = q.shape.size() == 4;
   const int64_t batch = batched ? q.shape[0] : 1;
   const int64_t t_len = q.dim(-3);
   const int64_t hq = q.dim(-2);
   const int64_t d = q.dim(-1);
-  const int64_t s_len = k.dim(-3);
+  const int64_t page = k.dim(-3);
+  const int64_t pages = block_table ? block_table->shape[1] : 1;
+  const int64_t s_len = page * pages;  // keys per sequence
   const int64_t hkv = k.dim(-2);
   const int64_t group = hq / hkv;
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(d)));
@@ -51,7 +55,13 @@ HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor&
         const double* qv = q.data.data() + ((b * t_len + t) * hq + h) * d;
         double* out_row = y.data.data() + ((b * t_len + t) * hq + h) * d;
         if (n_keys <= 0) continue;  // already zero
-        auto kv_row = [&](const HostTensor& src, int64_t j) { return src.data.data() + ((b * s_len + j) * hkv + kvh) * d; };
+        auto kv_row = [&](const HostTensor& src, int64_t j) {
+          if (!block_table) return src.data.data() + ((b * s_len + j) * hkv + kvh) * d;
+          const int64_t p = as_index(*block_table, b * pages + j / page);
+          LJ_CHECK(p >= 0 && p < src.shape[0], SourceLoc{}, "attention: sequence {}: block_table[{}, {}] = {} is not a page of the {}-page pool",
+                   b, b, j / page, p, src.shape[0]);
+          return src.data.data() + ((p * page + j % page) * hkv + kvh) * d;
+        };
         double m = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < n_keys; ++j) {
           const double* kr = kv_row(k, j);

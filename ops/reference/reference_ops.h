@@ -66,10 +66,11 @@ HostTensor reduce(ReduceOp op, const HostTensor& x, int64_t axis, const TensorTy
 
 // attention.cpp
 HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
+                     const HostTensor* block_table,
                      bool causal, std::optional<double> scale, const TensorType& out);
 
 // kv_cache.cpp
-HostTensor kv_cache_write(const HostTensor& cache, const HostTensor& entries, const HostTensor& pos,
+HostTensor kv_cache_write(const HostTensor& cache, const HostTensor& entries, const HostTensor& pos, const HostTensor* block_table,
                           const TensorType& out);
 
 // movement.cpp

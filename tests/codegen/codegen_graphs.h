@@ -6,7 +6,8 @@
 // scalar loads of a 3-element row) and a rank-3 x. @rope_wide_cache has more RoPE pairs and cache
 // runs per row than a CTA stages in registers (the loop after the barrier). The @attn_* graphs cover
 // both attention kernels: prefill with GQA 4, MQA (f16, head_dim 64, a scale), MHA over strided views,
-// and split-KV decode over a cache with positions and over the last of T keys.
+// and split-KV decode over a cache with positions and over the last of T keys, and over a paged cache
+// (pool pages through a block table) written in the same graph.
 #pragma once
 
 #include <string>
@@ -110,6 +111,13 @@ graph @attn_decode_cache(%q: bf16[T, 1, 4, 128], %kc: bf16[T, 37, 1, 128], %vc: 
 }
 graph @attn_decode_last(%q: f16[1, 8, 64], %k: f16[T, 2, 64], %v: f16[T, 2, 64]) {
   %o = attention(%q, %k, %v)
+  return %o
+}
+graph @attn_paged_decode(%q: bf16[T, 1, 8, 64], %k_new: bf16[T, 2, 64], %v_new: bf16[T, 2, 64], %k_pool: bf16[400, 16, 2, 64],
+                         %v_pool: bf16[400, 16, 2, 64], %pos: i32[T], %blocks: i32[T, 3]) {
+  %kp = kv_cache_write(%k_pool, %k_new, %pos, %blocks)
+  %vp = kv_cache_write(%v_pool, %v_new, %pos, %blocks)
+  %o = attention(%q, %kp, %vp, %pos, %blocks) {causal = true}
   return %o
 }
 graph @mm_1x7(%x: bf16[T, 7], %w: param bf16[1, 7]) {

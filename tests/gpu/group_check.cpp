@@ -11,6 +11,7 @@
 #include "codegen/device_headers.h"
 #include "codegen/tensor_layout.h"
 #include "compiler/fusion/legality.h"
+#include "exec/index_inputs.h"
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "runtime/memory.h"
@@ -103,16 +104,7 @@ HostTensor random_input(const Graph& g, ValueId v, const Bindings& b, uint64_t s
     if ((n.kind == OpKind::Quantize || n.kind == OpKind::Dequantize) && n.operands.size() > 1 && n.operands[1] == v)
       is_scale = true;
   if (info.type.dtype == DType::I32) {
-    int64_t cap = 1000;
-    for (const Node& n : g.nodes()) {
-      if (n.kind == OpKind::KvCacheWrite && n.operands[2] == v) cap = std::min(cap, resolve(g.value(n.operands[0]).type.shape[1], b));
-      if (n.kind == OpKind::Attention && n.operands.size() > 3 && n.operands[3] == v) {  // the new tokens must fit the cache
-        const Shape& q = g.value(n.operands[0]).type.shape;
-        const Shape& k = g.value(n.operands[1]).type.shape;
-        cap = std::min(cap, resolve(k[k.size() - 3], b) - resolve(q[q.size() - 3], b) + 1);
-      }
-    }
-    fill_uniform(t, seed, 0, static_cast<double>(cap));
+    return exec::index_input(g, v, b, seed, exec::IndexFill::Random);
   } else if (is_scale) {
     fill_uniform(t, seed, 0.05, 0.5);
   } else {

@@ -161,5 +161,36 @@ TEST_CASE("attention in bf16 rounds the exact result once", "[attention]") {
   for (size_t i = 0; i < want.size(); ++i) CHECK(test::within_rounding(y.data[i], want[i], 7, 1e-12));
 }
 
+// A paged cache holding the same keys as a contiguous one: sequence b's page i is pool page
+// table[b][i] (pages shuffled and interleaved across sequences, spare pages full of garbage).
+TEST_CASE("paged attention equals attention over the contiguous cache it pages", "[attention]") {
+  const int64_t batch = 2, page = 3, pages = 3, hkv = 2, d = 4, s_len = page * pages;
+  HostTensor q = random_tensor(DType::F32, {batch, 2, 4, d}, 70, -2.0, 2.0);
+  HostTensor k = random_tensor(DType::F32, {batch, s_len, hkv, d}, 71, -2.0, 2.0);
+  HostTensor v = random_tensor(DType::F32, {batch, s_len, hkv, d}, 72);
+  const std::vector<int64_t> table = {5, 0, 3, 1, 6, 2};  // [2, 3]; pool pages 4 and 7 unused
+  HostTensor bt = tensor(DType::I32, {batch, pages}, {5, 0, 3, 1, 6, 2});
+  HostTensor kp = random_tensor(DType::F32, {8, page, hkv, d}, 73, 100.0, 200.0);  // garbage where unused
+  HostTensor vp = random_tensor(DType::F32, {8, page, hkv, d}, 74, 100.0, 200.0);
+  const int64_t row = hkv * d;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < s_len; ++j)
+      for (int64_t i = 0; i < row; ++i) {
+        const int64_t pg = table[static_cast<size_t>(b * pages + j / page)];
+        kp.data[static_cast<size_t>((pg * page + j % page) * row + i)] = k.data[static_cast<size_t>((b * s_len + j) * row + i)];
+        vp.data[static_cast<size_t>((pg * page + j % page) * row + i)] = v.data[static_cast<size_t>((b * s_len + j) * row + i)];
+      }
+  HostTensor pos = tensor(DType::I32, {batch}, {3, 7});  // 5 and 9 valid keys
+  for (bool causal : {true, false}) {
+    INFO("causal " << causal);
+    const HostTensor want = run1(OpKind::Attention, {&q, &k, &v, &pos}, attrs({{"causal", causal}}));
+    const HostTensor got = run1(OpKind::Attention, {&q, &kp, &vp, &pos, &bt}, attrs({{"causal", causal}}));
+    CHECK(got.data == want.data);
+  }
+  HostTensor bad = tensor(DType::I32, {batch, pages}, {5, 0, 3, 1, 8, 2});  // page 8 of an 8-page pool
+  CHECK_THROWS_WITH(run1(OpKind::Attention, {&q, &kp, &vp, &pos, &bad}),
+                    Catch::Contains("sequence 1: block_table[1, 1] = 8 is not a page of the 8-page pool"));
+}
+
 }  // namespace
 }  // namespace lj

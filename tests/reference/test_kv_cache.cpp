@@ -56,5 +56,31 @@ TEST_CASE("kv_cache_write out of range names the sequence and the position", "[k
                     Catch::Contains("sequence 1") && Catch::Contains("6..7"));
 }
 
+TEST_CASE("kv_cache_write into a paged cache lands in the block table's pages", "[kv_cache]") {
+  // Two sequences, pages of 2 positions, 3 pages each, a pool of 7 pages.
+  HostTensor pool = random_tensor(DType::BF16, {7, 2, 1, 3}, 85);
+  HostTensor entries = random_tensor(DType::BF16, {2, 2, 1, 3}, 86, 2.0, 3.0);  // 2 tokens per sequence
+  HostTensor pos = tensor(DType::I32, {2}, {1, 4});  // sequence 0: positions 1, 2; sequence 1: 4, 5
+  HostTensor bt = tensor(DType::I32, {2, 3}, {6, 2, 0, 3, 5, 1});
+  HostTensor y = run1(OpKind::KvCacheWrite, {&pool, &entries, &pos, &bt});
+  REQUIRE(y.shape == pool.shape);
+  // (sequence, token) -> (page, row): seq 0 pos 1 -> page 6 row 1, pos 2 -> page 2 row 0;
+  // seq 1 pos 4 -> page 1 row 0, pos 5 -> page 1 row 1.
+  const int64_t where[2][2][2] = {{{6, 1}, {2, 0}}, {{1, 0}, {1, 1}}};
+  std::vector<bool> written(static_cast<size_t>(7 * 2), false);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < 2; ++t) {
+      const int64_t slot = where[b][t][0] * 2 + where[b][t][1];
+      written[static_cast<size_t>(slot)] = true;
+      for (int64_t i = 0; i < 3; ++i)
+        CHECK(y.data[static_cast<size_t>(slot * 3 + i)] == entries.data[static_cast<size_t>((b * 2 + t) * 3 + i)]);
+    }
+  for (int64_t slot = 0; slot < 14; ++slot)
+    if (!written[static_cast<size_t>(slot)])
+      for (int64_t i = 0; i < 3; ++i) CHECK(y.data[static_cast<size_t>(slot * 3 + i)] == pool.data[static_cast<size_t>(slot * 3 + i)]);
+  HostTensor far = tensor(DType::I32, {2}, {1, 5});  // sequence 1: positions 5, 6 of a 6-position paged cache
+  CHECK_THROWS_WITH(run1(OpKind::KvCacheWrite, {&pool, &entries, &far, &bt}), Catch::Contains("sequence 1") && Catch::Contains("5..6"));
+}
+
 }  // namespace
 }  // namespace lj

@@ -196,6 +196,31 @@ TEST_CASE("attention: head dims, ranks, k/v shapes and cache_pos", "[shape]") {
   CHECK(error_of([&] { b.attention(q, k, k, false, -1.0); }) == "attention: scale must be positive, got -1.0");
 }
 
+TEST_CASE("paged attention and cache writes: pools, block tables and their errors", "[shape]") {
+  GraphBuilder b("g");
+  auto q = b.input("q", DType::BF16, {B, 1, 32, 128});
+  auto pool = b.input("pool", DType::BF16, {Dim::sym("P"), 16, 8, 128});
+  auto pos = b.input("pos", DType::I32, {B});
+  auto bt = b.input("bt", DType::I32, {B, Dim::sym("NB")});
+  auto kn = b.input("kn", DType::BF16, {B, 8, 128});
+  CHECK(b.attention(q, pool, pool, true, {}, pos, bt).type() == q.type());
+  CHECK(b.kv_cache_write(pool, kn, pos, bt).type() == pool.type());
+  auto q3 = b.input("q3", DType::BF16, {T, 32, 128});
+  auto pos1 = b.input("pos1", DType::I32, {1});
+  auto bt1 = b.input("bt1", DType::I32, {1, 4});
+  CHECK(error_of([&] { b.attention(q3, b.input("p3", DType::BF16, {T, 8, 128}), b.input("p4", DType::BF16, {T, 8, 128}), true, {}, pos1, bt1); }) ==
+        "attention: paged attention takes batched q [B, T, Hq, D], got q bf16[T, 32, 128]");
+  auto btf = b.input("btf", DType::F32, {B, 4});
+  CHECK(error_of([&] { b.attention(q, pool, pool, true, {}, pos, btf); }).find("block_table") != std::string::npos);
+  auto bt2 = b.input("bt2", DType::I32, {Dim::sym("X"), 4});
+  CHECK(error_of([&] { b.attention(q, pool, pool, true, {}, pos, bt2); })
+            .find("block_table must hold one row of pages per sequence: [B, pages]") != std::string::npos);
+  CHECK(error_of([&] { b.kv_cache_write(pool, kn, pos, bt2); })
+            .find("block_table must hold one row of pages per sequence: [B, pages]") != std::string::npos);
+  CHECK(error_of([&] { b.attention(q, pool, pool, true, {}, {}, bt); }) ==
+        "attention: a block_table needs cache_pos (the paged cache's positions)");
+}
+
 TEST_CASE("attention head counts must be constants", "[shape]") {
   GraphBuilder b("g");
   auto q = b.input("q", DType::BF16, {T, Dim::sym("H"), 128});
