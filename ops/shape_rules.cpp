@@ -330,9 +330,14 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
   if (n < s.min_operands || (s.max_operands >= 0 && n > s.max_operands)) {
     std::string names;
     for (auto o : s.operand_names) names += (names.empty() ? "" : ", ") + std::string(o);
-    std::string want = s.max_operands < 0 ? fmt::format("at least {}", s.min_operands)
-                       : s.min_operands == s.max_operands ? std::to_string(s.min_operands)
-                                                          : fmt::format("{} or {}", s.min_operands, s.max_operands);
+    std::string want;
+    if (s.max_operands < 0) {
+      want = fmt::format("at least {}", s.min_operands);
+    } else if (s.min_operands == s.max_operands) {
+      want = std::to_string(s.min_operands);
+    } else {
+      want = fmt::format("{} {} {}", s.min_operands, s.max_operands == s.min_operands + 1 ? "or" : "to", s.max_operands);
+    }
     fail(fmt::format("{}: expected {} operand{} ({}), got {}", s.name, want, s.max_operands == 1 ? "" : "s", names, n));
   }
   switch (k) {

@@ -388,7 +388,7 @@ TEST_CASE("wrong operand counts name the expected operands", "[shape]") {
   CHECK(error_of([&] { b.op(OpKind::RmsNorm, {x}); }) == "rms_norm: expected 2 operands (x, w), got 1");
   CHECK(error_of([&] { b.op(OpKind::Silu, {x, x}); }) == "silu: expected 1 operand (x), got 2");
   CHECK(error_of([&] { b.op(OpKind::Attention, {x}, {}); }) ==
-        "attention: expected 3 or 4 operands (q, k, v, cache_pos), got 1");
+        "attention: expected 3 to 5 operands (q, k, v, cache_pos, block_table), got 1");
   CHECK(error_of([&] { b.op(OpKind::Concat, {}, {}); }).find("missing required attribute 'axis'") != std::string::npos);
 }
 
