@@ -43,7 +43,7 @@ std::string value_list(const Graph& g, const std::vector<ValueId>& vs) {
 
 GroupCost group_cost(const Graph& g, const FusionGroup& grp, const Bindings& b) {
   GroupCost c;
-  std::vector<ValueId> in_place;  // caches updated in place: neither read nor rewritten whole
+  std::vector<ValueId> in_place;  // caches updated in place and page pools: neither read nor rewritten whole
   for (NodeId n : grp.nodes) {
     const Node& node = g.node(n);
     std::vector<TensorType> ops, res;
@@ -54,6 +54,15 @@ GroupCost group_cost(const Graph& g, const FusionGroup& grp, const Bindings& b) 
       in_place.push_back(node.operands[0]);
       in_place.push_back(node.results[0]);
       c.bytes += value_bytes(g, node.operands[1], b);  // the entries written
+    }
+    if (node.kind == OpKind::Attention && node.operands.size() == 5) {
+      // Paged: the pages the sequences address (B x pages x page rows of k and of v), not the pool.
+      const TensorType& pool = g.value(node.operands[1]).type;
+      const Shape& table = g.value(node.operands[4]).type.shape;
+      const double rows = static_cast<double>(resolve(table[0], b) * resolve(table[1], b) * resolve(pool.shape[1], b));
+      c.bytes += 2 * rows * static_cast<double>(resolve(pool.shape[2], b) * resolve(pool.shape[3], b) * dtype_bytes(pool.dtype));
+      in_place.push_back(node.operands[1]);
+      in_place.push_back(node.operands[2]);
     }
   }
   auto counted = [&](ValueId v) { return std::find(in_place.begin(), in_place.end(), v) == in_place.end(); };
