@@ -42,6 +42,33 @@ void compile_all(bool fuse) {
 }
 }  // namespace
 
+TEST_CASE("every kernel and every pruned matmul config is generated, deterministically", "[codegen]") {
+  // The emitters alone (no NVRTC): cheap enough for the sanitizer build, which skips the compile
+  // sweeps below (their time is NVRTC's, which the sanitizers do not instrument).
+  int emitted = 0;
+  for (const Graph& g : lj_test::codegen_graphs())
+    for (bool fuse : {true, false})
+      for (const FusionGroup& grp : plan_fusion(g, FusionOptions{fuse}).groups) {
+        if (!has_emitter(grp.kind)) continue;
+        INFO(g.name() << " group " << grp.id);
+        CHECK(emit_group(g, grp).source == emit_group(g, grp).source);
+        ++emitted;
+      }
+  for (const auto& [g, sym, m] : {std::tuple{llama_decode(LlamaConfig::llama3_8b()), "B", 1},
+                                  std::tuple{llama_prefill(LlamaConfig::llama3_8b()), "T", 4096}})
+    for (const FusionGroup& grp : plan_fusion(g).groups) {
+      if (grp.kind != GroupKind::Matmul) continue;
+      EmitOptions eo;
+      eo.hint.set(sym, m);
+      for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
+        eo.matmul = c;
+        CHECK(!emit_group(g, grp, eo).source.empty());
+        ++emitted;
+      }
+    }
+  CHECK(emitted > 100);
+}
+
 TEST_CASE("every fused kernel compiles for sm_80, sm_90 and sm_90a", "[codegen]") { compile_all(true); }
 
 TEST_CASE("every unfused kernel compiles for sm_80, sm_90 and sm_90a", "[codegen]") { compile_all(false); }
