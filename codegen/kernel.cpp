@@ -1,5 +1,7 @@
 #include "codegen/kernel.h"
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include "layerjit/error.h"
@@ -28,6 +30,23 @@ std::string LaunchRule::str() const {
 }
 
 std::string AttentionConfig::str() const { return fmt::format("{}x{}x{}x{}", bm, mt, bn, stages); }
+
+std::optional<AttentionConfig> parse_attention_config(std::string_view text, std::string* error) {
+  int values[4] = {0, 0, 0, 0};
+  size_t at = 0;
+  for (int i = 0; i < 4; ++i) {
+    const size_t end = i < 3 ? text.find('x', at) : text.size();
+    const std::string_view part = end == std::string_view::npos ? std::string_view{} : text.substr(at, end - at);
+    auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), values[i]);
+    if (part.empty() || ec != std::errc() || p != part.data() + part.size() || values[i] <= 0) {
+      if (error)
+        *error = fmt::format("attention config '{}': expected BMxMTxBNxSTAGES, four positive integers such as 128x2x64x2", text);
+      return std::nullopt;
+    }
+    at = end + 1;
+  }
+  return AttentionConfig{values[0], values[1], values[2], values[3]};
+}
 
 int64_t scratch_bytes(const GeneratedKernel& k, const Bindings& b) {
   for (const KernelParam& p : k.params)

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/matmul_config.h"
@@ -59,6 +60,9 @@ struct AttentionConfig {
   /// "128x2x64x2" (bm x mt x bn x stages).
   std::string str() const;
 };
+/// Parses str()'s form; nullopt with `error` set (what, and the expected form) otherwise. Whether the
+/// tiles fit a group is the emitter's check.
+std::optional<AttentionConfig> parse_attention_config(std::string_view text, std::string* error);
 
 struct EmitOptions {
   int sm = 90;  // target architecture (80, 90, ...): specialises the source

@@ -25,7 +25,7 @@ const char* const kInspectUsage =
     "--bind gives the sizes the kernel is chosen for (a matmul over B=1 rows gets the GEMV kernel, over\n"
     "T=4096 the tensor-core GEMM; unbound: the GEMM); --config sets a matmul group's kernel config as\n"
     "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8' or\n"
-    "'gemv mt=4 u=4 warps=8'.\n";
+    "'gemv mt=4 u=4 warps=8', or an attention prefill kernel's tiles as BMxMTxBNxSTAGES, e.g. 64x1x64x3.\n";
 
 namespace {
 // cuobjdump from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -85,6 +85,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   EmitOptions eo;
   std::string arch = "sm_90";
   std::optional<int> group;
+  std::optional<std::string> config;  // --config: a matmul or attention config, by the group's kind
   bool ptx = false, sass = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -98,9 +99,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
       if (a == "--config") {
-        std::string error;
-        eo.matmul = parse_matmul_config(v, &error);
-        if (!eo.matmul) throw UsageError{error};
+        config = v;  // read once the group's kind is known
       } else if (a == "--group") {
         group = parse_group_number(v);
       } else {
@@ -128,8 +127,19 @@ int cmd_inspect(const std::vector<std::string>& args) {
     throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),
                                 plan.groups.size() - 1, *group));
   const FusionGroup& grp = plan.groups[static_cast<size_t>(*group)];
-  if (eo.matmul && grp.kind != GroupKind::Matmul)
-    throw UsageError{fmt::format("--config sets a matmul kernel's config; group {} is a {} group", grp.id, group_kind_name(grp.kind))};
+  if (config) {
+    std::string error;
+    if (grp.kind == GroupKind::Matmul) {
+      eo.matmul = parse_matmul_config(*config, &error);
+      if (!eo.matmul) throw UsageError{error};
+    } else if (grp.kind == GroupKind::Attention) {
+      eo.attention = parse_attention_config(*config, &error);
+      if (!eo.attention) throw UsageError{error};
+    } else {
+      throw UsageError{fmt::format("--config sets a matmul or attention kernel's config; group {} is a {} group", grp.id,
+                                   group_kind_name(grp.kind))};
+    }
+  }
   GeneratedKernel k = emit_kernel(g, grp, eo);
   if (!ptx && !sass) {
     std::fputs(k.source.c_str(), stdout);

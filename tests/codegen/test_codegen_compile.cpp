@@ -262,3 +262,18 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   CHECK(!parse_matmul_config("gemv mt=0", &error));
   CHECK_THAT(error, Catch::Contains("positive integer"));
 }
+
+TEST_CASE("attention configs print and parse back; malformed text is refused", "[codegen]") {
+  for (AttentionConfig c : {AttentionConfig{}, AttentionConfig{64, 1, 64, 3}, AttentionConfig{128, 2, 32, 2}}) {
+    std::string error;
+    const std::optional<AttentionConfig> back = parse_attention_config(c.str(), &error);
+    REQUIRE(back.has_value());
+    CHECK(back->str() == c.str());
+  }
+  for (const char* bad : {"128x2x64", "128x2x64x2x1", "axbxcxd", "0x1x64x2", "128x2x64x", "", "128 x2x64x2"}) {
+    INFO(bad);
+    std::string error;
+    CHECK(!parse_attention_config(bad, &error).has_value());
+    CHECK(error.find("expected BMxMTxBNxSTAGES") != std::string::npos);
+  }
+}
