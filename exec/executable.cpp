@@ -109,7 +109,7 @@ MemoryPlan Executable::memory_plan(const Bindings& b) const {
 rt::Result<CUdeviceptr> Executable::buffer_address(ValueId v, const Bindings& b) const {
   const ValueId buf = layouts_[static_cast<size_t>(v)].buffer;
   if (auto ext = external_.find(buf); ext != external_.end()) return ext->second;
-  const MemoryPlan mp = memory_plan(b);
+  const MemoryPlan mp = planned_for_ == b.values && !planned_.offset.empty() ? planned_ : memory_plan(b);  // the last run's layout
   auto it = mp.offset.find(buf);
   if (it == mp.offset.end() || !arena_ || arena_->bytes() < mp.arena_bytes)
     return rt::Error{fmt::format("%{} of @{} has no memory yet: bind it, or run first", graph_->value(v).name, graph_->name())};

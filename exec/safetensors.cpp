@@ -163,9 +163,9 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
     const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
     const size_t begin = data.size();
     data.resize(begin + t.data.size() * eb);
-    for (size_t i = 0; i < t.data.size(); ++i)
-      LJ_CHECK(rt::encode_element(t.dtype, t.data[i], data.data() + begin + i * eb), SourceLoc{},
-               "write_safetensors {}: tensor '{}' element {} ({}) is not a {} value", path, name, i, t.data[i], dtype_name(t.dtype));
+    const std::optional<size_t> bad = rt::encode_tensor(t, data.data() + begin);
+    LJ_CHECK(!bad, SourceLoc{}, "write_safetensors {}: tensor '{}' element {} ({}) is not a {} value", path, name, bad.value_or(0),
+             bad ? t.data[*bad] : 0.0, dtype_name(t.dtype));
     header[name] = {{"dtype", std::string(safetensors_dtype(t.dtype))}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
   }
   std::string text = header.dump();

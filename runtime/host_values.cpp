@@ -86,4 +86,11 @@ bool encode_element(DType t, double v, unsigned char* p) {
   return false;
 }
 
+std::optional<size_t> encode_tensor(const HostTensor& t, unsigned char* out) {
+  const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
+  for (size_t i = 0; i < t.data.size(); ++i)
+    if (!encode_element(t.dtype, t.data[i], out + i * eb)) return i;
+  return std::nullopt;
+}
+
 }  // namespace lj::rt

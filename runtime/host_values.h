@@ -3,6 +3,9 @@
 // is compared on the host: the GPU tests against the CPU reference, the autotuner between configs.
 #pragma once
 
+#include <optional>
+
+#include "layerjit/reference.h"
 #include "layerjit/types.h"
 
 namespace lj::rt {
@@ -12,5 +15,9 @@ double decode_element(DType t, const unsigned char* p);
 /// Writes `v` in dtype `t`'s device encoding at `p`. False (bytes unspecified) when `v` is not exactly
 /// representable in `t`: round first (HostTensor::round_to_dtype).
 bool encode_element(DType t, double v, unsigned char* p);
+/// The whole tensor in its device encoding (row-major, numel * dtype bytes from `out`). Returns the
+/// index of the first element its dtype cannot hold exactly (the bytes are then unspecified), or
+/// nullopt when every element was written.
+std::optional<size_t> encode_tensor(const HostTensor& t, unsigned char* out);
 
 }  // namespace lj::rt

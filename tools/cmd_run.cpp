@@ -146,18 +146,16 @@ int cmd_run(const std::vector<std::string>& args) {
     HostTensor host(info.type.dtype, shape);
     if (info.type.dtype == DType::I32) {
       host = exec::index_input(g, v, b, seed * 1000 + ++k, exec::IndexFill::Last);
-      std::vector<int> idx(n);
-      for (size_t i = 0; i < n; ++i) idx[i] = static_cast<int>(host.data[i]);
-      if (n) must(rt::copy_to_device(stream, d.buf.ptr(), idx.data(), bytes), "upload positions");
     } else {
       const bool weight = info.is_param && info.type.rank() >= 2;
       const double lo = weight ? -1.0 / std::sqrt(static_cast<double>(shape.back())) : info.is_param ? 0.5 : -1.0;
       const double hi = weight ? -lo : info.is_param ? 1.5 : 1.0;
       fill_uniform(host, seed * 1000 + ++k, lo, hi);
-      std::vector<unsigned char> enc(bytes);
-      for (size_t i = 0; i < n; ++i) rt::encode_element(info.type.dtype, host.data[i], enc.data() + i * static_cast<size_t>(dtype_bytes(info.type.dtype)));
-      if (n) must(rt::copy_to_device(stream, d.buf.ptr(), enc.data(), bytes), "upload an input");
     }
+    std::vector<unsigned char> enc(bytes);
+    if (rt::encode_tensor(host, enc.data()))
+      throw InternalError(fmt::format("input %{}: a generated value does not fit {}", info.name, dtype_name(info.type.dtype)));
+    if (n) must(rt::copy_to_device(stream, d.buf.ptr(), enc.data(), bytes), "upload an input");
     host_inputs[info.name] = std::move(host);
     inputs.emplace(v, std::move(d));
   }

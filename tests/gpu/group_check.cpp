@@ -25,8 +25,7 @@ namespace {
 // The tensor in its device encoding (values are exactly representable in their dtype).
 std::vector<unsigned char> encode(const HostTensor& t) {
   std::vector<unsigned char> out(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
-  for (size_t i = 0; i < t.data.size(); ++i)
-    REQUIRE(rt::encode_element(t.dtype, t.data[i], out.data() + i * static_cast<size_t>(dtype_bytes(t.dtype))));
+  REQUIRE(!rt::encode_tensor(t, out.data()));
   return out;
 }
 

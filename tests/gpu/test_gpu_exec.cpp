@@ -17,8 +17,7 @@ namespace {
 // Uploads `t` (values exactly representable in its dtype) into a new device buffer bound to `v`.
 rt::DeviceBuffer upload_and_bind(rt::Context& ctx, rt::Stream& stream, exec::Executable& e, ValueId v, const HostTensor& t) {
   std::vector<unsigned char> bytes(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
-  for (size_t i = 0; i < t.data.size(); ++i)
-    REQUIRE(rt::encode_element(t.dtype, t.data[i], bytes.data() + i * static_cast<size_t>(dtype_bytes(t.dtype))));
+  REQUIRE(!rt::encode_tensor(t, bytes.data()));
   auto buf = rt::DeviceBuffer::allocate(ctx, bytes.size());
   LJ_REQUIRE_OK(buf);
   LJ_REQUIRE_OK(rt::copy_to_device(stream, buf->ptr(), bytes.data(), bytes.size()));
