@@ -76,6 +76,18 @@ void KernelContext::add_symbol_params() {
   }
 }
 
+std::string KernelContext::tensor_map_param(ValueId v, const TensorMapSpec& spec) {
+  KernelParam p;
+  p.kind = KernelParam::Kind::TensorMap;
+  p.buffer = layout(v).buffer;
+  p.name = "tm_" + ident(g_.value(v).name);
+  p.dtype = g_.value(v).type.dtype;
+  p.read = true;
+  p.tmap = spec;
+  params_.push_back(p);
+  return p.name;
+}
+
 std::string KernelContext::scratch_param(int64_t per_block) {
   KernelParam p;
   p.kind = KernelParam::Kind::Scratch;
@@ -101,12 +113,14 @@ int KernelContext::group_vector_width(const Shape& space) const {
   return vector_width(accessed, space, 16 / widest);
 }
 
-std::string KernelContext::signature(int threads) const {
-  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}) {}(", threads, kernel_name());
+std::string KernelContext::signature(int threads, int min_blocks) const {
+  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}{}) {}(", threads,
+                                min_blocks > 0 ? fmt::format(", {}", min_blocks) : "", kernel_name());
   for (size_t i = 0; i < params_.size(); ++i) {
     const KernelParam& p = params_[i];
     std::string decl = p.kind == KernelParam::Kind::Symbol    ? fmt::format("const lj_i64 {}", p.name)
                        : p.kind == KernelParam::Kind::Scratch ? fmt::format("unsigned char* __restrict__ {}", p.name)
+                       : p.kind == KernelParam::Kind::TensorMap ? fmt::format("const __grid_constant__ lj_tensor_map {}", p.name)
                                                               : fmt::format("{}{}* __restrict__ {}", p.written ? "" : "const ",
                                                                             c_type(p.dtype), p.name);
     out += fmt::format("\n    {}{}", decl, i + 1 < params_.size() ? "," : ")");

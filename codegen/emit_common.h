@@ -29,6 +29,8 @@ class KernelContext {
 
   /// Registers the buffer behind `v` as a parameter (once) and returns its C++ name.
   std::string buffer_param(ValueId v, bool written);
+  /// Adds a TMA tensor map over `v`'s buffer (see KernelParam::Kind::TensorMap) and returns its name.
+  std::string tensor_map_param(ValueId v, const TensorMapSpec& spec);
   /// Adds the kernel's scratch buffer parameter (see KernelParam::Kind::Scratch) and returns its name.
   std::string scratch_param(int64_t per_block);
   /// The symbols of every shape the kernel touches become int64 parameters.
@@ -38,8 +40,8 @@ class KernelContext {
   /// vector_width() over every group input and output, up to 16 bytes of the widest dtype.
   int group_vector_width(const Shape& space) const;
   const std::vector<KernelParam>& params() const { return params_; }
-  /// "extern \"C\" __global__ void name(params...)" with __launch_bounds__.
-  std::string signature(int threads) const;
+  /// "extern \"C\" __global__ void name(params...)" with __launch_bounds__(threads[, min_blocks]).
+  std::string signature(int threads, int min_blocks = 0) const;
 
   /// Element offset of `v` at the iteration coordinates `coords` (one C++ expression per dim of the
   /// iteration space `space`; `v`'s dims align right, size-1 dims broadcast). `axis` >= 0 maps a

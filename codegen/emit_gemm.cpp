@@ -27,17 +27,28 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // cp.async moves 16-byte chunks: every row of x and W must start 16-byte aligned (K % 8 == 0 and
   // aligned view offsets); otherwise element loads fill the same shared-memory layout.
   const bool async = ctx.vector_width({op.x, op.w}, xs, 8) == 8;
+  const bool hopper = cfg.family == MatmulConfig::Family::Wgmma;
   // SwiGLU: the tile's columns interleave 8 gate and 8 up rows of W per 16 (see lj_gemm::for_each_glu).
   const int64_t virtual_n = op.glu ? (op.n_out + 7) / 8 * 16 : op.n;
 
   ctx.add_group_params();
   const std::string px = ctx.buffer_param(op.x, false), pw = ctx.buffer_param(op.w, false), po = ctx.buffer_param(op.out, true);
-  const char* tx = c_type(op.xt);
+  std::string tx, tw;  // Hopper: tensor maps of x's and W's rows (TMA)
+  if (hopper) {
+    std::optional<TensorMapSpec> sx = tma_rows(ctx, op.x), sw = tma_rows(ctx, op.w);
+    LJ_CHECK(sx && sw, g.node(op.node).loc, "{}: config '{}' loads x and W with TMA, which needs rows one 16-byte aligned stride apart",
+             ctx.kernel_name(), cfg.str());
+    sx->box_rows = cfg.bm, sx->box_cols = cfg.bk;
+    sw->box_rows = cfg.bn / 2, sw->box_cols = cfg.bk;  // two boxes per tile: gate and up rows with SwiGLU
+    tx = ctx.tensor_map_param(op.x, *sx);
+    tw = ctx.tensor_map_param(op.w, *sw);
+  }
+  const char* cx = c_type(op.xt);
   const char* to = c_type(ot);
 
   SourceWriter w;
   ctx.header_comment(w);
-  w.line("#include \"layerjit/gemm.cuh\"");
+  w.line("#include \"layerjit/{}\"", hopper ? "gemm_wgmma.cuh" : "gemm.cuh");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
   if (op.glu) {
@@ -48,35 +59,52 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("constexpr lj_i64 N_OUT = N;");
   }
   w.line("constexpr lj_i64 K = {};  // reduction length", op.k);
-  w.comment(fmt::format("Config: {}. {}", cfg.str(),
-                        async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads."));
-  w.line("typedef lj_gemm<{}, N, K, /*BM*/ {}, /*BN*/ {}, /*BK*/ {}, /*WM*/ {}, /*WN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, {}> Gemm;",
-         tx, cfg.bm, cfg.bn, cfg.bk, cfg.warps_m, cfg.warps_n, cfg.stages, cfg.group_m, async ? "true" : "false");
+  if (hopper) {
+    w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
+    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}> Gemm;", cx, cfg.bn, cfg.stages,
+           cfg.group_m, op.glu ? "true" : "false");
+  } else {
+    w.comment(fmt::format("Config: {}. {}", cfg.str(),
+                          async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads."));
+    w.line("typedef lj_gemm<{}, N, K, /*BM*/ {}, /*BN*/ {}, /*BK*/ {}, /*WM*/ {}, /*WN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, {}> Gemm;",
+           cx, cfg.bm, cfg.bn, cfg.bk, cfg.warps_m, cfg.warps_n, cfg.stages, cfg.group_m, async ? "true" : "false");
+  }
   w.blank();
   {
-    auto fn = w.scope(ctx.signature(cfg.threads()));
-    w.line("extern __shared__ __align__(128) unsigned char lj_smem[];");
+    // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1).
+    auto fn = w.scope(ctx.signature(cfg.threads(), hopper ? 1 : 0));
+    w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", hopper ? 1024 : 128);
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
     w.line("lj_i64 m0, n0;");
     w.line("Gemm::tile(M, m0, n0);");
-    w.line("float acc[Gemm::MI][Gemm::NI][4] = {{}};");
-    {
-      auto lam = w.scope("auto x_row = [&](lj_i64 m) -> lj_i64", "};");
-      w.line("return {};", row_address(w, ctx, op.x, "m", "0", "xc"));
-    }
-    {
-      auto lam = w.scope("auto w_row = [&](lj_i64 v) -> lj_i64", "};");
-      if (op.glu) {
-        w.line("const lj_i64 c = (v >> 4) * 8 + (v & 7);  // output column");
-        w.line("if (c >= N_OUT) return -1;");
-        w.line("const lj_i64 n = c + ((v >> 3) & 1) * N_OUT;  // gate rows first, then up rows");
-      } else {
-        w.line("const lj_i64 n = v;");
+    if (hopper) {
+      w.line("float acc[Gemm::ACC];");
+      w.comment(print_node(g, op.node));
+      if (op.glu)
+        w.line("const lj_i64 b_lo = n0 / 2, b_hi = N_OUT + n0 / 2;  // W rows: gate and up of output columns n0 / 2 ..");
+      else
+        w.line("const lj_i64 b_lo = n0, b_hi = n0 + {};  // W rows: the tile's two halves", cfg.bn / 2);
+      w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem)) return;  // the producer warpgroup is done", tx, tw);
+    } else {
+      w.line("float acc[Gemm::MI][Gemm::NI][4] = {{}};");
+      {
+        auto lam = w.scope("auto x_row = [&](lj_i64 m) -> lj_i64", "};");
+        w.line("return {};", row_address(w, ctx, op.x, "m", "0", "xc"));
       }
-      w.line("return {};", row_address(w, ctx, op.w, "n", "0", "wc"));
+      {
+        auto lam = w.scope("auto w_row = [&](lj_i64 v) -> lj_i64", "};");
+        if (op.glu) {
+          w.line("const lj_i64 c = (v >> 4) * 8 + (v & 7);  // output column");
+          w.line("if (c >= N_OUT) return -1;");
+          w.line("const lj_i64 n = c + ((v >> 3) & 1) * N_OUT;  // gate rows first, then up rows");
+        } else {
+          w.line("const lj_i64 n = v;");
+        }
+        w.line("return {};", row_address(w, ctx, op.w, "n", "0", "wc"));
+      }
+      w.comment(print_node(g, op.node));
+      w.line("Gemm::mainloop({}, {}, x_row, w_row, M, m0, n0, acc, reinterpret_cast<{}*>(lj_smem));", px, pw, cx);
     }
-    w.comment(print_node(g, op.node));
-    w.line("Gemm::mainloop({}, {}, x_row, w_row, M, m0, n0, acc, reinterpret_cast<{}*>(lj_smem));", px, pw, tx);
     const char* ty = c_type(op.yt);
     const int bn_out = op.glu ? cfg.bn / 2 : cfg.bn;
     w.comment("Epilogue: the tile, rounded to %" + g.value(op.y).name + "'s dtype, staged in shared memory; each thread then takes");
@@ -89,7 +117,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const lj_i64 n0_out = n0 / 2;  // 16 tile columns (8 gate, 8 up) per 8 outputs");
     else
       w.line("const lj_i64 n0_out = n0;");
-    auto loop = w.scope(fmt::format("for (int i = threadIdx.x; i < {} * CHUNKS; i += Gemm::THREADS)", cfg.bm));
+    auto loop = w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {} * CHUNKS; i += Gemm::EPI_THREADS)", cfg.bm));
     w.line("const int row = i / CHUNKS, cb = i % CHUNKS;");
     w.line("const lj_i64 m = m0 + row, n = n0_out + cb * 8;");
     w.line("if (m >= M || n >= N_OUT) continue;");
@@ -153,6 +181,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.launch.per_block = cfg.bm;
   k.launch.tiles_per_unit = (virtual_n + cfg.bn - 1) / cfg.bn;
   k.launch.threads = cfg.threads();
+  k.arch_specific = hopper;
   // The epilogue reuses the pipeline's buffers for the staged tile; a few configs need more for it.
   k.launch.shared_bytes = std::max(cfg.shared_bytes(dtype_bytes(op.xt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
   return k;

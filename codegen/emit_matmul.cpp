@@ -165,12 +165,36 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
   }
 }
 
+std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v) {
+  const Shape& s = ctx.graph().value(v).type.shape;
+  const TensorLayout& l = ctx.layout(v);
+  const size_t r = s.size();
+  const int64_t eb = dtype_bytes(ctx.graph().value(v).type.dtype);
+  if (r < 2 || !s.back().is_const() || l.strides.back() != DimProduct{}) return std::nullopt;  // rows of contiguous elements
+  const DimProduct& row_stride = l.strides[r - 2];
+  if (!row_stride.symbols.empty() || !l.offset.symbols.empty()) return std::nullopt;
+  // Leading dims must flatten into one run of rows: each stride is the next one times its extent.
+  for (size_t i = 0; i + 2 < r; ++i) {
+    if (s[i].is_const() && s[i].value() == 1) continue;
+    if (l.strides[i] != multiply(l.strides[i + 1], dim_as_product(s[i + 1]))) return std::nullopt;
+  }
+  if (row_stride.constant * eb % 16 != 0 || l.offset.constant * eb % 16 != 0) return std::nullopt;
+  TensorMapSpec t;
+  t.rows = dim_product(Shape(s.begin(), s.end() - 1));
+  t.cols = s.back().value();
+  t.row_stride = row_stride.constant;
+  t.offset = l.offset.constant;
+  return t;
+}
+
 namespace {
 
 // The problem of operands already described in `ctx` (emit_matmul has them; no second analysis).
 MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, const EmitOptions& opts) {
   MatmulProblem p;
   p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes;
+  p.arch_specific = opts.arch_specific;
+  p.tma = tma_rows(ctx, op.x) && tma_rows(ctx, op.w);
   p.m = op.rows.constant;
   for (const std::string& s : op.rows.symbols) {
     const std::optional<int64_t> v = opts.hint.get(s);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOp
 /// lines for rank > 2 operands and returns the expression. `stem` keeps names distinct per operand.
 std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, const std::string& row, const std::string& last,
                         const std::string& stem);
+
+/// `v`'s rows (all dims but the last) as a 2-D tensor for TMA loads, box sizes left 0; nullopt unless
+/// they are one constant stride apart from a constant start, both 16-byte aligned.
+std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v);
 
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
 GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);

@@ -13,11 +13,23 @@
 
 namespace lj {
 
+/// A 2-D view of a buffer's rows for TMA tile loads: `rows` rows of `cols` elements, `row_stride`
+/// elements apart, starting `offset` elements into the buffer; loaded in boxes of box_rows x box_cols
+/// elements with the 128-byte swizzle. Emitted only where the host encoding is known to succeed (16-byte
+/// aligned start and stride).
+struct TensorMapSpec {
+  DimProduct rows;
+  int64_t cols = 0, row_stride = 0, offset = 0;
+  int box_rows = 0, box_cols = 0;
+};
+
 struct KernelParam {
   /// Scratch: device memory private to the kernel (no graph value), launch.blocks() * scratch_per_block
   /// bytes, zeroed when allocated; the kernel leaves it zeroed again where it relies on zeros (the
   /// split-KV attention's completion counters), so one allocation serves every launch.
-  enum class Kind { Buffer, Symbol, Scratch };
+  /// TensorMap: a CUtensorMap over `buffer`'s memory (`tmap`), encoded by the host at launch and
+  /// passed by value (runtime/kernel_args.h).
+  enum class Kind { Buffer, Symbol, Scratch, TensorMap };
   Kind kind = Kind::Buffer;
   std::string name;    // C++ parameter name in the source
   ValueId buffer = -1; // Buffer: the value owning the memory
@@ -26,6 +38,7 @@ struct KernelParam {
   bool read = false;     // Buffer: the kernel loads from it (both: an in-place cache update)
   std::string symbol;    // Symbol: which IR symbol (passed as int64)
   int64_t scratch_per_block = 0;  // Scratch: bytes per block of the launch
+  TensorMapSpec tmap;             // TensorMap: the view of `buffer` it describes
 };
 
 /// grid.x = outer * ceil(work / per_block) * tiles_per_unit, block = threads, with `shared_bytes` of
@@ -51,6 +64,8 @@ struct GeneratedKernel {
   std::string source;  // complete translation unit for NVRTC
   std::vector<KernelParam> params;
   LaunchRule launch;
+  /// The source uses arch-specific instructions (wgmma): it compiles only for sm_<EmitOptions::sm>a.
+  bool arch_specific = false;
 };
 
 /// Tiles of the flash-attention prefill kernel: BM query rows per CTA, MT m-tiles of 16 rows per
@@ -66,6 +81,9 @@ std::optional<AttentionConfig> parse_attention_config(std::string_view text, std
 
 struct EmitOptions {
   int sm = 90;  // target architecture (80, 90, ...): specialises the source
+  /// The target is the arch-specific variant (sm_90a): kernels may use wgmma and setmaxnreg, and must
+  /// then be compiled for exactly that target.
+  bool arch_specific = false;
   /// Symbol values the kernel is chosen for (a tuning bucket's representative): picks the default
   /// config, e.g. GEMV or tensor-core GEMM for a matmul over T rows. The kernel stays correct for any
   /// value; only its speed depends on the hint.

@@ -9,10 +9,12 @@ namespace lj {
 
 std::string MatmulConfig::str() const {
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
+  if (family == Family::Wgmma) return fmt::format("wgmma bm={} bn={} stages={} gm={}", bm, bn, stages, group_m);
   return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}", bm, bn, bk, warps_m, warps_n, stages, group_m);
 }
 
 int MatmulConfig::shared_bytes(int elem_bytes) const {
+  if (family == Family::Wgmma) return 1024 + stages * (bm + bn) * bk * elem_bytes + 2 * stages * 8;  // + alignment, barriers
   return family == Family::Mma ? stages * (bm + bn) * bk * elem_bytes : 0;
 }
 
@@ -26,8 +28,11 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
   const std::string_view family = text.substr(0, sp);
   if (family == "gemv") {
     c.family = MatmulConfig::Family::Gemv;
+  } else if (family == "wgmma") {
+    c.family = MatmulConfig::Family::Wgmma;
+    c.bk = 64, c.bn = 256;
   } else if (family != "mma") {
-    return fail(fmt::format("unknown family '{}' (expected gemv or mma)", family));
+    return fail(fmt::format("unknown family '{}' (expected gemv, mma or wgmma)", family));
   }
   std::string_view rest = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
   while (!rest.empty()) {
@@ -48,6 +53,11 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
       else if (key == "bk") field = &c.bk;
       else if (key == "wm") field = &c.warps_m;
       else if (key == "wn") field = &c.warps_n;
+      else if (key == "stages") field = &c.stages;
+      else if (key == "gm") field = &c.group_m;
+    } else if (c.family == MatmulConfig::Family::Wgmma) {
+      if (key == "bm") field = &c.bm;
+      else if (key == "bn") field = &c.bn;
       else if (key == "stages") field = &c.stages;
       else if (key == "gm") field = &c.group_m;
     } else {
@@ -82,6 +92,15 @@ MatmulConfig mma(int bm, int bn, int bk, int wm, int wn, int stages) {
   return c;
 }
 
+MatmulConfig wgmma(int bn, int stages) {
+  MatmulConfig c;
+  c.family = MatmulConfig::Family::Wgmma;
+  c.bm = 128, c.bn = bn, c.bk = 64, c.stages = stages, c.group_m = 8;
+  return c;
+}
+
+bool wgmma_available(const MatmulProblem& p) { return p.sm == 90 && p.arch_specific && p.tma && tensor_core_dtype(p.dtype); }
+
 }  // namespace
 
 MatmulConfig default_matmul_config(const MatmulProblem& p) {
@@ -92,7 +111,8 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   if (p.m > 0 && p.m <= 16) return mma(16, 64, 64, 1, 2, 6);
   // Up to 128 rows, 64x64 tiles give the grid enough CTAs to fill the SMs (measured on an H200 at
   // M = 128: 1.5-2.6x faster than 128x128 on the Llama-3-8B shapes; docs/perf.md).
-  return p.m > 0 && p.m <= 128 ? mma(64, 64, 64, 2, 2, 4) : mma(128, 128, 32, 2, 2, 4);
+  if (p.m > 0 && p.m <= 128) return mma(64, 64, 64, 2, 2, 4);
+  return wgmma_available(p) ? wgmma(256, 4) : mma(128, 128, 32, 2, 2, 4);
 }
 
 std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
@@ -100,6 +120,20 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.rows_per_pass > 16) return "more than 16 rows per pass (fp32 accumulators per lane)";
     if (c.loads_in_flight > 16) return "more than 16 loads in flight per lane";
     if (c.warps > 32) return "more than 32 warps per CTA";
+    return "";
+  }
+  if (c.family == MatmulConfig::Family::Wgmma) {
+    if (p.sm != 90 || !p.arch_specific)
+      return fmt::format("wgmma needs the sm_90a target, target is sm_{}{}", p.sm, p.arch_specific ? "a" : "");
+    if (!tensor_core_dtype(p.dtype)) return fmt::format("wgmma takes bf16/f16 operands, not {}", dtype_name(p.dtype));
+    if (!p.tma) return "x or W rows are not a 2-D tensor with a 16-byte aligned start and row stride (TMA)";
+    if (c.bm != 128) return fmt::format("bm={} (two consumer warpgroups of 64 rows: 128)", c.bm);
+    if (c.bn != 128 && c.bn != 256) return fmt::format("bn={} (128 or 256)", c.bn);
+    if (c.bk != 64) return fmt::format("bk={} (one 128-byte swizzle row: 64)", c.bk);
+    if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
+    const int smem = c.shared_bytes(dtype_bytes(p.dtype));
+    if (smem > p.max_shared_bytes)
+      return fmt::format("{} KiB of shared memory, the device allows {}", smem / 1024, p.max_shared_bytes / 1024);
     return "";
   }
   if (p.sm < 80) return fmt::format("mma.sync m16n8k16 needs sm_80 or newer, target is sm_{}", p.sm);
@@ -155,6 +189,9 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
                    Tile{128, 128, 2, 4}, Tile{128, 256, 2, 4}, Tile{256, 128, 4, 2}})
       for (int bk : {32, 64})
         for (int stages : {3, 4}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, stages));
+    if (wgmma_available(p))
+      for (int bn : {128, 256})
+        for (int stages : {3, 4, 5, 6}) all.push_back(wgmma(bn, stages));
     // Few rows: thin tiles give the grid enough CTAs and deep pipelines keep W streaming.
     // (A 16 x 32 tile of one warp doubles the CTA count for N = 4096; one warp copying a 16 x 64 tile
     // needs more registers than it has: ptxas spills it.)

@@ -13,18 +13,22 @@
 namespace lj {
 
 struct MatmulConfig {
-  enum class Family : uint8_t { Gemv, Mma };
+  /// Gemv: decode shapes. Mma: mma.sync tensor-core GEMM (sm_80+). Wgmma: the Hopper GEMM (sm_90a:
+  /// TMA loads, warpgroup MMAs, a producer and two consumer warpgroups; bm = 128, bk = 64 fixed).
+  enum class Family : uint8_t { Gemv, Mma, Wgmma };
   Family family = Family::Mma;
   // Mma: CTA tile bm x bn, k step bk, warps_m x warps_n warps, cp.async stages, raster group rows.
   int bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 2, stages = 4, group_m = 8;
   // Gemv: rows of x per pass over W, loads of W in flight per lane, warps (columns) per CTA.
   int rows_per_pass = 4, loads_in_flight = 4, warps = 8;
 
-  /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8" or "gemv mt=4 u=4 warps=8": the tuning DB's
-  /// text, and what `plan`/`tune` print.
+  /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" or
+  /// "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune` print.
   std::string str() const;
-  int threads() const { return 32 * (family == Family::Mma ? warps_m * warps_n : warps); }
-  /// Dynamic shared memory of the Mma family for `elem_bytes`-wide operands (0 for Gemv).
+  int threads() const {
+    return family == Family::Wgmma ? 384 : 32 * (family == Family::Mma ? warps_m * warps_n : warps);
+  }
+  /// Dynamic shared memory of the tensor-core families for `elem_bytes`-wide operands (0 for Gemv).
   int shared_bytes(int elem_bytes) const;
   bool operator==(const MatmulConfig&) const = default;
 };
@@ -38,10 +42,15 @@ struct MatmulProblem {
   DType dtype = DType::BF16;  ///< the wider of the operand dtypes
   bool aligned = true;        ///< rows of x and W start 16-byte aligned (cp.async, vector loads)
   int sm = 90;
+  bool arch_specific = false;  ///< sm_90a: the Wgmma family is available
+  /// x's rows and W's rows are 2-D tensors TMA can load: one constant row stride, a constant start,
+  /// both 16-byte aligned.
+  bool tma = false;
   int max_shared_bytes = 227 * 1024;  ///< per block, opt-in (H100/H200: 227 KiB)
 };
 
-/// Decode GEMV for M <= 16, else the tensor-core GEMM (which also needs bf16/f16 operands).
+/// Decode GEMV for M = 1, 16-row mma.sync tiles up to 16 rows, 64x64 tiles up to 128, then the Hopper
+/// GEMM where the target has it (else 128x128 mma.sync tiles). Tensor cores need bf16/f16 operands.
 MatmulConfig default_matmul_config(const MatmulProblem& p);
 
 /// Empty if `c` can run `p` on the target; else why not (shared memory, registers, divisibility,

@@ -11,6 +11,7 @@
 #include "cache/compile_cached.h"
 #include "codegen/tensor_layout.h"
 #include "runtime/fill.h"
+#include "runtime/kernel_args.h"
 #include "runtime/host_values.h"
 #include "runtime/kernel_compile.h"
 #include "runtime/launch.h"
@@ -36,9 +37,11 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
   e.layouts_ = compute_layouts(g);
 
   LJ_RT_ASSIGN(std::vector<int> archs, rt::supported_archs());
-  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), false, archs, rt::nvrtc_version()));
+  // Arch-specific where the device has it (sm_90a: the wgmma GEMM).
+  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()));
   EmitOptions eo;
   eo.sm = choice.target.sm;
+  eo.arch_specific = choice.target.arch_specific;
   eo.hint = opts.hint;
   eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
   std::vector<rt::CompileJob> jobs;
@@ -162,35 +165,24 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
   }
   for (size_t i = 0; i < steps_.size(); ++i) {
     const GeneratedKernel& k = kernels_[i];
-    rt::KernelArgs args;
-    for (const KernelParam& p : k.params) {
-      switch (p.kind) {
-        case KernelParam::Kind::Symbol: args.add(static_cast<long long>(*b.get(p.symbol))); break;
-        case KernelParam::Kind::Scratch: {
-          const size_t bytes = static_cast<size_t>(scratch_bytes(k, b));
-          auto& sc = scratch_[i];
-          if (!sc || sc->bytes() < bytes) {
-            sc.reset();
-            LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(*ctx_, bytes));
-            LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), bytes));
-            sc = std::move(buf);
-          }
-          args.add(sc->ptr());
-          break;
-        }
-        case KernelParam::Kind::Buffer: {
-          if (auto it = mp.offset.find(p.buffer); it != mp.offset.end()) {
-            args.add(arena_->ptr() + it->second);
-          } else if (auto ext = external_.find(p.buffer); ext != external_.end()) {
-            args.add(ext->second);
-          } else {
-            return rt::Error{fmt::format("run @{}: %{} is not bound (group {} reads or writes it)", g.name(),
-                                         g.value(p.buffer).name, plan_.groups[i].id)};
-          }
-          break;
-        }
+    rt::ArgSources src;
+    src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
+      if (auto it = mp.offset.find(v); it != mp.offset.end()) return arena_->ptr() + it->second;
+      if (auto ext = external_.find(v); ext != external_.end()) return ext->second;
+      return rt::Error{fmt::format("run @{}: %{} is not bound (group {} reads or writes it)", g.name(), g.value(v).name,
+                                   plan_.groups[i].id)};
+    };
+    src.scratch = [&](size_t bytes) -> rt::Result<CUdeviceptr> {
+      auto& sc = scratch_[i];
+      if (!sc || sc->bytes() < bytes) {
+        sc.reset();
+        LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(*ctx_, bytes));
+        LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), bytes));
+        sc = std::move(buf);
       }
-    }
+      return sc->ptr();
+    };
+    LJ_RT_ASSIGN(rt::KernelArgs args, rt::pack_kernel_args(*ctx_, k, b, src));
     const auto blocks = static_cast<unsigned>(k.launch.blocks(b));
     LJ_RT_TRY(rt::launch(stream, steps_[i].kernel,
                          rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),

@@ -37,7 +37,7 @@ std::string first_line(const std::string& s) {
 Result<std::vector<std::vector<unsigned char>>> run_once(Stream& stream, Kernel& kernel, const TuneCandidate& c,
                                                           const TuneProblem& p) {
   for (const TuneOutput& o : p.outputs) LJ_RT_TRY(fill_poison(stream, o.ptr, o.bytes, o.element_bytes));
-  KernelArgs args = p.arg_sets[0];
+  KernelArgs args = c.arg_sets.empty() ? p.arg_sets[0] : c.arg_sets[0];
   LJ_RT_TRY(launch(stream, kernel, c.launch, args));
   std::vector<std::vector<unsigned char>> out;
   for (const TuneOutput& o : p.outputs) {
@@ -64,7 +64,11 @@ Result<TuneReport> autotune(Stream& stream, const TuneProblem& p, const Autotune
 
   // 1. Compile everything at once: NVRTC dominates a tuning run.
   std::vector<CompileJob> jobs;
-  for (const TuneCandidate& c : p.candidates) jobs.push_back(CompileJob{c.source, p.compile, p.target});
+  for (const TuneCandidate& c : p.candidates) {
+    Target t = p.target;
+    if (c.arch_specific) t.arch_specific = true;
+    jobs.push_back(CompileJob{c.source, p.compile, t});
+  }
   say(fmt::format("compiling {} candidates", n));
   std::vector<Result<CompiledProgram>> programs =
       options.compiler ? options.compiler(jobs) : compile_parallel(jobs, options.compile_workers);
@@ -131,7 +135,6 @@ Result<TuneReport> autotune(Stream& stream, const TuneProblem& p, const Autotune
   // 3. Time the verified candidates, default first, until the budget runs out.
   TimerOptions timer = options.timer;
   timer.rotations = static_cast<int>(p.arg_sets.size());
-  std::vector<KernelArgs> args = p.arg_sets;
   double best_ms = 0;
   size_t timed = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -142,6 +145,7 @@ Result<TuneReport> autotune(Stream& stream, const TuneProblem& p, const Autotune
       continue;
     }
     Kernel& k = *kernels[i];
+    std::vector<KernelArgs> args = p.candidates[i].arg_sets.empty() ? p.arg_sets : p.candidates[i].arg_sets;
     auto t = time_on_stream(stream, [&](int rotation) { return launch(stream, k, p.candidates[i].launch, args[static_cast<size_t>(rotation)]); },
                             timer);
     if (!t.ok()) {

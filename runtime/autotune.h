@@ -25,6 +25,10 @@ struct TuneCandidate {
   std::string source;       ///< complete NVRTC translation unit
   std::string kernel_name;  ///< the extern "C" entry point
   LaunchConfig launch;      ///< grid, block, dynamic shared memory
+  /// Its own argument sets, laid out like the problem's (same count, same buffers) where its
+  /// parameter list differs (a kernel reading through TMA tensor maps); empty: the problem's.
+  std::vector<KernelArgs> arg_sets;
+  bool arch_specific = false;  ///< compile for the sm_XYa variant of the problem's target
 };
 
 /// One buffer the kernels write: poisoned before every verification run, compared afterwards.

@@ -14,13 +14,16 @@ CompileJob compile_job(const GeneratedKernel& k, const Target& target, bool want
   job.options.headers = codegen_device_headers();
   job.options.want_ptx = want_ptx;
   job.target = target;
+  // A kernel emitted for sm_XYa (wgmma) compiles only for that target; sm_XYa code runs on exactly
+  // the devices sm_XY code runs on, so the rest of the plan may keep the plain target.
+  if (k.arch_specific && !target.ptx_only) job.target.arch_specific = true;
   return job;
 }
 
 Result<CompiledProgram> compile_kernel(const GeneratedKernel& k, const Target& target, bool want_ptx) {
   CompileJob job = compile_job(k, target, want_ptx);
   auto r = compile(job.source, job.options, job.target);
-  if (!r.ok()) return Error{fmt::format("fusion group {} ({}) failed to compile for {}:\n{}", k.group, k.name, target.name(), r.message())};
+  if (!r.ok()) return Error{fmt::format("fusion group {} ({}) failed to compile for {}:\n{}", k.group, k.name, job.target.name(), r.message())};
   return r;
 }
 

@@ -145,7 +145,8 @@ Result<TargetChoice> choose_target(int device_cc, bool want_arch_specific, std::
   const int oldest = *std::min_element(supported.begin(), supported.end());
   TargetChoice choice;
   if (std::find(supported.begin(), supported.end(), device_cc) != supported.end()) {
-    choice.target = Target{device_cc, want_arch_specific, false};
+    // Arch-specific (`a`) targets start with Hopper.
+    choice.target = Target{device_cc, want_arch_specific && device_cc >= 90, false};
     return choice;
   }
   if (device_cc > newest) {

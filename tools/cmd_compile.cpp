@@ -45,6 +45,16 @@ nlohmann::json params_json(const Graph& g, const GeneratedKernel& k) {
       ps.push_back({{"name", p.name}, {"kind", "symbol"}, {"type", "int64"}});
     } else if (p.kind == KernelParam::Kind::Scratch) {
       ps.push_back({{"name", p.name}, {"kind", "scratch"}, {"bytes_per_block", p.scratch_per_block}, {"zeroed", true}});
+    } else if (p.kind == KernelParam::Kind::TensorMap) {
+      ps.push_back({{"name", p.name},
+                    {"kind", "tensor_map"},
+                    {"value", "%" + g.value(p.buffer).name},
+                    {"rows", p.tmap.rows.str()},
+                    {"cols", p.tmap.cols},
+                    {"row_stride", p.tmap.row_stride},
+                    {"offset", p.tmap.offset},
+                    {"box", {p.tmap.box_rows, p.tmap.box_cols}},
+                    {"swizzle", "128B"}});
     } else {
       ps.push_back({{"name", p.name},
                     {"kind", "buffer"},
@@ -84,6 +94,7 @@ int cmd_compile(const std::vector<std::string>& args) {
   if (!target.ok() || target->ptx_only) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
   EmitOptions eo;
   eo.sm = target->sm;
+  eo.arch_specific = target->arch_specific;
   eo.hint = o.bindings;  // --bind picks each matmul's kernel (GEMV for a few rows, else the GEMM)
   Module m = load_module(o);
 

@@ -119,6 +119,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   auto target = rt::Target::parse(arch);
   if (!target.ok() || target->ptx_only) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
   eo.sm = target->sm;
+  eo.arch_specific = target->arch_specific;
   eo.hint = o.bindings;
   Module m = load_module(o);
   const Graph& g = single_graph(m);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include "layerjit/error.h"
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
+#include "runtime/kernel_args.h"
 #include "runtime/module.h"
 
 namespace lj::tune {
@@ -94,10 +96,11 @@ rt::Result<MatmulTuning> tune_matmul(rt::Stream& stream, const Graph& g, const F
   MatmulTuning out;
   out.tuned_at = bucket(b);
   LJ_RT_ASSIGN(auto archs, rt::supported_archs());
-  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), false, archs, rt::nvrtc_version()));
+  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()));
 
   EmitOptions eo;
   eo.sm = ctx.info().cc();
+  eo.arch_specific = choice.target.arch_specific;
   eo.hint = out.tuned_at;
   eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
   const MatmulProblem problem = matmul_problem(g, grp, eo);
@@ -113,11 +116,12 @@ rt::Result<MatmulTuning> tune_matmul(rt::Stream& stream, const Graph& g, const F
     rt::LaunchConfig lc = rt::LaunchConfig::linear(static_cast<unsigned>(k.launch.blocks(out.tuned_at)),
                                                    static_cast<unsigned>(k.launch.threads),
                                                    static_cast<unsigned>(k.launch.shared_bytes));
-    tp.candidates.push_back(rt::TuneCandidate{c.str(), k.source, k.name, lc});
+    tp.candidates.push_back(rt::TuneCandidate{c.str(), k.source, k.name, lc, {}, k.arch_specific});
     kernels.push_back(std::move(k));
   }
 
-  // Random inputs, enough copies to rotate past L2. Every candidate has the same parameter list.
+  // Random inputs, enough copies to rotate past L2; each candidate's arguments over the same buffers
+  // (candidates differ in their parameter lists only by tensor maps over those buffers).
   const std::vector<TensorLayout> layouts = compute_layouts(g);
   const Node& mm = g.node(grp.nodes[0]);
   const ValueId y = mm.results[0];
@@ -128,12 +132,9 @@ rt::Result<MatmulTuning> tune_matmul(rt::Stream& stream, const Graph& g, const F
   const int rotations = rt::rotations_for(set_bytes, static_cast<size_t>(ctx.info().l2_bytes));
   std::vector<rt::DeviceBuffer> buffers;
   for (int r = 0; r < rotations; ++r) {
-    rt::KernelArgs args;
+    std::map<ValueId, CUdeviceptr> set;
     for (const KernelParam& p : kernels[0].params) {
-      if (p.kind == KernelParam::Kind::Symbol) {
-        args.add(static_cast<long long>(*out.tuned_at.get(p.symbol)));
-        continue;
-      }
+      if (p.kind != KernelParam::Kind::Buffer) continue;
       const TensorType& t = g.value(p.buffer).type;
       const size_t n = static_cast<size_t>(numel(resolve(t.shape, out.tuned_at)));
       LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))));
@@ -148,10 +149,20 @@ rt::Result<MatmulTuning> tune_matmul(rt::Stream& stream, const Graph& g, const F
       }
       if (r == 0 && p.written && p.buffer == layouts[static_cast<size_t>(y)].buffer)
         tp.outputs.push_back(rt::TuneOutput{buf.ptr(), buf.bytes(), static_cast<size_t>(dtype_bytes(t.dtype))});
-      args.add(buf.ptr());
+      set[p.buffer] = buf.ptr();
       buffers.push_back(std::move(buf));
     }
-    tp.arg_sets.push_back(std::move(args));
+    rt::ArgSources src;
+    src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
+      if (auto it = set.find(v); it != set.end()) return it->second;
+      return rt::Error{fmt::format("tune: a candidate reads %{}, which the default config does not", g.value(v).name)};
+    };
+    src.scratch = [](size_t) -> rt::Result<CUdeviceptr> { return rt::Error{"tune: matmul kernels have no scratch"}; };
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      LJ_RT_ASSIGN(rt::KernelArgs args, rt::pack_kernel_args(ctx, kernels[i], out.tuned_at, src));
+      if (i == 0) tp.arg_sets.push_back(args);
+      tp.candidates[i].arg_sets.push_back(std::move(args));
+    }
   }
   const DType yt = g.value(y).type.dtype;
   const int64_t k_len = problem.k;

@@ -7,6 +7,7 @@
 
 #include "codegen/device_headers.h"
 #include "runtime/fill.h"
+#include "runtime/kernel_args.h"
 #include "runtime/nvrtc.h"
 
 namespace lj::bench {
@@ -31,7 +32,7 @@ rt::Context* context_or_skip() {
 
 rt::Target device_target(const rt::Context& ctx) {
   auto archs = must(rt::supported_archs(), "supported archs");
-  return must(rt::choose_target(ctx.info().cc(), false, archs, rt::nvrtc_version()), "target").target;
+  return must(rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()), "target").target;
 }
 
 PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
@@ -42,6 +43,7 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
     EmitOptions eo;
     if (emit) eo = *emit;
     eo.hint = b;  // the bound sizes pick each matmul's kernel family (GEMV at decode sizes)
+    if (!emit) eo.sm = target.sm, eo.arch_specific = target.arch_specific;
     GeneratedKernel k = emit_group(g, grp, eo);
     run.bytes += group_cost(g, grp, b).bytes;
     // Rotated copies of one plan share their kernels: compile each source once per process.
@@ -55,21 +57,15 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
     }
     auto mod = must(rt::Module::load(ctx, it->second), "load");
     auto kern = must(mod.kernel(k.name), "kernel");
-    rt::KernelArgs args;
-    for (const KernelParam& p : k.params) {
-      if (p.kind == KernelParam::Kind::Symbol) {
-        args.add(static_cast<long long>(*b.get(p.symbol)));
-        continue;
-      }
-      if (p.kind == KernelParam::Kind::Scratch) {
-        const auto bytes = static_cast<size_t>(scratch_bytes(k, b));
-        run.scratch.push_back(must(rt::DeviceBuffer::allocate(ctx, bytes), "allocate scratch"));
-        must_ok(rt::fill_zero(stream, run.scratch.back().ptr(), bytes), "zero scratch");
-        args.add(run.scratch.back().ptr());
-        continue;
-      }
-      if (!pool.count(p.buffer)) {
-        const TensorType& t = g.value(p.buffer).type;
+    rt::ArgSources src;
+    src.scratch = [&](size_t bytes) -> rt::Result<CUdeviceptr> {
+      run.scratch.push_back(must(rt::DeviceBuffer::allocate(ctx, bytes), "allocate scratch"));
+      must_ok(rt::fill_zero(stream, run.scratch.back().ptr(), bytes), "zero scratch");
+      return run.scratch.back().ptr();
+    };
+    src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
+      if (!pool.count(v)) {
+        const TensorType& t = g.value(v).type;
         const size_t n = static_cast<size_t>(numel(resolve(t.shape, b)));
         auto buf = must(rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))), "allocate");
         if (t.dtype == DType::I32) {  // positions: small, inside every cache
@@ -77,14 +73,15 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
           for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int>(i % 7);
           must_ok(rt::copy_to_device(stream, buf.ptr(), pos.data(), n * 4), "upload positions");
         } else if (t.dtype == DType::BF16) {
-          must_ok(rt::fill_random_bf16(stream, buf.ptr(), n, 1234 + static_cast<uint64_t>(p.buffer), -1.f, 1.f), "fill");
+          must_ok(rt::fill_random_bf16(stream, buf.ptr(), n, 1234 + static_cast<uint64_t>(v), -1.f, 1.f), "fill");
         } else {
           must_ok(rt::fill_random_f32(stream, buf.ptr(), n, 99, -1.f, 1.f), "fill");
         }
-        pool.emplace(p.buffer, std::move(buf));
+        pool.emplace(v, std::move(buf));
       }
-      args.add(pool.at(p.buffer).ptr());
-    }
+      return pool.at(v).ptr();
+    };
+    rt::KernelArgs args = must(rt::pack_kernel_args(ctx, k, b, src), "kernel arguments");
     const auto blocks = static_cast<unsigned>(k.launch.blocks(b));
     run.kernels.push_back(Launchable{std::move(mod), kern, std::move(args),
                                      rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),

@@ -10,6 +10,7 @@
 
 #include "codegen/device_headers.h"
 #include "codegen/kernel.h"
+#include "codegen/tensor_layout.h"
 #include "runtime/nvrtc.h"
 #include "tests/codegen/codegen_graphs.h"
 
@@ -58,12 +59,15 @@ TEST_CASE("every kernel and every pruned matmul config is generated, determinist
                                   std::tuple{llama_prefill(LlamaConfig::llama3_8b()), "T", 4096}})
     for (const FusionGroup& grp : plan_fusion(g).groups) {
       if (grp.kind != GroupKind::Matmul) continue;
-      EmitOptions eo;
-      eo.hint.set(sym, m);
-      for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
-        eo.matmul = c;
-        CHECK(!emit_group(g, grp, eo).source.empty());
-        ++emitted;
+      for (bool hopper : {false, true}) {  // sm_90 and sm_90a candidate sets
+        EmitOptions eo;
+        eo.arch_specific = hopper;
+        eo.hint.set(sym, m);
+        for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
+          eo.matmul = c;
+          CHECK(!emit_group(g, grp, eo).source.empty());
+          ++emitted;
+        }
       }
     }
   CHECK(emitted > 100);
@@ -188,7 +192,61 @@ TEST_CASE("matmul groups at prefill sizes get the tensor-core GEMM over a 2-D ti
   CHECK(seen == 4);
 }
 
-TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles for sm_80 and sm_90", "[codegen]") {
+TEST_CASE("matmul groups at prefill sizes on sm_90a get the Hopper GEMM reading x and W through tensor maps", "[codegen]") {
+  Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  FusionPlan plan = plan_fusion(g);
+  EmitOptions eo;
+  eo.sm = 90;
+  eo.arch_specific = true;
+  eo.hint.set("T", 4096);
+  const std::vector<TensorLayout> layouts = compute_layouts(g);
+  int seen = 0;
+  for (const FusionGroup& grp : plan.groups) {
+    if (grp.kind != GroupKind::Matmul) continue;
+    GeneratedKernel k = emit_group(g, grp, eo);
+    INFO(k.source);
+    const Node& mm = g.node(grp.nodes[0]);
+    const int64_t n = g.value(mm.operands[1]).type.shape[0].value();
+    const int64_t kk = g.value(mm.operands[1]).type.shape[1].value();
+    const bool glu = k.source.find("GLU*/ true") != std::string::npos;
+    CHECK(k.arch_specific);
+    CHECK(k.source.find("#include \"layerjit/gemm_wgmma.cuh\"") != std::string::npos);
+    CHECK(k.source.find("__launch_bounds__(384, 1)") != std::string::npos);
+    CHECK(k.launch.threads == 384);
+    CHECK(k.launch.per_block == 128);
+    // grid: ceil(T / 128) x tiles of 256 columns (SwiGLU: 128 outputs from 128 gate + 128 up rows)
+    CHECK(k.launch.tiles_per_unit == (n + 255) / 256);
+    std::vector<const KernelParam*> maps;
+    for (const KernelParam& p : k.params)
+      if (p.kind == KernelParam::Kind::TensorMap) maps.push_back(&p);
+    REQUIRE(maps.size() == 2);
+    CHECK(maps[0]->buffer == layouts[static_cast<size_t>(mm.operands[0])].buffer);  // x may be a view (attention's output)
+    CHECK(maps[0]->tmap.rows.symbols == std::vector<std::string>{"T"});
+    CHECK(maps[0]->tmap.cols == kk);
+    CHECK(maps[0]->tmap.box_rows == 128);
+    CHECK(maps[0]->tmap.box_cols == 64);
+    CHECK(maps[1]->buffer == mm.operands[1]);
+    CHECK(maps[1]->tmap.rows.constant == n);
+    CHECK(maps[1]->tmap.row_stride == kk);
+    CHECK(maps[1]->tmap.box_rows == 128);
+    CHECK(k.source.find(glu ? "b_hi = N_OUT + n0 / 2" : "b_hi = n0 + 128") != std::string::npos);
+    ++seen;
+  }
+  CHECK(seen == 4);
+  // Rows TMA cannot load (a 2-byte row stride that is not a multiple of 16) keep the mma.sync GEMM.
+  Module m = parse_module("graph @odd(%x: bf16[M, 1001], %w: param bf16[64, 1001]) {\n  %y = matmul(%x, %w)\n  return %y\n}\n", "<odd>");
+  const Graph& odd = m.graphs.at(0);
+  EmitOptions oe = eo;
+  oe.hint = {};
+  const MatmulProblem p = matmul_problem(odd, plan_fusion(odd).groups[0], oe);
+  CHECK(!p.tma);
+  CHECK(default_matmul_config(p).family == MatmulConfig::Family::Mma);
+  MatmulConfig forced = default_matmul_config([&] { MatmulProblem q = p; q.tma = true; return q; }());
+  oe.matmul = forced;
+  CHECK_THROWS_WITH(emit_group(odd, plan_fusion(odd).groups[0], oe), Catch::Contains("TMA"));
+}
+
+TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles for sm_80, sm_90 and sm_90a", "[codegen]") {
   // Both graphs of the 8B layer, at a decode and a prefill bucket: the GEMV and GEMM candidate sets.
   std::vector<rt::CompileJob> jobs;
   std::vector<std::string> what;
@@ -197,9 +255,10 @@ TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles 
                                   std::tuple{llama_prefill(LlamaConfig::llama3_8b()), "T", 4096}}) {
     for (const FusionGroup& grp : plan_fusion(g).groups) {
       if (grp.kind != GroupKind::Matmul) continue;
-      for (int sm : {80, 90}) {
+      for (int sm : {80, 90, 91}) {  // 91: sm_90a, where the Hopper GEMM joins the candidates
         EmitOptions eo;
-        eo.sm = sm;
+        eo.sm = sm == 91 ? 90 : sm;
+        eo.arch_specific = sm == 91;
         eo.hint.set(sym, m);
         eo.max_shared_bytes = sm == 80 ? 163 * 1024 : 227 * 1024;  // A100, H100/H200 opt-in limits
         for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
@@ -209,11 +268,11 @@ TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles 
           job.source = k.source;
           job.options.program_name = k.name + ".cu";
           job.options.headers = codegen_device_headers();
-          auto target = rt::Target::parse(sm == 80 ? "sm_80" : "sm_90");
+          auto target = rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a");
           REQUIRE(target.ok());
           job.target = *target;
           jobs.push_back(std::move(job));
-          what.push_back(fmt::format("{} sm_{} {}", k.name, sm, c.str()));
+          what.push_back(fmt::format("{} {} {}", k.name, target->name(), c.str()));
           seen_configs.insert(c.str());
         }
       }
@@ -257,8 +316,38 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   std::string error;
   CHECK(!parse_matmul_config("mma bm=128 bq=3", &error));
   CHECK_THAT(error, Catch::Contains("unknown key 'bq'"));
-  CHECK(!parse_matmul_config("wgmma bm=128", &error));
-  CHECK_THAT(error, Catch::Contains("unknown family 'wgmma'"));
+  CHECK(!parse_matmul_config("hmma bm=128", &error));
+  CHECK_THAT(error, Catch::Contains("unknown family 'hmma'"));
+  CHECK(!parse_matmul_config("wgmma wm=2", &error));
+  CHECK_THAT(error, Catch::Contains("unknown key 'wm' for the wgmma family"));
+
+  // The Hopper family: only for sm_90a and rows TMA can load; its configs print and parse back.
+  MatmulProblem h;
+  h.m = 4096, h.n = 6144, h.k = 4096, h.sm = 90, h.arch_specific = true, h.tma = true;
+  const MatmulConfig hd = default_matmul_config(h);
+  CHECK(hd.family == MatmulConfig::Family::Wgmma);
+  CHECK(hd.str() == "wgmma bm=128 bn=256 stages=4 gm=8");
+  int hopper = 0;
+  for (const MatmulConfig& c : matmul_candidates(h)) {
+    if (c.family != MatmulConfig::Family::Wgmma) continue;
+    auto back = parse_matmul_config(c.str(), &error);
+    REQUIRE(back.has_value());
+    CHECK(*back == c);
+    ++hopper;
+  }
+  CHECK(hopper >= 4);
+  MatmulProblem plain = h;
+  plain.arch_specific = false;
+  CHECK_THAT(reject_reason(hd, plain), Catch::Contains("sm_90a"));
+  CHECK(default_matmul_config(plain).family == MatmulConfig::Family::Mma);
+  MatmulProblem untma = h;
+  untma.tma = false;
+  CHECK_THAT(reject_reason(hd, untma), Catch::Contains("TMA"));
+  MatmulConfig five = hd;
+  five.stages = 5;  // 5 x 48 KiB
+  CHECK_THAT(reject_reason(five, h), Catch::Contains("KiB of shared memory"));
+  h.m = 128;
+  CHECK(default_matmul_config(h).family == MatmulConfig::Family::Mma);  // too few 128x256 tiles
   CHECK(!parse_matmul_config("gemv mt=0", &error));
   CHECK_THAT(error, Catch::Contains("positive integer"));
 }

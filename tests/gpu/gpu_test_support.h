@@ -34,11 +34,13 @@ inline lj::rt::Context& gpu() {
   return **ctx;
 }
 
-/// Compiles `source` for this GPU (cubin, or PTX for a GPU newer than NVRTC) and loads it.
-inline lj::rt::Module load(lj::rt::Context& ctx, const std::string& source, lj::rt::CompileOptions opts = {}) {
+/// Compiles `source` for this GPU (cubin, or PTX for a GPU newer than NVRTC) and loads it;
+/// `arch_specific`: for the sm_XYa target (a kernel that uses wgmma).
+inline lj::rt::Module load(lj::rt::Context& ctx, const std::string& source, lj::rt::CompileOptions opts = {},
+                           bool arch_specific = false) {
   auto archs = lj::rt::supported_archs();
   REQUIRE(archs.ok());
-  auto choice = lj::rt::choose_target(ctx.info().cc(), false, *archs, lj::rt::nvrtc_version());
+  auto choice = lj::rt::choose_target(ctx.info().cc(), arch_specific, *archs, lj::rt::nvrtc_version());
   REQUIRE(choice.ok());
   auto prog = lj::rt::compile(source, opts, choice->target);
   INFO((prog.ok() ? std::string() : prog.message()));

@@ -14,6 +14,7 @@
 #include "exec/index_inputs.h"
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
+#include "runtime/kernel_args.h"
 #include "runtime/memory.h"
 
 using namespace lj;
@@ -157,39 +158,37 @@ std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, 
   if (it == modules->end()) {
     rt::CompileOptions opts;
     opts.headers = codegen_device_headers();
-    it = modules->emplace(k.source, lj_test::load(ctx, k.source, opts)).first;
+    it = modules->emplace(k.source, lj_test::load(ctx, k.source, opts, k.arch_specific)).first;
   }
   rt::Kernel kern = lj_test::kernel(it->second, k.name.c_str());
 
-  std::vector<rt::DeviceBuffer> buffers;
-  rt::KernelArgs args;
-  for (const KernelParam& p : k.params) {
-    if (p.kind == KernelParam::Kind::Symbol) {
-      args.add(static_cast<long long>(*c.bind.get(p.symbol)));
-      continue;
-    }
-    if (p.kind == KernelParam::Kind::Scratch) {  // zeroed once, as the contract says
-      const auto bytes = static_cast<size_t>(scratch_bytes(k, c.bind));
-      auto buf = rt::DeviceBuffer::allocate(ctx, bytes);
-      LJ_REQUIRE_OK(buf);
-      LJ_REQUIRE_OK(rt::fill_zero(stream, buf->ptr(), bytes));
-      args.add(buf->ptr());
-      buffers.push_back(std::move(*buf));
-      continue;
-    }
-    const TensorType& t = g.value(p.buffer).type;
+  // One allocation per buffer the kernel names (a tensor map reads the same memory as the buffer
+  // parameter of its value): the inputs as uploaded, everything else poisoned.
+  std::map<ValueId, rt::DeviceBuffer> buffers;
+  std::vector<rt::DeviceBuffer> scratch;
+  rt::ArgSources src;
+  src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
+    if (auto found = buffers.find(v); found != buffers.end()) return found->second.ptr();
+    const TensorType& t = g.value(v).type;
     const size_t bytes = static_cast<size_t>(numel(resolve(t.shape, c.bind)) * dtype_bytes(t.dtype));
-    auto buf = rt::DeviceBuffer::allocate(ctx, bytes);
-    LJ_REQUIRE_OK(buf);
-    if (before.count(p.buffer)) {
-      auto host = encode(before.at(p.buffer));
-      LJ_REQUIRE_OK(rt::copy_to_device(stream, buf->ptr(), host.data(), host.size()));
+    LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, bytes));
+    if (before.count(v)) {
+      auto host = encode(before.at(v));
+      LJ_RT_TRY(rt::copy_to_device(stream, buf.ptr(), host.data(), host.size()));
     } else {
-      LJ_REQUIRE_OK(rt::fill_poison(stream, buf->ptr(), bytes, static_cast<size_t>(dtype_bytes(t.dtype))));
+      LJ_RT_TRY(rt::fill_poison(stream, buf.ptr(), bytes, static_cast<size_t>(dtype_bytes(t.dtype))));
     }
-    args.add(buf->ptr());
-    buffers.push_back(std::move(*buf));
-  }
+    return buffers.emplace(v, std::move(buf)).first->second.ptr();
+  };
+  src.scratch = [&](size_t bytes) -> rt::Result<CUdeviceptr> {  // zeroed once, as the contract says
+    LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, bytes));
+    LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), bytes));
+    scratch.push_back(std::move(buf));
+    return scratch.back().ptr();
+  };
+  auto packed = rt::pack_kernel_args(ctx, k, c.bind, src);
+  LJ_REQUIRE_OK(packed);
+  rt::KernelArgs args = std::move(*packed);
   const auto blocks = static_cast<unsigned>(k.launch.blocks(c.bind));
   // A kernel with scratch runs twice on the same scratch: the second run only gives the right answer
   // if the first left the scratch as the contract says (the split-KV completion counters at zero).
@@ -204,11 +203,9 @@ std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, 
 
   // Every written buffer must equal the reference of the value stored in it.
   std::map<ValueId, HostTensor> from_gpu;  // what the kernel stored, decoded
-  size_t bi = 0;
   for (const KernelParam& p : k.params) {
-    if (p.kind == KernelParam::Kind::Symbol) continue;
-    const rt::DeviceBuffer& buf = buffers[bi++];
-    if (!p.written || p.kind == KernelParam::Kind::Scratch) continue;
+    if (p.kind != KernelParam::Kind::Buffer || !p.written) continue;
+    const rt::DeviceBuffer& buf = buffers.at(p.buffer);
     ValueId holder = -1;  // the group output whose buffer this is (a cache write aliases its input)
     for (ValueId o : grp.outputs)
       if (layouts[static_cast<size_t>(o)].buffer == p.buffer) holder = o;

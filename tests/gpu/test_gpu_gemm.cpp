@@ -39,6 +39,27 @@ void check(const Graph& g, int64_t m, const EmitOptions& emit, uint64_t seed) {
 
 constexpr int64_t kOdd[] = {1, 7, 127, 129, 1000};
 
+// Emission for this GPU's sm_90a target (the Hopper GEMM family available).
+EmitOptions hopper_options() {
+  EmitOptions e;
+  e.sm = 90;
+  e.arch_specific = true;
+  return e;
+}
+
+// The Hopper GEMM configs the pruner accepts on this device (none unless it is an sm_90 GPU).
+std::vector<MatmulConfig> hopper_configs() {
+  rt::Context& ctx = lj_test::gpu();
+  std::vector<MatmulConfig> out;
+  if (ctx.info().cc() != 90) return out;
+  MatmulProblem p;
+  p.m = 4096, p.n = 4096, p.k = 4096, p.sm = 90, p.arch_specific = true, p.tma = true;
+  p.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  for (const MatmulConfig& c : matmul_candidates(p))
+    if (c.family == MatmulConfig::Family::Wgmma) out.push_back(c);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("tensor-core GEMM matches the reference for M, N, K in {1, 7, 127, 129, 1000}", "[gpu][gemm]") {
@@ -71,6 +92,7 @@ TEST_CASE("every config the pruner accepts computes the same product", "[gpu][ge
     p.m = rows, p.n = 4096, p.k = 4096;
     p.max_shared_bytes = ctx.info().max_smem_per_block_optin;
     p.sm = ctx.info().cc();
+    p.arch_specific = p.sm == 90, p.tma = true;  // the Hopper configs too, on the aligned shape below
     for (const MatmulConfig& c : matmul_candidates(p))
       if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
   }
@@ -82,6 +104,11 @@ TEST_CASE("every config the pruner accepts computes the same product", "[gpu][ge
   for (const MatmulConfig& cfg : configs) {
     EmitOptions emit;
     emit.matmul = cfg;
+    if (cfg.family == MatmulConfig::Family::Wgmma) {
+      emit.sm = 90, emit.arch_specific = true;
+      check(aligned, 300, emit, ++seed);  // rows TMA cannot load never get this family
+      continue;
+    }
     check(aligned, 300, emit, ++seed);
     check(unaligned, 129, emit, ++seed);
   }
@@ -154,8 +181,10 @@ graph @quantized(%x: bf16[M, 256], %w: param bf16[96, 256], %s: f32[96]) {
 )",
                           "<gemm epilogues>");
   uint64_t seed = 900;
+  const std::vector<MatmulConfig> hopper = hopper_configs();
   for (const Graph& g : m.graphs) {
     REQUIRE(plan_fusion(g).groups.size() == 1);
+    const bool tma = matmul_problem(g, plan_fusion(g).groups[0], hopper_options()).tma;
     for (int64_t rows : {1, 7, 129, 300}) {
       EmitOptions mma;  // no hint: the tensor-core GEMM
       check(g, rows, mma, ++seed);
@@ -163,6 +192,31 @@ graph @quantized(%x: bf16[M, 256], %w: param bf16[96, 256], %s: f32[96]) {
       gemv.matmul = MatmulConfig{};
       gemv.matmul->family = MatmulConfig::Family::Gemv;
       check(g, rows, gemv, ++seed);
+      for (const MatmulConfig& c : tma ? hopper : std::vector<MatmulConfig>{}) {  // rows TMA can load
+        EmitOptions h = hopper_options();
+        h.matmul = c;
+        check(g, rows, h, ++seed);
+      }
     }
   }
+}
+
+TEST_CASE("the Hopper GEMM (TMA + wgmma) matches the reference on odd shapes", "[gpu][gemm][wgmma]") {
+  const std::vector<MatmulConfig> configs = hopper_configs();
+  if (configs.empty()) {
+    WARN("skipped: the wgmma GEMM needs an sm_90 GPU");
+    return;
+  }
+  // TMA needs 16-byte row strides (K % 8 == 0 for bf16); N, M and K tails are zero-filled by TMA.
+  uint64_t seed = 1200;
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{129, 1000}, {7, 64}, {1000, 136}, {300, 8}, {520, 264}})
+    for (int64_t m : {1, 7, 127, 129, 1000})
+      for (const MatmulConfig& c : configs) {
+        EmitOptions h = hopper_options();
+        h.matmul = c;
+        check(matmul_graph(n, k, "bf16"), m, h, ++seed);
+      }
+  EmitOptions h = hopper_options();  // f16 and an f32 output through the default Hopper config
+  check(matmul_graph(129, 1000, "f16"), 257, h, ++seed);
+  check(matmul_graph(127, 1000, "bf16", "f32"), 257, h, ++seed);
 }

@@ -19,8 +19,23 @@
 #include "layerjit/mma.cuh"
 #include "layerjit/vec.cuh"
 
+// This CTA's tile origin (m0, n0), grouped raster over a ceil(M / BM) x TILES_N grid of tiles.
+template <int BM, int BN, int GROUP_M, lj_i64 TILES_N>
+__device__ __forceinline__ void lj_grouped_tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
+  const lj_i64 tiles_m = (M + BM - 1) / BM;
+  const lj_i64 bid = blockIdx.x;
+  const lj_i64 per_group = (lj_i64)GROUP_M * TILES_N;
+  const lj_i64 first = bid / per_group * GROUP_M;
+  const lj_i64 rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
+  const lj_i64 in_group = bid % per_group;
+  m0 = (first + in_group % rows) * BM;
+  n0 = in_group / rows * BN;
+}
+
 template <class T, lj_i64 N, lj_i64 K, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, bool ASYNC>
 struct lj_gemm {
+  static constexpr int EPI_THREADS = WM * WN * 32;  // threads of the epilogue: all of them
+  static __device__ __forceinline__ int epi_thread() { return threadIdx.x; }
   static constexpr int THREADS = WM * WN * 32;
   static constexpr int CHUNKS = BK / 8;               // 16-byte chunks per tile row
   static constexpr int WTM = BM / WM, WTN = BN / WN;  // the warp's tile
@@ -44,16 +59,8 @@ struct lj_gemm {
     return row * BK + ((c ^ ((row / (8 / CHUNKS)) % CHUNKS)) << 3);
   }
 
-  // This CTA's tile origin, grouped raster over a ceil(M / BM) x TILES_N grid of tiles.
   static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
-    const lj_i64 tiles_m = (M + BM - 1) / BM;
-    const lj_i64 bid = blockIdx.x;
-    const lj_i64 per_group = (lj_i64)GROUP_M * TILES_N;
-    const lj_i64 first = bid / per_group * GROUP_M;
-    const lj_i64 rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
-    const lj_i64 in_group = bid % per_group;
-    m0 = (first + in_group % rows) * BM;
-    n0 = in_group / rows * BN;
+    lj_grouped_tile<BM, BN, GROUP_M, TILES_N>(M, m0, n0);
   }
 
   // One 16-byte chunk of a tile row: `avail` elements of it exist in memory (<= 0: none).

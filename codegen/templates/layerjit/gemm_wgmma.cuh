@@ -1,0 +1,132 @@
+// The Hopper (sm_90a) GEMM main loop of matmul groups: y[m, n] = sum_k x[m, k] * w[n, k], both
+// operands K-contiguous, read through 2-D tensor maps (TMA) and multiplied by warpgroup MMAs.
+//
+// Warp specialisation: a CTA of three warpgroups computes a 128 x BN tile. Warpgroup 0 is the producer:
+// one thread walks the k tiles, waits for a free slot of the STAGES-deep shared-memory ring ("empty"
+// barrier), announces the slot's bytes on its "full" barrier and issues the TMA loads (x: 128 rows, w:
+// two boxes of BN / 2 rows). Warpgroups 1 and 2 are the consumers, 64 rows each: they wait on "full",
+// issue 4 wgmma m64nBNk16 per 64-wide k tile straight from the swizzled shared memory, keep one group
+// of MMAs in flight and release the previous slot once its MMAs have retired (one arrival per consumer
+// warp). setmaxnreg moves registers from the producer (40) to the consumers (232), whose BN / 2 fp32
+// accumulators per thread stay in registers for the whole K loop.
+//
+// Edges cost nothing here: TMA fills rows past M or N and k past K with zeros, so the last tiles need
+// no masks (the epilogue never stores outside the output).
+//
+// SwiGLU (GLU = true): the two w boxes are the gate rows [c0, c0 + BN/2) and the up rows [N_OUT + c0,
+// ...) of the same output columns; stage() interleaves them back into the 8-gate/8-up column order
+// the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
+#pragma once
+#include "layerjit/gemm.cuh"
+#include "layerjit/wgmma.cuh"
+
+template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU>
+struct lj_wgmma_gemm {
+  static constexpr int BM = 128, BK = 64;  // BK: one 128-byte swizzle row of 16-bit elements
+  static constexpr int THREADS = 384, EPI_THREADS = 256;
+  static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int ACC = BN / 2;  // fp32 accumulators per consumer thread (64 x BN over 128 threads)
+  static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
+  static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
+  // Ring buffers (1024-byte aligned for the 128-byte swizzle), then the full and empty barriers.
+  static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+  static constexpr int STAGE_LD = BN + 8;  // staged epilogue tile row, as lj_gemm's
+
+  static_assert(sizeof(T) == 2, "wgmma here takes 16-bit operands");
+  static_assert(BN == 128 || BN == 256, "consumer tiles are m64n128 or m64n256");
+  static_assert(STAGES >= 2, "a pipeline needs two buffers");
+  static_assert(BM * STAGE_LD * 2 <= STAGES * STAGE_BYTES, "the staged tile reuses the ring");
+
+  static __device__ __forceinline__ int epi_thread() { return threadIdx.x - 128; }  // consumers only
+
+  static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
+    lj_grouped_tile<BM, BN, GROUP_M, TILES_N>(M, m0, n0);
+  }
+
+  // acc = x[m0 .. m0+128, :] * w[rows b_lo .. b_lo+BN/2 and b_hi .. b_hi+BN/2, :]^T for this consumer
+  // warpgroup's 64 rows. Returns false in the producer warpgroup, whose work ends with the last load.
+  static __device__ __forceinline__ bool mainloop(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
+                                                  lj_i64 b_hi, float (&acc)[ACC], unsigned char* smem_raw) {
+    unsigned char* smem = reinterpret_cast<unsigned char*>(
+        (reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES);
+    unsigned long long* empty = full + STAGES;
+    const int wg = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int s = 0; s < STAGES; ++s) {
+        lj_mbar_init(&full[s], 1);   // the producer's arrive.expect_tx (plus the bytes)
+        lj_mbar_init(&empty[s], 8);  // one arrival per consumer warp
+      }
+      lj_mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+      lj_setmaxnreg_dec<40>();
+      if (threadIdx.x == 0) {
+        lj_tma_prefetch(tx);
+        lj_tma_prefetch(tw);
+        int stage = 0;
+        unsigned phase = 0;
+        for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
+          lj_mbar_wait(&empty[stage], phase ^ 1);
+          lj_mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);
+          unsigned char* sa = smem + stage * STAGE_BYTES;
+          const int k = (int)(kt * BK);
+          lj_tma_load_2d(sa, tx, k, (int)m0, &full[stage]);
+          lj_tma_load_2d(sa + A_BYTES, tw, k, (int)b_lo, &full[stage]);
+          lj_tma_load_2d(sa + A_BYTES + B_BYTES / 2, tw, k, (int)b_hi, &full[stage]);
+          if (++stage == STAGES) stage = 0, phase ^= 1;
+        }
+      }
+      return false;
+    }
+
+    lj_setmaxnreg_inc<232>();
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
+    lj_wgmma_fence_acc(acc);
+    const int a_off = (wg - 1) * 64 * 128;  // this warpgroup's 64 rows of 128 bytes
+    const bool signals = (threadIdx.x & 31) == 0;
+    int stage = 0, prev = 0;
+    unsigned phase = 0;
+    for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
+      lj_mbar_wait(&full[stage], phase);
+      const unsigned char* sa = smem + stage * STAGE_BYTES;
+      const unsigned long long da = lj_wgmma_desc_sw128(sa + a_off), db = lj_wgmma_desc_sw128(sa + A_BYTES);
+      lj_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) lj_wgmma_64xN<T>(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes: 16 more k
+      lj_wgmma_commit();
+      // At most this tile's MMAs still run: the previous tile's slot can be refilled.
+      lj_wgmma_wait<1>();
+      if (kt > 0 && signals) lj_mbar_arrive(&empty[prev]);
+      prev = stage;
+      if (++stage == STAGES) stage = 0, phase ^= 1;
+    }
+    lj_wgmma_wait<0>();
+    lj_wgmma_fence_acc(acc);
+    return true;
+  }
+
+  // Epilogue staging by the 256 consumer threads: the tile rounded to TY into [BM][STAGE_LD] at the
+  // start of shared memory (the ring is free once both consumer warpgroups have finished).
+  template <class TY>
+  static __device__ __forceinline__ void stage(const float (&acc)[ACC], TY* tile) {
+    lj_named_barrier(1, EPI_THREADS);
+    const int t = threadIdx.x - 128, lane = t & 31;
+    const int r0 = (t / 128) * 64 + ((t % 128) / 32) * 16 + (lane >> 2);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        int c = j * 8 + (lane & 3) * 2;
+        if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
+        tile[r * STAGE_LD + c] = lj_from_float<TY>(acc[4 * j + 2 * h]);
+        tile[r * STAGE_LD + c + 1] = lj_from_float<TY>(acc[4 * j + 2 * h + 1]);
+      }
+    lj_named_barrier(1, EPI_THREADS);
+  }
+};

@@ -1,0 +1,25 @@
+// TMA tensor maps: the 128-byte descriptor a kernel's `cp.async.bulk.tensor` reads, encoded on the
+// host by the driver (cuTensorMapEncodeTiled) and passed to the kernel by value.
+#pragma once
+
+#include <cstdint>
+
+#include "layerjit/types.h"
+#include "runtime/context.h"
+#include "runtime/result.h"
+
+namespace lj::rt {
+
+/// The encoded map as kernel-argument bytes (KernelArgs copies them; the driver aligns the parameter).
+struct TensorMapBytes {
+  unsigned char bytes[128];
+};
+
+/// A 2-D tiled map over `rows` x `cols` elements of `dtype` at `base`, rows `row_stride_bytes` apart,
+/// loaded in boxes of box_rows x box_cols with the 128-byte swizzle; out-of-range elements read as
+/// zeros. Errors (from the driver or the checks here) say which limit the view breaks: 16-byte
+/// aligned start and stride, a box row of at most 128 bytes, at most 256 rows per box.
+Result<TensorMapBytes> encode_tensor_map_2d(const Context& ctx, CUdeviceptr base, DType dtype, uint64_t rows, uint64_t cols,
+                                            uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols);
+
+}  // namespace lj::rt
