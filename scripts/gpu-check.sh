@@ -79,6 +79,17 @@ if [[ -x "$lj" ]]; then
   run "run 8B decode B=32" "$lj" run --graph llama3_8b_decode --bind B=32,C=4096
 fi
 [[ -x "$build/examples/run_mlp" ]] && run "example run_mlp" "$build/examples/run_mlp"
+# On Hopper the prefill matmuls take the wgmma path: their SASS must hold HGMMA instructions (a matrix
+# kernel with only HMMA would be on the slower mma.sync path). Needs the toolkit's cuobjdump.
+hgmma() {
+  local n
+  n=$("$lj" inspect --graph llama3_8b_prefill --bind T=4096 --arch sm_90a --group 1 --sass | grep -c HGMMA)
+  echo "HGMMA instructions in the sm_90a QKV projection: $n"
+  [[ $n -gt 0 ]]
+}
+if [[ -x "$lj" ]] && command -v cuobjdump >/dev/null && nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | grep -q '^9\.0'; then
+  run "Hopper GEMM SASS has HGMMA" hgmma
+fi
 if [[ $memcheck -eq 1 ]]; then
   if command -v compute-sanitizer >/dev/null; then
     for t in "${tests[@]}"; do
