@@ -38,7 +38,7 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
 
   LJ_RT_ASSIGN(std::vector<int> archs, rt::supported_archs());
   // Arch-specific where the device has it (sm_90a: the wgmma GEMM).
-  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()));
+  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), opts.arch_specific, archs, rt::nvrtc_version()));
   EmitOptions eo;
   eo.sm = choice.target.sm;
   eo.arch_specific = choice.target.arch_specific;

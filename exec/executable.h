@@ -29,6 +29,8 @@ struct BuildOptions {
   Bindings hint;
   /// Compile through the kernel cache (LAYERJIT_CACHE_DIR); false: always NVRTC.
   bool use_cache = true;
+  /// Use the device's arch-specific target where it has one (sm_90a: the wgmma GEMM); false: sm_XY.
+  bool arch_specific = true;
 };
 
 class Executable {

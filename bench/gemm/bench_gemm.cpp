@@ -175,11 +175,14 @@ int main(int argc, char** argv) {
         double best = 1e30;
         std::string best_cfg;
         for (const MatmulConfig& c : matmul_candidates(p)) {
+          if (c.family != timed[0].family) continue;  // the default's family (on sm_90a at M = 4096: wgmma)
           EmitOptions ec = eo;
           ec.matmul = c;
           std::vector<PlanRun> cruns;
           for (auto& pool : pools) cruns.push_back(prepare(ctx, stream, g, plan, b, pool, &ec));
           const double cm = time_plan(stream, cruns);
+          std::fprintf(stderr, "  sweep %s M=%lld %s: %.4f ms, %.1f TFLOP/s\n", s.name, static_cast<long long>(m), c.str().c_str(), cm,
+                       flops / (cm * 1e-3) / 1e12);
           if (cm < best) best = cm, best_cfg = c.str();
         }
         sweep_lines.push_back(fmt::format("| {} | {} | {} | {:.4f} | {:.1f} | {:.2f} |", s.name, m, best_cfg, best,
