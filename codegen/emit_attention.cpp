@@ -217,6 +217,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   kern.launch.tiles_per_unit = hkv;
   kern.launch.threads = threads;
   kern.launch.shared_bytes = smem;
+  kern.config = decode ? fmt::format("split-KV, {} keys per CTA", per_block) : pc.str();
   return kern;
 }
 

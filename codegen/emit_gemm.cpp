@@ -182,6 +182,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.launch.tiles_per_unit = (virtual_n + cfg.bn - 1) / cfg.bn;
   k.launch.threads = cfg.threads();
   k.arch_specific = hopper;
+  k.config = cfg.str();
   // The epilogue reuses the pipeline's buffers for the staged tile; a few configs need more for it.
   k.launch.shared_bytes = std::max(cfg.shared_bytes(dtype_bytes(op.xt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
   return k;

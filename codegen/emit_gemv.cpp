@@ -148,6 +148,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   k.launch.work.constant = N;
   k.launch.per_block = warps;
   k.launch.threads = threads;
+  k.config = cfg.str();
   return k;
 }
 

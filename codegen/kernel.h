@@ -66,6 +66,9 @@ struct GeneratedKernel {
   LaunchRule launch;
   /// The source uses arch-specific instructions (wgmma): it compiles only for sm_<EmitOptions::sm>a.
   bool arch_specific = false;
+  /// The tunable choice it was generated with ("wgmma bm=128 bn=256 stages=4 gm=8", an attention
+  /// tile "128x2x64x2"); empty for kernels without one.
+  std::string config;
 };
 
 /// Tiles of the flash-attention prefill kernel: BM query rows per CTA, MT m-tiles of 16 rows per

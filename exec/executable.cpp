@@ -4,17 +4,25 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <set>
 
 #include <fmt/format.h>
 
+#include <nvtx3/nvToolsExt.h>
+
 #include "cache/compile_cached.h"
+#include "cache/location.h"
+#include "cache/tuning_db.h"
 #include "codegen/tensor_layout.h"
 #include "runtime/fill.h"
 #include "runtime/kernel_args.h"
 #include "runtime/host_values.h"
 #include "runtime/kernel_compile.h"
 #include "runtime/launch.h"
+#include "tune/tune_matmul.h"
 
 namespace lj::exec {
 
@@ -44,14 +52,34 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
   eo.arch_specific = choice.target.arch_specific;
   eo.hint = opts.hint;
   eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  // `layerjit tune`'s winners, stored under the hint's bucket for this device and target.
+  std::unique_ptr<cache::TuningDb> db;
+  if (opts.use_tuned) db = cache::TuningDb::open(cache::cache_options_from_env());
+  const Bindings bucketed = tune::bucket(opts.hint);
   std::vector<rt::CompileJob> jobs;
   std::vector<std::string> names;
   for (const FusionGroup& grp : e.plan_.groups) {
+    KernelOrigin origin{"default", false};
     try {
-      e.kernels_.push_back(emit_group(g, grp, eo));
+      EmitOptions geo = eo;
+      if (grp.kind == GroupKind::Matmul && db && db->enabled()) {
+        if (std::optional<cache::TuningRecord> rec = db->lookup(tune::tuning_key(ctx, choice.target, g, grp, bucketed))) {
+          std::string why;
+          std::optional<MatmulConfig> c = parse_matmul_config(rec->winner.config, &why);
+          if (c) why = reject_reason(*c, matmul_problem(g, grp, geo));
+          if (why.empty()) {
+            geo.matmul = *c;
+            origin.config_source = fmt::format("tuned ({})", tune::bucket_text(g, bucketed));
+          } else {
+            origin.config_source = fmt::format("default (the stored tuning '{}' does not apply: {})", rec->winner.config, why);
+          }
+        }
+      }
+      e.kernels_.push_back(emit_group(g, grp, geo));
     } catch (const UserError& err) {
       return rt::Error{err.what()};
     }
+    e.origins_.push_back(origin);
     jobs.push_back(rt::compile_job(e.kernels_.back(), choice.target));
     names.push_back(e.kernels_.back().name);
   }
@@ -65,6 +93,7 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
         continue;
       }
       e.cache_hits_ += r->hit ? 1 : 0;
+      e.origins_[programs.size()].cache_hit = r->hit;
       programs.push_back(std::move(r->program));
     }
   } else {
@@ -79,6 +108,8 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
     e.steps_.push_back(Step{std::move(mod), kern});
   }
   e.scratch_.resize(e.steps_.size());
+  const char* log = std::getenv("LAYERJIT_LOG");
+  e.log_dispatch_ = log && std::string_view(log).find("dispatch") != std::string_view::npos;
   return e;
 }
 
@@ -163,8 +194,21 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
     LJ_RT_ASSIGN(rt::DeviceBuffer a, rt::DeviceBuffer::allocate(*ctx_, std::max<size_t>(mp.arena_bytes, 1)));
     arena_ = std::move(a);
   }
+  const bool log = log_dispatch_ && logged_for_ != b.values;
+  if (log) {
+    logged_for_ = b.values;
+    std::string sizes;
+    for (const auto& [s, v] : b.values) sizes += fmt::format(" {}={}", s, v);
+    std::fprintf(stderr, "layerjit dispatch @%s%s: %zu kernels\n", g.name().c_str(), sizes.c_str(), kernels_.size());
+  }
   for (size_t i = 0; i < steps_.size(); ++i) {
     const GeneratedKernel& k = kernels_[i];
+    if (log) {
+      const KernelOrigin& o = origins_[i];
+      std::fprintf(stderr, "  group %d %s: %s%s; %s; grid %lld x %d threads, %d B shared\n", plan_.groups[i].id, k.name.c_str(),
+                   k.config.empty() ? "" : (k.config + ", ").c_str(), o.config_source.c_str(), o.cache_hit ? "cubin from the cache" : "compiled",
+                   static_cast<long long>(k.launch.blocks(b)), k.launch.threads, k.launch.shared_bytes);
+    }
     rt::ArgSources src;
     src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
       if (auto it = mp.offset.find(v); it != mp.offset.end()) return arena_->ptr() + it->second;
@@ -184,10 +228,15 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
     };
     LJ_RT_ASSIGN(rt::KernelArgs args, rt::pack_kernel_args(*ctx_, k, b, src));
     const auto blocks = static_cast<unsigned>(k.launch.blocks(b));
-    LJ_RT_TRY(rt::launch(stream, steps_[i].kernel,
-                         rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
-                                                  static_cast<unsigned>(k.launch.shared_bytes)),
-                         args));
+    // An NVTX range per launch, named after the kernel (lj_<graph>_g<group>_<kind>): Nsight Systems
+    // and Compute show our names. Without a tool attached the calls are no-ops.
+    nvtxRangePushA(k.name.c_str());
+    rt::Status launched = rt::launch(stream, steps_[i].kernel,
+                                     rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
+                                                              static_cast<unsigned>(k.launch.shared_bytes)),
+                                     args);
+    nvtxRangePop();
+    LJ_RT_TRY(launched);
   }
   return {};
 }

@@ -31,6 +31,15 @@ struct BuildOptions {
   bool use_cache = true;
   /// Use the device's arch-specific target where it has one (sm_90a: the wgmma GEMM); false: sm_XY.
   bool arch_specific = true;
+  /// Matmul configs from the tuning DB (`layerjit tune`'s winners for the hint's bucket on this
+  /// device and target) where a record exists and still fits the problem; else the defaults.
+  bool use_tuned = true;
+};
+
+/// Where each kernel's choices came from, for LAYERJIT_LOG=dispatch and `layerjit run`.
+struct KernelOrigin {
+  std::string config_source;  ///< "default", "tuned (T<=4096)" or why a stored tuning was not used
+  bool cache_hit = false;     ///< the cubin came from the kernel cache (no NVRTC)
 };
 
 class Executable {
@@ -42,6 +51,8 @@ class Executable {
   const Graph& graph() const { return *graph_; }
   const FusionPlan& plan() const { return plan_; }
   const std::vector<GeneratedKernel>& kernels() const { return kernels_; }
+  /// Per kernel: where its config came from and whether the cubin was cached.
+  const std::vector<KernelOrigin>& origins() const { return origins_; }
   double compile_seconds() const { return compile_seconds_; }
   int cache_hits() const { return cache_hits_; }
 
@@ -87,6 +98,9 @@ class Executable {
   std::vector<std::optional<rt::DeviceBuffer>> scratch_;  // per step, zeroed when allocated
   double compile_seconds_ = 0;
   int cache_hits_ = 0;
+  std::vector<KernelOrigin> origins_;
+  bool log_dispatch_ = false;  // LAYERJIT_LOG contains "dispatch"
+  std::vector<std::pair<std::string, int64_t>> logged_for_;  // the symbol values last logged
 };
 
 }  // namespace lj::exec

@@ -4,6 +4,7 @@
 // be rejected: they are all correct kernels) and store the winner in the tuning DB.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "layerjit/text.h"
 #include "runtime/fill.h"
 #include "tests/gpu/gpu_test_support.h"
+#include "exec/executable.h"
 #include "tune/tune_matmul.h"
 
 using namespace lj;
@@ -163,5 +165,20 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   REQUIRE(again->record.has_value());
   CHECK(again->record->decision != cache::TuneDecision::kFirst);
   CHECK(db->lookup(again->key)->runs == 2);
+
+  // An executable built for a size of the same bucket runs the stored winner and says so.
+  ::setenv("LAYERJIT_CACHE_DIR", dir.c_str(), 1);
+  exec::BuildOptions bo;
+  bo.hint.set("M", 900);
+  auto e = exec::Executable::build(ctx, g, bo);
+  ::unsetenv("LAYERJIT_CACHE_DIR");
+  LJ_REQUIRE_OK(e);
+  REQUIRE(e->kernels().size() == 1);
+  CHECK(e->kernels()[0].config == db->lookup(again->key)->winner.config);
+  CHECK(e->origins()[0].config_source == "tuned (M<=1024)");
+  bo.use_tuned = false;
+  auto plain = exec::Executable::build(ctx, g, bo);
+  LJ_REQUIRE_OK(plain);
+  CHECK(plain->origins()[0].config_source == "default");
   std::filesystem::remove_all(dir);
 }
