@@ -49,7 +49,7 @@ struct MatmulProblem {
   int max_shared_bytes = 227 * 1024;  ///< per block, opt-in (H100/H200: 227 KiB)
 };
 
-/// Decode GEMV for M = 1, 16-row mma.sync tiles up to 16 rows, 64x64 tiles up to 128, then the Hopper
+/// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows, 64x64 tiles up to 128, then the Hopper
 /// GEMM where the target has it (else 128x128 mma.sync tiles). Tensor cores need bf16/f16 operands.
 MatmulConfig default_matmul_config(const MatmulProblem& p);
 

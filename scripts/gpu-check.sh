@@ -114,11 +114,18 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   # PyTorch anchors of the benchmarks (bench/*/*.py, e.g. SDPA for bench_attention), timed in the same
   # session: from the source tree next to this script, or copied into the build tree.
   src="$(cd "$(dirname "$0")/.." && pwd)"
-  mapfile -t anchors < <( { find "$src/bench" "$build/bench" -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)
+  mapfile -t anchors < <( { find "$src/bench" "$build/bench" -mindepth 2 -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)
   if [[ ${#anchors[@]} -gt 0 ]]; then
     if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
       for a in "${anchors[@]}"; do
         run "$(basename "$a")" python3 "$a"
+      done
+      # The whole layer against PyTorch eager / torch.compile / reduce-overhead on the same weights.
+      for c in "$src/bench/compare_torch.py" "$build/bench/compare_torch.py"; do
+        if [[ -f "$c" && -x "$lj" ]]; then
+          run "compare_torch.py" python3 "$c" --layerjit "$lj" --case "${LAYERJIT_COMPARE_CASES:-prefill,decode1,decode32}"
+          break
+        fi
       done
     else
       say "-- PyTorch anchors (${#anchors[@]} scripts): not run, PyTorch with CUDA not importable"

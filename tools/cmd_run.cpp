@@ -1,14 +1,18 @@
 // `layerjit run`: a graph end to end on the GPU, fused and unfused on the same random inputs, checked
 // against each other and (at sizes the CPU can evaluate) against the CPU reference.
 #include <charconv>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <cmath>
 #include <cstdio>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "exec/executable.h"
 #include "exec/index_inputs.h"
+#include "exec/safetensors.h"
 #include "layerjit/llama.h"
 #include "layerjit/reference.h"
 #include "runtime/fill.h"
@@ -20,7 +24,7 @@ namespace lj::cli {
 
 const char* const kRunUsage =
     "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
-    "                    [--no-arch-specific]\n"
+    "                    [--no-arch-specific] [--save DIR]\n"
     "\n"
     "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
     "+-1/sqrt(K), vector weights in [0.5, 1.5), activations in [-1, 1), positions at the end of each\n"
@@ -35,7 +39,10 @@ const char* const kRunUsage =
     "run's bit for bit) and intermediate memory.\n"
     "--small: the built-in layer at its small config (the CPU reference runs in seconds).\n"
     "--no-arch-specific: compile for sm_XY rather than sm_XYa (on Hopper: the mma.sync GEMM instead of\n"
-    "wgmma), to compare the two paths. Needs a GPU.\n";
+    "wgmma), to compare the two paths.\n"
+    "--save DIR: writes DIR/inputs.safetensors (every graph input as generated, weights and caches\n"
+    "before the run), DIR/outputs.safetensors (the fused plan's outputs) and DIR/layerjit.json (graph,\n"
+    "sizes, device, times per call): what bench/compare_torch.py feeds PyTorch. Needs a GPU.\n";
 
 namespace {
 
@@ -61,6 +68,30 @@ Diff compare(const HostTensor& got, const HostTensor& want) {
   return d;
 }
 
+// --save: the inputs and the fused outputs as safetensors, the run's facts as JSON.
+void save_run(const std::string& dir, const Graph& g, const Bindings& b, const rt::Context& ctx,
+              const std::map<std::string, HostTensor>& inputs, const std::vector<HostTensor>& outputs, size_t kernels_fused,
+              size_t kernels_unfused, double ms_unfused, double ms_fused, double ms_graph) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw UserError(fmt::format("--save {}: cannot create the directory: {}", dir, ec.message()));
+  std::vector<std::pair<std::string, HostTensor>> in, out;
+  for (ValueId v : g.inputs()) in.emplace_back(g.value(v).name, inputs.at(g.value(v).name));
+  for (size_t i = 0; i < g.outputs().size(); ++i) out.emplace_back(g.value(g.outputs()[i]).name, outputs[i]);
+  exec::write_safetensors(dir + "/inputs.safetensors", in);
+  exec::write_safetensors(dir + "/outputs.safetensors", out);
+  nlohmann::json j;
+  j["graph"] = g.name();
+  for (const auto& [s, v] : b.values) j["bindings"][s] = v;
+  j["device"] = ctx.info().name;
+  j["kernels"] = {{"fused", kernels_fused}, {"unfused", kernels_unfused}};
+  j["ms_per_call"] = {{"unfused", ms_unfused}, {"fused", ms_fused}, {"fused_cuda_graph", ms_graph}};
+  std::ofstream f(dir + "/layerjit.json");
+  f << j.dump(2) << "\n";
+  if (!f.good()) throw UserError(fmt::format("--save {}: cannot write layerjit.json", dir));
+  std::printf("saved: %s/{inputs,outputs}.safetensors, layerjit.json\n", dir.c_str());
+}
+
 double tolerance(DType t) {
   switch (t) {
     case DType::BF16: return 1.0 / 32;
@@ -77,6 +108,7 @@ int cmd_run(const std::vector<std::string>& args) {
   uint64_t seed = 1;
   bool small = false;
   bool arch_specific = true;
+  std::string save_dir;
   std::string reference = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -84,6 +116,9 @@ int cmd_run(const std::vector<std::string>& args) {
       small = true;
     } else if (a == "--no-arch-specific") {
       arch_specific = false;
+    } else if (a == "--save") {
+      if (i + 1 >= args.size()) throw UsageError{"--save needs a directory"};
+      save_dir = args[++i];
     } else if (a == "--seed" || a == "--reference") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
@@ -261,6 +296,8 @@ int cmd_run(const std::vector<std::string>& args) {
       report("unfused vs CPU", info.name, info.type.dtype, compare(got_unfused[i], ref[i]));
     }
   }
+  if (!save_dir.empty()) save_run(save_dir, g, b, ctx, host_inputs, got_fused, fused.kernels().size(), unfused.kernels().size(),
+                                   ms_unfused, ms_fused, ms_graph);
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? kExitOk : kExitUserError;
 }
