@@ -140,6 +140,12 @@ MemoryPlan Executable::memory_plan(const Bindings& b) const {
   return plan_memory(*graph_, layouts_, kernels_, external, b);
 }
 
+Footprint Executable::footprint(const Bindings& b) const {
+  std::set<ValueId> external;
+  for (const auto& [buf, ptr] : external_) external.insert(buf);
+  return plan_footprint(*graph_, layouts_, kernels_, external, b);
+}
+
 rt::Result<CUdeviceptr> Executable::buffer_address(ValueId v, const Bindings& b) const {
   const ValueId buf = layouts_[static_cast<size_t>(v)].buffer;
   if (auto ext = external_.find(buf); ext != external_.end()) return ext->second;

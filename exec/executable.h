@@ -71,6 +71,8 @@ class Executable {
   std::vector<ValueId> written_inputs() const;
   /// The arena layout for the symbol values in `b`.
   MemoryPlan memory_plan(const Bindings& b) const;
+  /// Device memory of a run at `b`: bound inputs and outputs, the arena, scratch.
+  Footprint footprint(const Bindings& b) const;
   /// Runs every group in order on `stream` (asynchronous). Every input and output must be bound.
   rt::Status run(rt::Stream& stream, const Bindings& b);
   /// One run at symbol values `b` recorded as a CUDA graph: one launch call replays the whole plan.

@@ -1,6 +1,7 @@
 #include "exec/memory_plan.h"
 
 #include <algorithm>
+#include <set>
 
 namespace lj::exec {
 
@@ -9,6 +10,11 @@ namespace {
 constexpr size_t kAlign = 256;  // every buffer starts 256-byte aligned, as cudaMalloc's would
 
 bool contains(const std::vector<ValueId>& xs, ValueId v) { return std::find(xs.begin(), xs.end(), v) != xs.end(); }
+
+size_t bytes_of(const Graph& g, ValueId v, const Bindings& b) {
+  const TensorType& t = g.value(v).type;
+  return static_cast<size_t>(numel(resolve(t.shape, b)) * dtype_bytes(t.dtype));
+}
 
 }  // namespace
 
@@ -40,9 +46,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<TensorLayout>& layouts,
   std::vector<Placed> placed;
   for (ValueId v : order) {
     const LiveRange r = live.at(v);
-    const TensorType& t = g.value(v).type;
-    const size_t raw = static_cast<size_t>(numel(resolve(t.shape, b)) * dtype_bytes(t.dtype));
-    const size_t bytes = (raw + kAlign - 1) / kAlign * kAlign;
+    const size_t bytes = (bytes_of(g, v, b) + kAlign - 1) / kAlign * kAlign;
     mp.unshared_bytes += bytes;
     std::erase_if(placed, [&](const Placed& p) { return p.last < r.first; });
     std::sort(placed.begin(), placed.end(), [](const Placed& x, const Placed& y) { return x.offset < y.offset; });
@@ -56,6 +60,20 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<TensorLayout>& layouts,
     mp.arena_bytes = std::max(mp.arena_bytes, at + bytes);
   }
   return mp;
+}
+
+Footprint plan_footprint(const Graph& g, const std::vector<TensorLayout>& layouts, const std::vector<GeneratedKernel>& kernels,
+                         const std::set<ValueId>& external, const Bindings& b) {
+  Footprint f;
+  for (ValueId v : g.inputs()) (g.value(v).is_param ? f.weights : f.inputs) += bytes_of(g, v, b);
+  std::set<ValueId> counted;
+  for (ValueId o : g.outputs()) {
+    const ValueId buf = layouts[static_cast<size_t>(o)].buffer;
+    if (external.count(buf) && !contains(g.inputs(), buf) && counted.insert(buf).second) f.outputs += bytes_of(g, buf, b);
+  }
+  f.arena = plan_memory(g, layouts, kernels, external, b).arena_bytes;
+  for (const GeneratedKernel& k : kernels) f.scratch += static_cast<size_t>(scratch_bytes(k, b));
+  return f;
 }
 
 }  // namespace lj::exec

@@ -32,4 +32,19 @@ std::map<ValueId, LiveRange> live_ranges(const Graph& g, const std::vector<Tenso
 MemoryPlan plan_memory(const Graph& g, const std::vector<TensorLayout>& layouts, const std::vector<GeneratedKernel>& kernels,
                        const std::set<ValueId>& external, const Bindings& b);
 
+/// Device memory one call of a plan needs at symbol values `b`: what the caller binds (weights,
+/// other inputs such as KV caches, outputs bound outside the arena) and what the executable allocates
+/// (the arena of intermediates and unbound outputs, the kernels' scratch).
+struct Footprint {
+  size_t weights = 0;  ///< `param` inputs
+  size_t inputs = 0;   ///< the other graph inputs
+  size_t outputs = 0;  ///< outputs in buffers of their own (in `external`, not an input updated in place)
+  size_t arena = 0;
+  size_t scratch = 0;
+  size_t total() const { return weights + inputs + outputs + arena + scratch; }
+};
+
+Footprint plan_footprint(const Graph& g, const std::vector<TensorLayout>& layouts, const std::vector<GeneratedKernel>& kernels,
+                         const std::set<ValueId>& external, const Bindings& b);
+
 }  // namespace lj::exec

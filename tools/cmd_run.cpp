@@ -36,7 +36,7 @@ const char* const kRunUsage =
     "points across a whole layer). Also prints build times (first run: NVRTC; later: the kernel cache)\n"
     "and each plan's time per call (CUDA events; 5 interleaved rounds of 7 calls, the median of the\n"
     "round medians; the fused plan also replayed as one CUDA graph, whose outputs must equal the eager\n"
-    "run's bit for bit) and intermediate memory.\n"
+    "run's bit for bit), intermediate memory and the plan's peak device memory.\n"
     "--small: the built-in layer at its small config (the CPU reference runs in seconds).\n"
     "--no-arch-specific: compile for sm_XY rather than sm_XYa (on Hopper: the mma.sync GEMM instead of\n"
     "wgmma), to compare the two paths.\n"
@@ -267,6 +267,13 @@ int cmd_run(const std::vector<std::string>& args) {
               ms_unfused / ms_fused, ms_graph, ms_unfused / ms_graph);
   std::printf("intermediate memory: fused %s, unfused %s (%s without reuse)\n", format_bytes(static_cast<double>(mf.arena_bytes)).c_str(),
               format_bytes(static_cast<double>(mu.arena_bytes)).c_str(), format_bytes(static_cast<double>(mu.unshared_bytes)).c_str());
+  for (const auto& [what, e] : {std::pair<const char*, const exec::Executable*>{"fused", &fused}, {"unfused", &unfused}}) {
+    const exec::Footprint f = e->footprint(b);
+    std::printf("peak device memory, %s plan: %s = weights %s + inputs %s + intermediates %s + scratch %s\n", what,
+                format_bytes(static_cast<double>(f.total())).c_str(), format_bytes(static_cast<double>(f.weights)).c_str(),
+                format_bytes(static_cast<double>(f.inputs)).c_str(), format_bytes(static_cast<double>(f.arena)).c_str(),
+                format_bytes(static_cast<double>(f.scratch)).c_str());
+  }
 
   double flops = 0;
   for (const FusionGroup& grp : fused.plan().groups) flops += group_cost(g, grp, b).flops;

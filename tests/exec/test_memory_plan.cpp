@@ -93,3 +93,27 @@ TEST_CASE("reuse: the fused prefill plan's arena is far below the unfused one's 
   CHECK(fused.plan.arena_bytes == 232u << 20);
   CHECK(unfused.plan.arena_bytes == 592u << 20);
 }
+
+TEST_CASE("the footprint adds up weights, inputs, bound outputs, the arena and scratch", "[exec]") {
+  Bindings b;
+  b.set("B", 3);
+  b.set("C", 100);
+  const Graph g = llama_decode(LlamaConfig::small());
+  const Planned p = plan(g, true, b);
+  size_t weights = 0, inputs = 0;
+  for (ValueId v : g.inputs()) (g.value(v).is_param ? weights : inputs) += bytes_of(g, v, b);
+  const exec::Footprint f = exec::plan_footprint(g, p.layouts, p.kernels, {}, b);
+  CHECK(f.weights == weights);
+  CHECK(f.inputs == inputs);
+  CHECK(f.outputs == 0);  // %out in the arena, the caches are inputs updated in place
+  CHECK(f.arena == p.plan.arena_bytes);
+  CHECK(f.scratch > 0);  // the split-KV decode attention's partials and counters
+  CHECK(f.total() == weights + inputs + f.arena + f.scratch);
+  // Binding %out moves it from the arena to the caller's own buffer.
+  const ValueId out = g.outputs()[0];
+  const exec::Footprint bound = exec::plan_footprint(g, p.layouts, p.kernels, {out}, b);
+  CHECK(bound.outputs == bytes_of(g, out, b));
+  CHECK(bound.arena <= f.arena);
+  CHECK(exec::plan_memory(g, p.layouts, p.kernels, {out}, b).offset.count(out) == 0);
+  CHECK(p.plan.offset.count(out) == 1);
+}
