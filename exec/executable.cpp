@@ -186,7 +186,7 @@ rt::Result<HostTensor> Executable::download(rt::Stream& stream, ValueId v, const
   return t;
 }
 
-rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
+rt::Status Executable::prepare(const Bindings& b) {
   const Graph& g = *graph_;
   for (const std::string& s : g.symbols())
     if (!b.get(s)) return rt::Error{fmt::format("run @{}: symbol {} has no value", g.name(), s)};
@@ -194,56 +194,74 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
     planned_ = memory_plan(b);
     planned_for_ = b.values;
   }
-  const MemoryPlan& mp = planned_;
-  if (!arena_ || arena_->bytes() < mp.arena_bytes) {
+  if (!arena_ || arena_->bytes() < planned_.arena_bytes) {
     arena_.reset();
-    LJ_RT_ASSIGN(rt::DeviceBuffer a, rt::DeviceBuffer::allocate(*ctx_, std::max<size_t>(mp.arena_bytes, 1)));
+    LJ_RT_ASSIGN(rt::DeviceBuffer a, rt::DeviceBuffer::allocate(*ctx_, std::max<size_t>(planned_.arena_bytes, 1)));
     arena_ = std::move(a);
   }
+  return {};
+}
+
+rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
+  LJ_RT_TRY(prepare(b));
   const bool log = log_dispatch_ && logged_for_ != b.values;
   if (log) {
     logged_for_ = b.values;
     std::string sizes;
     for (const auto& [s, v] : b.values) sizes += fmt::format(" {}={}", s, v);
-    std::fprintf(stderr, "layerjit dispatch @%s%s: %zu kernels\n", g.name().c_str(), sizes.c_str(), kernels_.size());
+    std::fprintf(stderr, "layerjit dispatch @%s%s: %zu kernels\n", graph_->name().c_str(), sizes.c_str(), kernels_.size());
   }
   for (size_t i = 0; i < steps_.size(); ++i) {
-    const GeneratedKernel& k = kernels_[i];
     if (log) {
+      const GeneratedKernel& k = kernels_[i];
       const KernelOrigin& o = origins_[i];
       std::fprintf(stderr, "  group %d %s: %s%s; %s; grid %lld x %d threads, %d B shared\n", plan_.groups[i].id, k.name.c_str(),
                    k.config.empty() ? "" : (k.config + ", ").c_str(), o.config_source.c_str(), o.cache_hit ? "cubin from the cache" : "compiled",
                    static_cast<long long>(k.launch.blocks(b)), k.launch.threads, k.launch.shared_bytes);
     }
-    rt::ArgSources src;
-    src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
-      if (auto it = mp.offset.find(v); it != mp.offset.end()) return arena_->ptr() + it->second;
-      if (auto ext = external_.find(v); ext != external_.end()) return ext->second;
-      return rt::Error{fmt::format("run @{}: %{} is not bound (group {} reads or writes it)", g.name(), g.value(v).name,
-                                   plan_.groups[i].id)};
-    };
-    src.scratch = [&](size_t bytes) -> rt::Result<CUdeviceptr> {
-      auto& sc = scratch_[i];
-      if (!sc || sc->bytes() < bytes) {
-        sc.reset();
-        LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(*ctx_, bytes));
-        LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), bytes));
-        sc = std::move(buf);
-      }
-      return sc->ptr();
-    };
-    LJ_RT_ASSIGN(rt::KernelArgs args, rt::pack_kernel_args(*ctx_, k, b, src));
-    const auto blocks = static_cast<unsigned>(k.launch.blocks(b));
-    // An NVTX range per launch, named after the kernel (lj_<graph>_g<group>_<kind>): Nsight Systems
-    // and Compute show our names. Without a tool attached the calls are no-ops.
-    nvtxRangePushA(k.name.c_str());
-    rt::Status launched = rt::launch(stream, steps_[i].kernel,
-                                     rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
-                                                              static_cast<unsigned>(k.launch.shared_bytes)),
-                                     args);
-    nvtxRangePop();
-    LJ_RT_TRY(launched);
+    LJ_RT_TRY(launch(stream, i, b));
   }
+  return {};
+}
+
+rt::Status Executable::run_step(rt::Stream& stream, size_t i, const Bindings& b) {
+  if (i >= steps_.size()) return rt::Error{fmt::format("run_step: @{} has {} kernels, no kernel {}", graph_->name(), steps_.size(), i)};
+  LJ_RT_TRY(prepare(b));
+  return launch(stream, i, b);
+}
+
+rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b) {
+  const Graph& g = *graph_;
+  const MemoryPlan& mp = planned_;
+  const GeneratedKernel& k = kernels_[i];
+  rt::ArgSources src;
+  src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
+    if (auto it = mp.offset.find(v); it != mp.offset.end()) return arena_->ptr() + it->second;
+    if (auto ext = external_.find(v); ext != external_.end()) return ext->second;
+    return rt::Error{fmt::format("run @{}: %{} is not bound (group {} reads or writes it)", g.name(), g.value(v).name,
+                                 plan_.groups[i].id)};
+  };
+  src.scratch = [&](size_t bytes) -> rt::Result<CUdeviceptr> {
+    auto& sc = scratch_[i];
+    if (!sc || sc->bytes() < bytes) {
+      sc.reset();
+      LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(*ctx_, bytes));
+      LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), bytes));
+      sc = std::move(buf);
+    }
+    return sc->ptr();
+  };
+  LJ_RT_ASSIGN(rt::KernelArgs args, rt::pack_kernel_args(*ctx_, k, b, src));
+  const auto blocks = static_cast<unsigned>(k.launch.blocks(b));
+  // An NVTX range per launch, named after the kernel (lj_<graph>_g<group>_<kind>): Nsight Systems
+  // and Compute show our names. Without a tool attached the calls are no-ops.
+  nvtxRangePushA(k.name.c_str());
+  rt::Status launched = rt::launch(stream, steps_[i].kernel,
+                                   rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
+                                                            static_cast<unsigned>(k.launch.shared_bytes)),
+                                   args);
+  nvtxRangePop();
+  LJ_RT_TRY(launched);
   return {};
 }
 

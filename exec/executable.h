@@ -75,6 +75,9 @@ class Executable {
   Footprint footprint(const Bindings& b) const;
   /// Runs every group in order on `stream` (asynchronous). Every input and output must be bound.
   rt::Status run(rt::Stream& stream, const Bindings& b);
+  /// Launches kernel `i` of the plan alone, over the same memory as run() (for timing one kernel;
+  /// its inputs are whatever the buffers hold).
+  rt::Status run_step(rt::Stream& stream, size_t i, const Bindings& b);
   /// One run at symbol values `b` recorded as a CUDA graph: one launch call replays the whole plan.
   /// Runs once first (eagerly, synchronized) so that the arena and scratch buffers exist; the graph
   /// holds their addresses, so a later run with larger symbol values needs a new capture.
@@ -82,6 +85,8 @@ class Executable {
 
  private:
   Executable() = default;
+  rt::Status prepare(const Bindings& b);  // the memory plan and arena for `b`
+  rt::Status launch(rt::Stream& stream, size_t i, const Bindings& b);
   struct Step {
     rt::Module module;
     rt::Kernel kernel;

@@ -77,6 +77,9 @@ if [[ -x "$lj" ]]; then
   run "run 8B prefill T=4096" "$lj" run --graph llama3_8b_prefill --bind T=4096
   run "run 8B decode B=1" "$lj" run --graph llama3_8b_decode --bind B=1,C=4096
   run "run 8B decode B=32" "$lj" run --graph llama3_8b_decode --bind B=32,C=4096
+  # Where the time goes: ceilings, each kernel against the roofline, unfused / fused / CUDA graph.
+  run "bench 8B prefill T=4096" "$lj" bench --graph llama3_8b_prefill --bind T=4096
+  run "bench 8B decode B=1" "$lj" bench --graph llama3_8b_decode --bind B=1,C=4096
   # LAYERJIT_LOG=dispatch names every launch's kernel, config and where they came from.
   dispatch_log() { LAYERJIT_LOG=dispatch "$lj" run --small --graph llama_small_decode --bind B=2,C=9 2>&1 | tee /dev/stderr | grep -q "layerjit dispatch @llama_small_decode"; }
   run "LAYERJIT_LOG=dispatch" dispatch_log

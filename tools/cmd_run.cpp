@@ -19,6 +19,7 @@
 #include "runtime/host_values.h"
 #include "runtime/timer.h"
 #include "tools/commands.h"
+#include "tools/run_inputs.h"
 
 namespace lj::cli {
 
@@ -45,11 +46,6 @@ const char* const kRunUsage =
     "sizes, device, times per call): what bench/compare_torch.py feeds PyTorch. Needs a GPU.\n";
 
 namespace {
-
-struct Device {
-  rt::DeviceBuffer buf;
-  size_t bytes = 0;
-};
 
 struct Diff {
   double max_abs = 0, max_ref = 0;
@@ -176,49 +172,11 @@ int cmd_run(const std::vector<std::string>& args) {
               g.name().c_str(), ctx.info().name.c_str(), fused.kernels().size(), fused.compile_seconds(), fused.cache_hits(),
               unfused.kernels().size(), unfused.compile_seconds(), unfused.cache_hits());
 
-  // Inputs: from the seed (host copies for the reference); positions at the end of every cache they
-  // index, block tables naming distinct pool pages.
-  std::map<ValueId, Device> inputs;
-  std::map<std::string, HostTensor> host_inputs;
-  uint64_t k = 0;
-  for (ValueId v : g.inputs()) {
-    const ValueInfo& info = g.value(v);
-    const std::vector<int64_t> shape = resolve(info.type.shape, b);
-    const size_t n = static_cast<size_t>(numel(shape));
-    const size_t bytes = n * static_cast<size_t>(dtype_bytes(info.type.dtype));
-    Device d{must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(bytes, 1)), "allocate an input"), bytes};
-    HostTensor host(info.type.dtype, shape);
-    if (info.type.dtype == DType::I32) {
-      host = exec::index_input(g, v, b, seed * 1000 + ++k, exec::IndexFill::Last);
-    } else {
-      const bool weight = info.is_param && info.type.rank() >= 2;
-      const double lo = weight ? -1.0 / std::sqrt(static_cast<double>(shape.back())) : info.is_param ? 0.5 : -1.0;
-      const double hi = weight ? -lo : info.is_param ? 1.5 : 1.0;
-      fill_uniform(host, seed * 1000 + ++k, lo, hi);
-    }
-    std::vector<unsigned char> enc(bytes);
-    if (rt::encode_tensor(host, enc.data()))
-      throw InternalError(fmt::format("input %{}: a generated value does not fit {}", info.name, dtype_name(info.type.dtype)));
-    if (n) must(rt::copy_to_device(stream, d.buf.ptr(), enc.data(), bytes), "upload an input");
-    host_inputs[info.name] = std::move(host);
-    inputs.emplace(v, std::move(d));
-  }
-  // Each plan gets its own copy of the inputs it writes in place (the caches), the rest is shared.
-  std::vector<Device> copies;
-  auto bind_all = [&](exec::Executable& e) {
-    const std::vector<ValueId> written = e.written_inputs();
-    for (auto& [v, d] : inputs) {
-      CUdeviceptr p = d.buf.ptr();
-      if (std::find(written.begin(), written.end(), v) != written.end()) {
-        copies.push_back({must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(d.bytes, 1)), "allocate a cache copy"), d.bytes});
-        must(rt::copy_on_device(stream, copies.back().buf.ptr(), d.buf.ptr(), d.bytes), "copy a cache");
-        p = copies.back().buf.ptr();
-      }
-      must(e.bind(v, p), "bind an input");
-    }
-  };
-  bind_all(fused);
-  bind_all(unfused);
+  // Seeded inputs (host copies for the reference), each plan with its own copies of the caches.
+  SeededInputs in = make_inputs(ctx, stream, g, b, seed);
+  bind_inputs(ctx, stream, fused, in);
+  bind_inputs(ctx, stream, unfused, in);
+  const std::map<std::string, HostTensor>& host_inputs = in.host;
 
   auto outputs_of = [&](exec::Executable& e) {
     std::vector<HostTensor> out;

@@ -17,6 +17,7 @@ extern const char* const kCompileUsage;
 extern const char* const kDevicesUsage;
 extern const char* const kTuneUsage;
 extern const char* const kRunUsage;
+extern const char* const kBenchUsage;
 
 int cmd_check(const std::vector<std::string>& args);
 int cmd_print(const std::vector<std::string>& args);
@@ -27,6 +28,8 @@ int cmd_compile(const std::vector<std::string>& args);
 int cmd_tune(const std::vector<std::string>& args);
 /// `layerjit run` (needs a GPU): the fused and unfused plans on the same inputs, checked.
 int cmd_run(const std::vector<std::string>& args);
+/// `layerjit bench` (needs a GPU): ceilings, per-kernel roofline, the layer unfused / fused / graph.
+int cmd_bench(const std::vector<std::string>& args);
 /// `layerjit devices` (tools/cmd_devices.cpp), adapted to the argument vector.
 int cmd_devices_args(const std::vector<std::string>& args);
 

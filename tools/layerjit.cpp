@@ -38,6 +38,8 @@ const Command kCommands[] = {
      lj::cli::kTuneUsage},
     {"run", "run a graph on the GPU, fused and unfused, and check both (against the CPU at small sizes)",
      lj::cli::cmd_run, lj::cli::kRunUsage},
+    {"bench", "where a graph's time goes: ceilings, each kernel against the roofline, unfused vs fused vs CUDA graph",
+     lj::cli::cmd_bench, lj::cli::kBenchUsage},
     {"devices", "list the CUDA devices the driver sees (needs a driver)", lj::cli::cmd_devices_args,
      lj::cli::kDevicesUsage},
     {"cache", "inspect and maintain the kernel cache and tuning database (stats, ls, show, clear, prune)",

@@ -1,0 +1,194 @@
+// `layerjit bench`: where a graph's time goes on this GPU. The device's ceilings measured in the same
+// run, each kernel of the fused plan against the roofline at its arithmetic intensity, and the whole
+// graph unfused, fused and as one CUDA graph with its launches and modelled HBM traffic (the
+// fusion table, measured).
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "exec/executable.h"
+#include "layerjit/text.h"
+#include "runtime/fill.h"
+#include "runtime/timer.h"
+#include "tools/commands.h"
+#include "tools/run_inputs.h"
+
+namespace lj::cli {
+
+const char* const kBenchUsage =
+    "usage: layerjit bench [FILE] [--graph NAME] --bind T=4096 [--seed N] [--no-arch-specific]\n"
+    "\n"
+    "Measures one graph on GPU 0, on the random inputs `layerjit run` makes from --seed (default 1):\n"
+    "  1. the device's ceilings, in this run: HBM bandwidth from a 1 GiB device-to-device copy (bytes\n"
+    "     read + written per second) and tensor-core throughput from layerjit's own GEMM on an 8192 x\n"
+    "     8192 x 8192 bf16 product (the best its kernels reach here; a vendor library may reach more);\n"
+    "  2. every kernel of the fused plan launched alone over the buffers a full run left (CUDA events,\n"
+    "     median of 20 after 3 warm-ups): time, TFLOP/s, GB/s of the bytes the planner says the group\n"
+    "     must move, the fraction of the roofline min(compute, intensity x bandwidth) it reaches and\n"
+    "     which ceiling bounds it;\n"
+    "  3. the whole graph unfused, fused and fused as one CUDA graph (5 interleaved rounds of 7\n"
+    "     calls), with kernel launches and modelled HBM bytes per call.\n"
+    "Needs a GPU.\n";
+
+namespace {
+
+template <class R>
+auto must(R r, const char* what) {
+  if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
+  if constexpr (requires { *r; }) return std::move(*r);
+}
+
+struct Ceilings {
+  double bytes_per_s = 0;  // HBM: read + write of a device copy
+  double flops_per_s = 0;  // layerjit's 8192^3 bf16 GEMM
+};
+
+double median_ms(rt::Stream& stream, const std::function<rt::Status(int)>& body, int warmup = 3, int repeats = 20) {
+  rt::TimerOptions to;
+  to.warmup = warmup;
+  to.repeats = repeats;
+  return must(rt::time_on_stream(stream, body, to), "time").median_ms;
+}
+
+Ceilings measure_ceilings(rt::Context& ctx, rt::Stream& stream, bool arch_specific) {
+  Ceilings c;
+  const size_t bytes = size_t{1} << 30;
+  rt::DeviceBuffer src = must(rt::DeviceBuffer::allocate(ctx, bytes), "allocate the copy source");
+  rt::DeviceBuffer dst = must(rt::DeviceBuffer::allocate(ctx, bytes), "allocate the copy target");
+  must(rt::fill_random_bf16(stream, src.ptr(), bytes / 2, 7, -1.f, 1.f), "fill the copy source");
+  const double copy_ms = median_ms(stream, [&](int) { return rt::copy_on_device(stream, dst.ptr(), src.ptr(), bytes); }, 3, 10);
+  c.bytes_per_s = 2.0 * static_cast<double>(bytes) / (copy_ms * 1e-3);
+
+  constexpr int64_t kN = 8192;
+  Module m = parse_module(fmt::format("graph @ceiling(%x: bf16[M, {0}], %w: param bf16[{0}, {0}]) {{\n  %y = matmul(%x, %w)\n  return %y\n}}\n", kN),
+                          "<bench ceiling>");
+  const Graph& g = m.graphs.at(0);
+  Bindings b;
+  b.set("M", kN);
+  exec::BuildOptions bo;
+  bo.hint = b;
+  bo.arch_specific = arch_specific;
+  exec::Executable e = must(exec::Executable::build(ctx, g, bo), "build the ceiling GEMM");
+  std::vector<rt::DeviceBuffer> keep;
+  for (ValueId v : {g.inputs()[0], g.inputs()[1], g.outputs()[0]}) {
+    keep.push_back(must(rt::DeviceBuffer::allocate(ctx, static_cast<size_t>(kN * kN * 2)), "allocate a GEMM operand"));
+    must(rt::fill_random_bf16(stream, keep.back().ptr(), static_cast<size_t>(kN * kN), 11 + static_cast<uint64_t>(v), -1.f, 1.f),
+         "fill a GEMM operand");
+    must(e.bind(v, keep.back().ptr()), "bind a GEMM operand");
+  }
+  const double gemm_ms = median_ms(stream, [&](int) { return e.run(stream, b); });
+  c.flops_per_s = 2.0 * static_cast<double>(kN) * static_cast<double>(kN) * static_cast<double>(kN) / (gemm_ms * 1e-3);
+  std::printf("ceilings (measured now): HBM %.2f TB/s (1 GiB device copy: %.3f ms), tensor cores %.0f TFLOP/s "
+              "(layerjit's 8192^3 bf16 GEMM, %s: %.3f ms)\n\n",
+              c.bytes_per_s / 1e12, copy_ms, c.flops_per_s / 1e12, e.kernels()[0].config.c_str(), gemm_ms);
+  return c;
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  uint64_t seed = 1;
+  bool arch_specific = true;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--no-arch-specific") {
+      arch_specific = false;
+    } else if (a == "--seed") {
+      if (i + 1 >= args.size()) throw UsageError{"--seed needs a value"};
+      const std::string& v = args[++i];
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+      if (ec != std::errc() || p != v.data() + v.size()) throw UsageError{"--seed expects a non-negative integer, got '" + v + "'"};
+    } else {
+      rest.push_back(a);
+    }
+  }
+  GraphOptions o = parse_graph_options(rest);
+  if (o.help) {
+    std::fputs(kBenchUsage, stdout);
+    return kExitOk;
+  }
+  Module m = load_module(o);
+  const Graph& g = single_graph(m);
+  const Bindings& b = o.bindings;
+  for (const std::string& s : g.symbols())
+    if (!b.get(s)) throw UsageError{fmt::format("@{} has the symbol {}: give its value with --bind {}=...", g.name(), s, s)};
+
+  auto ctx_r = rt::Context::get(0);
+  if (!ctx_r.ok()) throw UserError(ctx_r.message());
+  rt::Context& ctx = **ctx_r;
+  rt::Stream stream = must(rt::Stream::create(ctx), "stream");
+  std::string sizes;
+  for (const auto& [s, v] : b.values) sizes += fmt::format("{}{}={}", sizes.empty() ? "" : ",", s, v);
+  std::printf("@%s (%s) on %s\n", g.name().c_str(), sizes.c_str(), ctx.info().name.c_str());
+  const Ceilings ceil = measure_ceilings(ctx, stream, arch_specific);
+
+  exec::BuildOptions fused_opts, unfused_opts;
+  fused_opts.hint = unfused_opts.hint = b;
+  fused_opts.arch_specific = unfused_opts.arch_specific = arch_specific;
+  unfused_opts.fusion.fuse = false;
+  exec::Executable fused = must(exec::Executable::build(ctx, g, fused_opts), "build the fused plan");
+  exec::Executable unfused = must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan");
+  SeededInputs in = make_inputs(ctx, stream, g, b, seed);
+  bind_inputs(ctx, stream, fused, in);
+  bind_inputs(ctx, stream, unfused, in);
+  must(fused.run(stream, b), "run the fused plan");
+  must(unfused.run(stream, b), "run the unfused plan");
+  must(stream.synchronize(), "run");
+
+  // Each kernel of the fused plan alone.
+  std::printf("| # | kernel | config | ms | TFLOP/s | GB/s | of roofline | bound by |\n");
+  std::printf("|---|--------|--------|----|---------|------|-------------|----------|\n");
+  double kernel_sum = 0;
+  for (size_t i = 0; i < fused.kernels().size(); ++i) {
+    const GeneratedKernel& k = fused.kernels()[i];
+    const GroupCost cost = group_cost(g, fused.plan().groups[i], b);
+    const double ms = median_ms(stream, [&](int) { return fused.run_step(stream, i, b); });
+    kernel_sum += ms;
+    const double s = ms * 1e-3;
+    // Roofline at the group's intensity: memory-bound below the ridge point, compute-bound above.
+    const double intensity = cost.bytes > 0 ? cost.flops / cost.bytes : 0;
+    const bool compute_bound = cost.flops > 0 && intensity * ceil.bytes_per_s > ceil.flops_per_s;
+    const double attained = compute_bound ? (cost.flops / s) / ceil.flops_per_s
+                            : cost.flops > 0 ? (cost.flops / s) / (intensity * ceil.bytes_per_s)
+                                             : (cost.bytes / s) / ceil.bytes_per_s;
+    std::printf("| %zu | %s | %s | %.4f | %.1f | %.0f | %.0f %% | %s |\n", i, k.name.c_str(), k.config.empty() ? "-" : k.config.c_str(), ms,
+                cost.flops / s / 1e12, cost.bytes / s / 1e9, 100 * attained, compute_bound ? "compute" : "memory");
+  }
+  std::printf("sum of the kernels alone: %.4f ms\n\n", kernel_sum);
+
+  // The whole graph: unfused, fused, fused as one CUDA graph, interleaved (see `layerjit run`).
+  rt::Graph graph = must(fused.capture(stream, b), "capture the fused plan");
+  const std::function<rt::Status(int)> bodies[3] = {[&](int) { return unfused.run(stream, b); },
+                                                     [&](int) { return fused.run(stream, b); },
+                                                     [&](int) { return graph.replay(stream); }};
+  std::vector<double> rounds[3];
+  for (int round = 0; round < 5; ++round)
+    for (int v = 0; v < 3; ++v) rounds[v].push_back(median_ms(stream, bodies[v], 2, 7));
+  auto modelled_bytes = [&](const exec::Executable& e) {
+    double total = 0;
+    for (const FusionGroup& grp : e.plan().groups) total += group_cost(g, grp, b).bytes;
+    return total;
+  };
+  const double unfused_bytes = modelled_bytes(unfused), fused_bytes = modelled_bytes(fused);
+  std::printf("| plan | kernels | launches per call | HBM bytes per call (modelled) | ms per call | vs unfused |\n");
+  std::printf("|------|---------|-------------------|-------------------------------|-------------|------------|\n");
+  const double ms_unfused = rt::summarize(rounds[0]).median_ms;
+  const struct {
+    const char* name;
+    size_t kernels;
+    std::string launches;
+    double bytes, ms;
+  } rows[3] = {{"unfused", unfused.kernels().size(), std::to_string(unfused.kernels().size()), unfused_bytes, ms_unfused},
+               {"fused", fused.kernels().size(), std::to_string(fused.kernels().size()), fused_bytes, rt::summarize(rounds[1]).median_ms},
+               {"fused, one CUDA graph", fused.kernels().size(), "1 graph", fused_bytes, rt::summarize(rounds[2]).median_ms}};
+  for (const auto& r : rows)
+    std::printf("| %s | %zu | %s | %s | %.4f | %.2fx |\n", r.name, r.kernels, r.launches.c_str(), format_bytes(r.bytes).c_str(), r.ms,
+                ms_unfused / r.ms);
+  return kExitOk;
+}
+
+}  // namespace lj::cli

@@ -1,0 +1,65 @@
+#include "tools/run_inputs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "exec/index_inputs.h"
+#include "layerjit/error.h"
+#include "runtime/host_values.h"
+
+namespace lj::cli {
+
+namespace {
+
+template <class R>
+auto must(R r, const char* what) {
+  if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
+  if constexpr (requires { *r; }) return std::move(*r);
+}
+
+}  // namespace
+
+SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed) {
+  SeededInputs in;
+  uint64_t k = 0;
+  for (ValueId v : g.inputs()) {
+    const ValueInfo& info = g.value(v);
+    const std::vector<int64_t> shape = resolve(info.type.shape, b);
+    const size_t n = static_cast<size_t>(numel(shape));
+    const size_t bytes = n * static_cast<size_t>(dtype_bytes(info.type.dtype));
+    DeviceTensor d{must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(bytes, 1)), "allocate an input"), bytes};
+    HostTensor host(info.type.dtype, shape);
+    if (info.type.dtype == DType::I32) {
+      host = exec::index_input(g, v, b, seed * 1000 + ++k, exec::IndexFill::Last);
+    } else {
+      const bool weight = info.is_param && info.type.rank() >= 2;
+      const double lo = weight ? -1.0 / std::sqrt(static_cast<double>(shape.back())) : info.is_param ? 0.5 : -1.0;
+      const double hi = weight ? -lo : info.is_param ? 1.5 : 1.0;
+      fill_uniform(host, seed * 1000 + ++k, lo, hi);
+    }
+    std::vector<unsigned char> enc(bytes);
+    if (rt::encode_tensor(host, enc.data()))
+      throw InternalError(fmt::format("input %{}: a generated value does not fit {}", info.name, dtype_name(info.type.dtype)));
+    if (n) must(rt::copy_to_device(stream, d.buf.ptr(), enc.data(), bytes), "upload an input");
+    in.host[info.name] = std::move(host);
+    in.device.emplace(v, std::move(d));
+  }
+  return in;
+}
+
+void bind_inputs(rt::Context& ctx, rt::Stream& stream, exec::Executable& e, SeededInputs& in) {
+  const std::vector<ValueId> written = e.written_inputs();
+  for (auto& [v, d] : in.device) {
+    CUdeviceptr p = d.buf.ptr();
+    if (std::find(written.begin(), written.end(), v) != written.end()) {
+      in.copies.push_back({must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(d.bytes, 1)), "allocate a cache copy"), d.bytes});
+      must(rt::copy_on_device(stream, in.copies.back().buf.ptr(), d.buf.ptr(), d.bytes), "copy a cache");
+      p = in.copies.back().buf.ptr();
+    }
+    must(e.bind(v, p), "bind an input");
+  }
+}
+
+}  // namespace lj::cli

@@ -1,0 +1,34 @@
+// Seeded inputs of a whole graph on the GPU, shared by `layerjit run` and `layerjit bench`: weights
+// scaled like an initialised model, activations in [-1, 1), positions at the end of each cache,
+// block tables naming distinct pages; each executable gets private copies of the inputs it updates
+// in place (the KV caches), so plans compared on the same inputs do not see each other's writes.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exec/executable.h"
+#include "layerjit/reference.h"
+#include "runtime/memory.h"
+
+namespace lj::cli {
+
+struct DeviceTensor {
+  rt::DeviceBuffer buf;
+  size_t bytes = 0;
+};
+
+struct SeededInputs {
+  std::map<ValueId, DeviceTensor> device;       ///< every graph input, uploaded
+  std::map<std::string, HostTensor> host;       ///< the same values by name (the CPU reference's inputs)
+  std::vector<DeviceTensor> copies;             ///< private copies of in-place inputs, per bound executable
+};
+
+/// Generates and uploads every input of `g` at `b` from `seed`. Throws UserError on a GPU failure.
+SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed);
+
+/// Binds every input of `e` to `in` (a private copy for each input `e` writes).
+void bind_inputs(rt::Context& ctx, rt::Stream& stream, exec::Executable& e, SeededInputs& in);
+
+}  // namespace lj::cli
