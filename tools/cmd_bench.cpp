@@ -3,7 +3,6 @@
 // graph unfused, fused and as one CUDA graph with its launches and modelled HBM traffic (the
 // fusion table, measured).
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <functional>
 
@@ -99,9 +98,7 @@ int cmd_bench(const std::vector<std::string>& args) {
       arch_specific = false;
     } else if (a == "--seed") {
       if (i + 1 >= args.size()) throw UsageError{"--seed needs a value"};
-      const std::string& v = args[++i];
-      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
-      if (ec != std::errc() || p != v.data() + v.size()) throw UsageError{"--seed expects a non-negative integer, got '" + v + "'"};
+      seed = parse_seed(args[++i]);
     } else {
       rest.push_back(a);
     }
@@ -114,24 +111,17 @@ int cmd_bench(const std::vector<std::string>& args) {
   Module m = load_module(o);
   const Graph& g = single_graph(m);
   const Bindings& b = o.bindings;
-  for (const std::string& s : g.symbols())
-    if (!b.get(s)) throw UsageError{fmt::format("@{} has the symbol {}: give its value with --bind {}=...", g.name(), s, s)};
-
-  auto ctx_r = rt::Context::get(0);
-  if (!ctx_r.ok()) throw UserError(ctx_r.message());
-  rt::Context& ctx = **ctx_r;
+  require_symbols(g, b);
+  rt::Context& ctx = gpu_context();
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
   std::string sizes;
   for (const auto& [s, v] : b.values) sizes += fmt::format("{}{}={}", sizes.empty() ? "" : ",", s, v);
   std::printf("@%s (%s) on %s\n", g.name().c_str(), sizes.c_str(), ctx.info().name.c_str());
   const Ceilings ceil = measure_ceilings(ctx, stream, arch_specific);
 
-  exec::BuildOptions fused_opts, unfused_opts;
-  fused_opts.hint = unfused_opts.hint = b;
-  fused_opts.arch_specific = unfused_opts.arch_specific = arch_specific;
-  unfused_opts.fusion.fuse = false;
-  exec::Executable fused = must(exec::Executable::build(ctx, g, fused_opts), "build the fused plan");
-  exec::Executable unfused = must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan");
+  Plans plans = build_plans(ctx, g, b, arch_specific);
+  exec::Executable& fused = plans.fused;
+  exec::Executable& unfused = plans.unfused;
   SeededInputs in = make_inputs(ctx, stream, g, b, seed);
   bind_inputs(ctx, stream, fused, in);
   bind_inputs(ctx, stream, unfused, in);

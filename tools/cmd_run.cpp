@@ -1,6 +1,5 @@
 // `layerjit run`: a graph end to end on the GPU, fused and unfused on the same random inputs, checked
 // against each other and (at sizes the CPU can evaluate) against the CPU reference.
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -119,8 +118,7 @@ int cmd_run(const std::vector<std::string>& args) {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
       if (a == "--seed") {
-        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
-        if (ec != std::errc() || p != v.data() + v.size()) throw UsageError{"--seed expects a non-negative integer, got '" + v + "'"};
+        seed = parse_seed(v);
       } else if (v == "auto" || v == "always" || v == "never") {
         reference = v;
       } else {
@@ -149,12 +147,8 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   const Graph& g = single_graph(m);
   const Bindings& b = o.bindings;
-  for (const std::string& s : g.symbols())
-    if (!b.get(s)) throw UsageError{fmt::format("@{} has the symbol {}: give its value with --bind {}=...", g.name(), s, s)};
-
-  auto ctx_r = rt::Context::get(0);
-  if (!ctx_r.ok()) throw UserError(ctx_r.message());
-  rt::Context& ctx = **ctx_r;
+  require_symbols(g, b);
+  rt::Context& ctx = gpu_context();
   auto must = [](auto r, const char* what) {
     if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
     if constexpr (requires { *r; }) return std::move(*r);
@@ -162,12 +156,9 @@ int cmd_run(const std::vector<std::string>& args) {
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
 
   // Both plans, built (and compiled or loaded from the cache) once.
-  exec::BuildOptions fused_opts, unfused_opts;
-  fused_opts.hint = unfused_opts.hint = b;
-  fused_opts.arch_specific = unfused_opts.arch_specific = arch_specific;
-  unfused_opts.fusion.fuse = false;
-  exec::Executable fused = must(exec::Executable::build(ctx, g, fused_opts), "build the fused plan");
-  exec::Executable unfused = must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan");
+  Plans plans = build_plans(ctx, g, b, arch_specific);
+  exec::Executable& fused = plans.fused;
+  exec::Executable& unfused = plans.unfused;
   std::printf("@%s on %s: fused %zu kernels (built in %.2f s, %d from the cache), unfused %zu kernels (%.2f s, %d from the cache)\n",
               g.name().c_str(), ctx.info().name.c_str(), fused.kernels().size(), fused.compile_seconds(), fused.cache_hits(),
               unfused.kernels().size(), unfused.compile_seconds(), unfused.cache_hits());

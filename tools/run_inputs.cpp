@@ -1,13 +1,16 @@
 #include "tools/run_inputs.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "exec/index_inputs.h"
 #include "layerjit/error.h"
+#include "runtime/context.h"
 #include "runtime/host_values.h"
+#include "tools/cli.h"
 
 namespace lj::cli {
 
@@ -20,6 +23,33 @@ auto must(R r, const char* what) {
 }
 
 }  // namespace
+
+uint64_t parse_seed(const std::string& v) {
+  uint64_t seed = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);
+  if (ec != std::errc() || p != v.data() + v.size()) throw UsageError{"--seed expects a non-negative integer, got '" + v + "'"};
+  return seed;
+}
+
+void require_symbols(const Graph& g, const Bindings& b) {
+  for (const std::string& s : g.symbols())
+    if (!b.get(s)) throw UsageError{fmt::format("@{} has the symbol {}: give its value with --bind {}=...", g.name(), s, s)};
+}
+
+rt::Context& gpu_context() {
+  auto ctx = rt::Context::get(0);
+  if (!ctx.ok()) throw UserError(ctx.message());
+  return **ctx;
+}
+
+Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific) {
+  exec::BuildOptions fused_opts, unfused_opts;
+  fused_opts.hint = unfused_opts.hint = b;
+  fused_opts.arch_specific = unfused_opts.arch_specific = arch_specific;
+  unfused_opts.fusion.fuse = false;
+  return Plans{must(exec::Executable::build(ctx, g, fused_opts), "build the fused plan"),
+               must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan")};
+}
 
 SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed) {
   SeededInputs in;

@@ -25,6 +25,19 @@ struct SeededInputs {
   std::vector<DeviceTensor> copies;             ///< private copies of in-place inputs, per bound executable
 };
 
+/// The value of --seed: a non-negative integer (UsageError otherwise).
+uint64_t parse_seed(const std::string& text);
+/// Every symbol of `g` must have a value in `b` (UsageError naming the first that has none).
+void require_symbols(const Graph& g, const Bindings& b);
+/// GPU 0's context (UserError with the driver's message when there is none).
+rt::Context& gpu_context();
+
+/// The fused and the unfused plan of `g`, built for the sizes `b` (compiled or loaded from the cache).
+struct Plans {
+  exec::Executable fused, unfused;
+};
+Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific);
+
 /// Generates and uploads every input of `g` at `b` from `seed`. Throws UserError on a GPU failure.
 SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed);
 
