@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 
@@ -24,7 +25,7 @@ namespace lj::cli {
 
 const char* const kRunUsage =
     "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
-    "                    [--no-arch-specific] [--save DIR]\n"
+    "                    [--no-arch-specific] [--weights FILE] [--save DIR]\n"
     "\n"
     "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
     "+-1/sqrt(K), vector weights in [0.5, 1.5), activations in [-1, 1), positions at the end of each\n"
@@ -40,6 +41,8 @@ const char* const kRunUsage =
     "--small: the built-in layer at its small config (the CPU reference runs in seconds).\n"
     "--no-arch-specific: compile for sm_XY rather than sm_XYa (on Hopper: the mma.sync GEMM instead of\n"
     "wgmma), to compare the two paths.\n"
+    "--weights FILE: the graph's weights (param inputs) from a safetensors file, matched by name, dtype\n"
+    "and shape (a mismatch is an error naming both); the other inputs stay seeded.\n"
     "--save DIR: writes DIR/inputs.safetensors (every graph input as generated, weights and caches\n"
     "before the run), DIR/outputs.safetensors (the fused plan's outputs) and DIR/layerjit.json (graph,\n"
     "sizes, device, times per call): what bench/compare_torch.py feeds PyTorch. Needs a GPU.\n";
@@ -103,7 +106,7 @@ int cmd_run(const std::vector<std::string>& args) {
   uint64_t seed = 1;
   bool small = false;
   bool arch_specific = true;
-  std::string save_dir;
+  std::string save_dir, weights_path;
   std::string reference = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -111,6 +114,9 @@ int cmd_run(const std::vector<std::string>& args) {
       small = true;
     } else if (a == "--no-arch-specific") {
       arch_specific = false;
+    } else if (a == "--weights") {
+      if (i + 1 >= args.size()) throw UsageError{"--weights needs a safetensors file"};
+      weights_path = args[++i];
     } else if (a == "--save") {
       if (i + 1 >= args.size()) throw UsageError{"--save needs a directory"};
       save_dir = args[++i];
@@ -148,6 +154,14 @@ int cmd_run(const std::vector<std::string>& args) {
   const Graph& g = single_graph(m);
   const Bindings& b = o.bindings;
   require_symbols(g, b);
+  // The file is read and matched before any GPU work, so a wrong file fails fast and anywhere.
+  std::optional<exec::SafetensorsFile> weights;
+  if (!weights_path.empty()) {
+    weights = exec::SafetensorsFile::open(weights_path);
+    std::vector<std::string> unused;
+    exec::match_weights(g, *weights, &unused);
+    std::printf("weights: %s (%zu tensors of the file unused)\n", weights_path.c_str(), unused.size());
+  }
   rt::Context& ctx = gpu_context();
   auto must = [](auto r, const char* what) {
     if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
@@ -164,7 +178,7 @@ int cmd_run(const std::vector<std::string>& args) {
               unfused.kernels().size(), unfused.compile_seconds(), unfused.cache_hits());
 
   // Seeded inputs (host copies for the reference), each plan with its own copies of the caches.
-  SeededInputs in = make_inputs(ctx, stream, g, b, seed);
+  SeededInputs in = make_inputs(ctx, stream, g, b, seed, weights ? &*weights : nullptr);
   bind_inputs(ctx, stream, fused, in);
   bind_inputs(ctx, stream, unfused, in);
   const std::map<std::string, HostTensor>& host_inputs = in.host;

@@ -51,8 +51,12 @@ Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch
                must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan")};
 }
 
-SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed) {
+SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed,
+                         const exec::SafetensorsFile* weights) {
   SeededInputs in;
+  std::map<ValueId, const exec::SafeTensor*> from_file;
+  if (weights)
+    for (const exec::WeightMatch& w : exec::match_weights(g, *weights)) from_file[w.param] = w.tensor;
   uint64_t k = 0;
   for (ValueId v : g.inputs()) {
     const ValueInfo& info = g.value(v);
@@ -61,7 +65,10 @@ SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, c
     const size_t bytes = n * static_cast<size_t>(dtype_bytes(info.type.dtype));
     DeviceTensor d{must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(bytes, 1)), "allocate an input"), bytes};
     HostTensor host(info.type.dtype, shape);
-    if (info.type.dtype == DType::I32) {
+    if (auto f = from_file.find(v); f != from_file.end()) {
+      host = weights->read(*f->second);
+      ++k;  // the other inputs get the values they get without a file
+    } else if (info.type.dtype == DType::I32) {
       host = exec::index_input(g, v, b, seed * 1000 + ++k, exec::IndexFill::Last);
     } else {
       const bool weight = info.is_param && info.type.rank() >= 2;

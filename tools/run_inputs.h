@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "exec/executable.h"
+#include "exec/safetensors.h"
 #include "layerjit/reference.h"
 #include "runtime/memory.h"
 
@@ -38,8 +39,10 @@ struct Plans {
 };
 Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific);
 
-/// Generates and uploads every input of `g` at `b` from `seed`. Throws UserError on a GPU failure.
-SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed);
+/// Generates and uploads every input of `g` at `b` from `seed`; with `weights`, every param input is
+/// the file's tensor of its name instead (exact). Throws UserError on a GPU failure.
+SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed,
+                         const exec::SafetensorsFile* weights = nullptr);
 
 /// Binds every input of `e` to `in` (a private copy for each input `e` writes).
 void bind_inputs(rt::Context& ctx, rt::Stream& stream, exec::Executable& e, SeededInputs& in);
