@@ -6,6 +6,21 @@
 
 namespace lj::rt {
 
+std::string tensor_map_problem(CUdeviceptr base, DType dtype, uint64_t rows, uint64_t cols, uint64_t row_stride_bytes,
+                               uint32_t box_rows, uint32_t box_cols) {
+  const auto eb = static_cast<uint64_t>(dtype_bytes(dtype));
+  // The driver rejects these with a bare CUDA_ERROR_INVALID_VALUE; say which limit the view breaks.
+  const char* why = base % 16 != 0                    ? "the start address is not 16-byte aligned"
+                    : row_stride_bytes % 16 != 0      ? "the row stride is not a multiple of 16 bytes"
+                    : box_cols * eb > 128             ? "a box row is wider than the 128-byte swizzle"
+                    : box_rows == 0 || box_rows > 256 ? "a box has 0 or more than 256 rows"
+                    : rows == 0 || cols == 0          ? "the tensor is empty"
+                                                      : nullptr;
+  if (!why) return "";
+  return fmt::format("tensor map over {} x {} {} at {:#x} (row stride {} B, box {} x {}): {}", rows, cols, dtype_name(dtype), base,
+                     row_stride_bytes, box_rows, box_cols, why);
+}
+
 Result<TensorMapBytes> encode_tensor_map_2d(const Context& ctx, CUdeviceptr base, DType dtype, uint64_t rows, uint64_t cols,
                                             uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols) {
   CUtensorMapDataType type;
@@ -18,18 +33,8 @@ Result<TensorMapBytes> encode_tensor_map_2d(const Context& ctx, CUdeviceptr base
     case DType::I8: type = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;  // bytes: the kernel interprets them
     default: return Error{fmt::format("tensor map: no TMA element type for {}", dtype_name(dtype))};
   }
-  const auto eb = static_cast<uint64_t>(dtype_bytes(dtype));
-  // The driver rejects these with a bare CUDA_ERROR_INVALID_VALUE; say which limit the view breaks.
-  const char* why = base % 16 != 0                  ? "the start address is not 16-byte aligned"
-                    : row_stride_bytes % 16 != 0    ? "the row stride is not a multiple of 16 bytes"
-                    : box_cols * eb > 128           ? "a box row is wider than the 128-byte swizzle"
-                    : box_rows == 0 || box_rows > 256 ? "a box has 0 or more than 256 rows"
-                    : rows == 0 || cols == 0        ? "the tensor is empty"
-                                                    : nullptr;
-  if (why) {
-    return Error{fmt::format("tensor map over {} x {} {} at {:#x} (row stride {} B, box {} x {}): {}", rows, cols,
-                             dtype_name(dtype), base, row_stride_bytes, box_rows, box_cols, why)};
-  }
+  if (std::string why = tensor_map_problem(base, dtype, rows, cols, row_stride_bytes, box_rows, box_cols); !why.empty())
+    return Error{std::move(why)};
   CUtensorMap map;
   const cuuint64_t dims[2] = {cols, rows};
   const cuuint64_t strides[1] = {row_stride_bytes};

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "layerjit/types.h"
 #include "runtime/context.h"
@@ -19,6 +20,12 @@ struct TensorMapBytes {
 /// loaded in boxes of box_rows x box_cols with the 128-byte swizzle; out-of-range elements read as
 /// zeros. Errors (from the driver or the checks here) say which limit the view breaks: 16-byte
 /// aligned start and stride, a box row of at most 128 bytes, at most 256 rows per box.
+/// Why the driver would refuse such a map (empty when it fits the limits checked here): the start
+/// address and the row stride must be 16-byte aligned, a box row at most the 128-byte swizzle, a box
+/// 1-256 rows, the tensor non-empty. Pure, so its messages are tested without a GPU.
+std::string tensor_map_problem(CUdeviceptr base, DType dtype, uint64_t rows, uint64_t cols, uint64_t row_stride_bytes,
+                               uint32_t box_rows, uint32_t box_cols);
+
 Result<TensorMapBytes> encode_tensor_map_2d(const Context& ctx, CUdeviceptr base, DType dtype, uint64_t rows, uint64_t cols,
                                             uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols);
 

@@ -1,5 +1,6 @@
 // Runtime logic that needs neither GPU nor driver: target parsing and choice, timing statistics,
-// L2 rotation counts, arena rounding, argument packing and the shared host/device random numbers.
+// L2 rotation counts, arena rounding, argument packing, tensor-map limits and the shared host/device
+// random numbers.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "runtime/launch.h"
 #include "runtime/memory.h"
 #include "runtime/nvrtc.h"
+#include "runtime/tensor_map.h"
 #include "runtime/timer.h"
 
 using namespace lj::rt;
@@ -117,4 +119,19 @@ TEST_CASE("host random numbers: deterministic, in range, seed-dependent", "[fill
   std::memcpy(&nan_pair, &pattern, sizeof nan_pair);
   CHECK(nan_pair != nan_pair);
   CHECK(is_poison_f32(nan_pair));
+}
+
+TEST_CASE("tensor maps: views the driver would refuse are named with the limit they break", "[tensor_map]") {
+  using lj::DType;
+  // x of a [4096, 4096] bf16 GEMM in 128 x 64 boxes, and W's rows in boxes of 128.
+  CHECK(tensor_map_problem(0x10000, DType::BF16, 4096, 4096, 8192, 128, 64).empty());
+  CHECK(tensor_map_problem(0x10000, DType::BF16, 1, 8, 16, 256, 64).empty());
+  CHECK_THAT(tensor_map_problem(0x10008, DType::BF16, 4096, 4096, 8192, 128, 64), Catch::Contains("start address is not 16-byte aligned"));
+  CHECK_THAT(tensor_map_problem(0x10000, DType::BF16, 4096, 4095, 8190, 128, 64), Catch::Contains("row stride is not a multiple of 16"));
+  CHECK_THAT(tensor_map_problem(0x10000, DType::BF16, 4096, 4096, 8192, 128, 128), Catch::Contains("wider than the 128-byte swizzle"));
+  CHECK_THAT(tensor_map_problem(0x10000, DType::BF16, 4096, 4096, 8192, 512, 64), Catch::Contains("more than 256 rows"));
+  CHECK_THAT(tensor_map_problem(0x10000, DType::BF16, 0, 4096, 8192, 128, 64), Catch::Contains("the tensor is empty"));
+  // The message says which view: its size, dtype, address, stride and box.
+  CHECK_THAT(tensor_map_problem(0x10008, DType::F16, 7, 64, 128, 128, 64),
+             Catch::Contains("tensor map over 7 x 64 f16 at 0x10008 (row stride 128 B, box 128 x 64)"));
 }
