@@ -81,7 +81,14 @@ if [[ -x "$lj" ]]; then
   run "bench 8B prefill T=4096" "$lj" bench --graph llama3_8b_prefill --bind T=4096
   run "bench 8B decode B=1" "$lj" bench --graph llama3_8b_decode --bind B=1,C=4096
   # LAYERJIT_LOG=dispatch names every launch's kernel, config and where they came from.
-  dispatch_log() { LAYERJIT_LOG=dispatch "$lj" run --small --graph llama_small_decode --bind B=2,C=9 2>&1 | tee /dev/stderr | grep -q "layerjit dispatch @llama_small_decode"; }
+  # (The output is captured first: `grep -q` on a pipe would stop reading and, under pipefail, fail the
+  # writer with SIGPIPE.)
+  dispatch_log() {
+    local out
+    out=$(LAYERJIT_LOG=dispatch "$lj" run --small --graph llama_small_decode --bind B=2,C=9 2>&1) || { echo "$out"; return 1; }
+    echo "$out"
+    grep -q "layerjit dispatch @llama_small_decode" <<<"$out"
+  }
   run "LAYERJIT_LOG=dispatch" dispatch_log
 fi
 [[ -x "$build/examples/run_mlp" ]] && run "example run_mlp" "$build/examples/run_mlp"
