@@ -60,6 +60,17 @@ Timing summarize(std::vector<double> samples_ms) {
   return t;
 }
 
+RooflinePoint roofline(double flops, double bytes, double seconds, double peak_flops_per_s, double peak_bytes_per_s) {
+  RooflinePoint r;
+  if (seconds <= 0) return r;
+  const double intensity = bytes > 0 ? flops / bytes : 0;
+  r.compute_bound = flops > 0 && (bytes <= 0 || intensity * peak_bytes_per_s > peak_flops_per_s);
+  if (r.compute_bound) r.fraction = flops / seconds / peak_flops_per_s;
+  else if (flops > 0) r.fraction = flops / seconds / (intensity * peak_bytes_per_s);
+  else r.fraction = bytes / seconds / peak_bytes_per_s;
+  return r;
+}
+
 int rotations_for(size_t bytes_per_set, size_t l2_bytes) {
   if (bytes_per_set == 0) return 1;
   const size_t n = (2 * l2_bytes + bytes_per_set - 1) / bytes_per_set;

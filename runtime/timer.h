@@ -38,6 +38,16 @@ Timing summarize(std::vector<double> samples_ms);
 /// span at least twice the L2 size (at least 1, at most 64).
 int rotations_for(size_t bytes_per_set, size_t l2_bytes);
 
+/// Where a kernel stands against the roofline of a device with `peak_flops_per_s` and
+/// `peak_bytes_per_s`: it moved `bytes` and did `flops` in `seconds`. Below the ridge point
+/// (intensity x bandwidth < compute) memory bounds it and the fraction is of intensity x bandwidth;
+/// above, of the compute ceiling; with no FLOPs, of the bandwidth. CPU-only (`layerjit bench`).
+struct RooflinePoint {
+  double fraction = 0;  ///< achieved / attainable at this intensity
+  bool compute_bound = false;
+};
+RooflinePoint roofline(double flops, double bytes, double seconds, double peak_flops_per_s, double peak_bytes_per_s);
+
 /// Times `body` (which enqueues work on `stream`) as TimerOptions says.
 Result<Timing> time_on_stream(Stream& stream, const std::function<Status(int rotation)>& body,
                               const TimerOptions& options = {});

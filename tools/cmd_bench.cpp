@@ -139,14 +139,9 @@ int cmd_bench(const std::vector<std::string>& args) {
     const double ms = median_ms(stream, [&](int) { return fused.run_step(stream, i, b); });
     kernel_sum += ms;
     const double s = ms * 1e-3;
-    // Roofline at the group's intensity: memory-bound below the ridge point, compute-bound above.
-    const double intensity = cost.bytes > 0 ? cost.flops / cost.bytes : 0;
-    const bool compute_bound = cost.flops > 0 && intensity * ceil.bytes_per_s > ceil.flops_per_s;
-    const double attained = compute_bound ? (cost.flops / s) / ceil.flops_per_s
-                            : cost.flops > 0 ? (cost.flops / s) / (intensity * ceil.bytes_per_s)
-                                             : (cost.bytes / s) / ceil.bytes_per_s;
+    const rt::RooflinePoint r = rt::roofline(cost.flops, cost.bytes, s, ceil.flops_per_s, ceil.bytes_per_s);
     std::printf("| %zu | %s | %s | %.4f | %.1f | %.0f | %.0f %% | %s |\n", i, k.name.c_str(), k.config.empty() ? "-" : k.config.c_str(), ms,
-                cost.flops / s / 1e12, cost.bytes / s / 1e9, 100 * attained, compute_bound ? "compute" : "memory");
+                cost.flops / s / 1e12, cost.bytes / s / 1e9, 100 * r.fraction, r.compute_bound ? "compute" : "memory");
   }
   std::printf("sum of the kernels alone: %.4f ms\n\n", kernel_sum);
 

@@ -121,6 +121,26 @@ TEST_CASE("host random numbers: deterministic, in range, seed-dependent", "[fill
   CHECK(is_poison_f32(nan_pair));
 }
 
+TEST_CASE("roofline: the bound and the fraction of the attainable throughput", "[timer]") {
+  const double peak_flops = 800e12, peak_bw = 4e12;  // ridge point: 200 FLOP per byte
+  // A 4096^3 GEMM moving 96 MiB: intensity ~1365, compute-bound; 0.2 ms is 687 TFLOP/s, 86 %.
+  const double gemm_flops = 2.0 * 4096 * 4096 * 4096, gemm_bytes = 3.0 * 4096 * 4096 * 2;
+  const RooflinePoint gemm = roofline(gemm_flops, gemm_bytes, 0.2e-3, peak_flops, peak_bw);
+  CHECK(gemm.compute_bound);
+  CHECK(gemm.fraction == Approx(gemm_flops / 0.2e-3 / peak_flops));
+  // A GEMV (2 FLOP per 2-byte weight): memory-bound; 1 GB/ms of weights is 1 TB/s = 25 % of 4 TB/s.
+  const RooflinePoint gemv = roofline(1e9, 1e9, 1e-3, peak_flops, peak_bw);
+  CHECK_FALSE(gemv.compute_bound);
+  CHECK(gemv.fraction == Approx(0.25));
+  // A copy: no FLOPs, the fraction of the bandwidth.
+  const RooflinePoint copy = roofline(0, 2e9, 1e-3, peak_flops, peak_bw);
+  CHECK_FALSE(copy.compute_bound);
+  CHECK(copy.fraction == Approx(0.5));
+  // Exactly at the ridge point both ceilings agree.
+  CHECK(roofline(200e9, 1e9, 1e-3, peak_flops, peak_bw).fraction == Approx(0.25));
+  CHECK(roofline(1, 1, 0, peak_flops, peak_bw).fraction == 0);  // no time measured: no claim
+}
+
 TEST_CASE("tensor maps: views the driver would refuse are named with the limit they break", "[tensor_map]") {
   using lj::DType;
   // x of a [4096, 4096] bf16 GEMM in 128 x 64 boxes, and W's rows in boxes of 128.
