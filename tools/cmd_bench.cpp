@@ -34,11 +34,6 @@ const char* const kBenchUsage =
 
 namespace {
 
-template <class R>
-auto must(R r, const char* what) {
-  if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
-  if constexpr (requires { *r; }) return std::move(*r);
-}
 
 struct Ceilings {
   double bytes_per_s = 0;  // HBM: read + write of a device copy

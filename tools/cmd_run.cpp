@@ -163,10 +163,6 @@ int cmd_run(const std::vector<std::string>& args) {
     std::printf("weights: %s (%zu tensors of the file unused)\n", weights_path.c_str(), unused.size());
   }
   rt::Context& ctx = gpu_context();
-  auto must = [](auto r, const char* what) {
-    if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
-    if constexpr (requires { *r; }) return std::move(*r);
-  };
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
 
   // Both plans, built (and compiled or loaded from the cache) once.

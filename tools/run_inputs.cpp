@@ -14,16 +14,6 @@
 
 namespace lj::cli {
 
-namespace {
-
-template <class R>
-auto must(R r, const char* what) {
-  if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
-  if constexpr (requires { *r; }) return std::move(*r);
-}
-
-}  // namespace
-
 uint64_t parse_seed(const std::string& v) {
   uint64_t seed = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seed);

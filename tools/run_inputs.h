@@ -8,12 +8,24 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "exec/executable.h"
 #include "exec/safetensors.h"
+#include "layerjit/error.h"
 #include "layerjit/reference.h"
 #include "runtime/memory.h"
+#include "tools/cli.h"
 
 namespace lj::cli {
+
+/// The value of a runtime Result (or nothing, for a Status); a failure becomes a UserError that says
+/// `what` was being done and why it failed.
+template <class R>
+auto must(R r, const char* what) {
+  if (!r.ok()) throw UserError(fmt::format("{}: {}", what, r.message()));
+  if constexpr (requires { *r; }) return std::move(*r);
+}
 
 struct DeviceTensor {
   rt::DeviceBuffer buf;
