@@ -448,7 +448,9 @@ uint64_t DiskCache::remove_stale_files(Usage& usage, bool everything_dead) {
   int64_t grace = everything_dead ? 0 : options_.dead_writer_grace_seconds;
   std::vector<LooseFile> kept;
   for (LooseFile& f : usage.loose) {
-    int64_t age = now - f.mtime_unix;
+    // Clamped: a file written this second can carry an mtime a second ahead of time() (the two
+    // clocks round differently), and a negative age would keep it past a zero grace.
+    int64_t age = std::max<int64_t>(0, now - f.mtime_unix);
     // Temp files are ".tmp-<pid>-<token>", payloads "<key>-<pid>-<token>.<ext>".
     std::optional<pid_t> pid = writer_pid_of(f.name, f.temp ? std::string(kTempPrefix) : f.name.substr(0, 33));
     // A live writer's file may be about to be renamed into place: only age makes it abandoned.
