@@ -7,7 +7,8 @@
 // — decode, one token per sequence — the split-KV kernel: the keys are split across CTAs (enough CTAs
 // to fill the GPU even for one sequence) and merged by the last CTA of each (sequence, KV head)
 // through a scratch buffer. Otherwise the prefill kernel: BM-row query tiles, heaviest (causal) tiles
-// first.
+// first; on sm_90a, where q, k and v can be read by TMA, the warp-specialised wgmma kernel
+// (attention_wgmma.cuh) by default, else the mma.sync one.
 #include <cmath>
 
 #include "codegen/emit_common.h"
@@ -22,6 +23,42 @@ int64_t hinted(const Dim& d, const Bindings& hint, int64_t fallback) {
   if (d.is_const()) return d.value();
   const std::optional<int64_t> v = hint.get(d.symbol());
   return v ? *v : fallback;
+}
+
+// A TMA view of the rows of an attention operand [.., S, H, D]: one row per (sequence, position), the
+// H x D elements of a row contiguous, rows one constant 16-byte-aligned stride apart, sequences
+// back to back (row b * S + j). nullopt with `why` set otherwise.
+std::optional<TensorMapSpec> tma_token_rows(const KernelContext& ctx, ValueId v, std::string& why) {
+  const Graph& g = ctx.graph();
+  const Shape& s = g.value(v).type.shape;
+  const TensorLayout& l = ctx.layout(v);
+  const size_t r = s.size();
+  const int64_t eb = dtype_bytes(g.value(v).type.dtype);
+  const std::string name = "%" + g.value(v).name;
+  if (!s[r - 1].is_const() || !s[r - 2].is_const() || l.strides[r - 1] != DimProduct{} ||
+      l.strides[r - 2] != DimProduct{s[r - 1].value(), {}, false}) {
+    why = name + "'s heads are not contiguous rows of head_dim elements";
+    return std::nullopt;
+  }
+  const DimProduct& row_stride = l.strides[r - 3];
+  if (!row_stride.symbols.empty() || !l.offset.symbols.empty()) {
+    why = name + "'s row stride or offset depends on a symbol";
+    return std::nullopt;
+  }
+  if (r == 4 && !(s[0].is_const() && s[0].value() == 1) && l.strides[0] != multiply(row_stride, dim_as_product(s[1]))) {
+    why = name + "'s sequences are not back to back";
+    return std::nullopt;
+  }
+  if (row_stride.constant * eb % 16 != 0 || l.offset.constant * eb % 16 != 0) {
+    why = name + "'s rows are not 16-byte aligned";
+    return std::nullopt;
+  }
+  TensorMapSpec t;
+  t.rows = dim_product(Shape(s.begin(), s.end() - 2));
+  t.cols = s[r - 2].value() * s[r - 1].value();
+  t.row_stride = row_stride.constant;
+  t.offset = l.offset.constant;
+  return t;
 }
 
 int64_t next_pow2(int64_t x) {
@@ -79,7 +116,30 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   // whole chunk in flight at once. Prefill: two m-tiles per warp (each K/V fragment read from shared
   // memory feeds two products), a double buffer.
   constexpr int kDecodeWarps = 4, kDecodeBn = 16, kDecodeStages = 3;
-  const AttentionConfig pc = opts.attention.value_or(AttentionConfig{});
+  // The Hopper kernel: sm_90a, head_dim 64 or 128, G dividing 128 rows into whole 8-row groups of
+  // tokens, a contiguous cache (no pages), and q, k, v, each readable by TMA.
+  std::string no_wgmma;
+  std::optional<TensorMapSpec> tq, tk, tv;
+  if (decode) {
+    no_wgmma = "one query token per sequence takes the split-KV decode kernel";
+  } else if (!(opts.arch_specific && opts.sm == 90)) {
+    no_wgmma = fmt::format("the target is sm_{}{}, the kernel needs sm_90a", opts.sm, opts.arch_specific ? "a" : "");
+  } else if (d != 64 && d != 128) {
+    no_wgmma = fmt::format("head_dim is {}, the kernel takes 64 or 128", d);
+  } else if (128 % group != 0 || 128 / group % 8 != 0) {
+    no_wgmma = fmt::format("{} query heads per KV head do not split 128 rows into whole 8-token groups", group);
+  } else if (block_table >= 0) {
+    no_wgmma = "the cache is paged";
+  } else {
+    tq = tma_token_rows(ctx, q, no_wgmma);
+    if (tq) tk = tma_token_rows(ctx, k, no_wgmma);
+    if (tk) tv = tma_token_rows(ctx, v, no_wgmma);
+  }
+  const bool wgmma_ok = tq && tk && tv;
+  const AttentionConfig pc = opts.attention.value_or(wgmma_ok ? AttentionConfig::hopper() : AttentionConfig{});
+  if (!decode && pc.wgmma && !wgmma_ok)
+    throw unsupported(fmt::format("prefill config '{}' cannot run here: {}", pc.str(), no_wgmma));
+  const bool hopper = !decode && pc.wgmma;
   int threads = 0, smem = 0;
   int64_t per_block = 0;  // tokens per CTA (prefill) or keys per CTA (decode)
   std::string flash;
@@ -102,6 +162,16 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     if (smem > opts.max_shared_bytes)
       throw unsupported(fmt::format("the decode kernel needs {} bytes of shared memory, more than the {} the target allows", smem,
                                     opts.max_shared_bytes));
+  } else if (hopper) {
+    if ((pc.bn != 64 && pc.bn != 128) || pc.stages < 2)
+      throw unsupported(fmt::format("prefill config '{}': BN must be 64 or 128, two stages or more", pc.str()));
+    per_block = 128 / group;
+    flash = fmt::format("lj_flash_prefill_wgmma<{}, {}, {}, {}, {}, {}>", ty, d, pc.bn, pc.stages, group, causal ? "true" : "false");
+    threads = 384;
+    smem = static_cast<int>(1024 + 128 * d * 2 + pc.stages * 2 * pc.bn * d * 2 + (1 + 3 * pc.stages) * 8);
+    if (smem > opts.max_shared_bytes)
+      throw unsupported(fmt::format("prefill config '{}' needs {} bytes of shared memory, more than the {} the target allows",
+                                    pc.str(), smem, opts.max_shared_bytes));
   } else {
     if (pc.bm % (16 * pc.mt) != 0 || pc.bn % 16 != 0 || pc.stages < 2)
       throw unsupported(fmt::format("prefill config {}: BM must be whole warps of MT x 16 rows, BN a multiple of 16, two stages "
@@ -122,14 +192,23 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   ctx.add_group_params();
   const int64_t part_floats = rows * (d + 2);  // a decode chunk's partial: O [rows][d], max and sum per row
   const std::string scratch = decode ? ctx.scratch_param(part_floats * 4 + 4) : "";
+  std::string mq, mk, mv;  // Hopper: tensor maps of q's, k's and v's rows
+  if (hopper) {
+    tq->box_rows = static_cast<int>(per_block), tq->box_cols = 64;  // one head's tokens, 64 of its columns
+    tk->box_rows = tv->box_rows = pc.bn, tk->box_cols = tv->box_cols = 64;
+    mq = ctx.tensor_map_param(q, *tq);
+    mk = ctx.tensor_map_param(k, *tk);
+    mv = ctx.tensor_map_param(v, *tv);
+  }
 
   SourceWriter w;
   ctx.header_comment(w);
-  w.line("#include \"layerjit/attention.cuh\"");
+  w.line("#include \"layerjit/{}\"", hopper ? "attention_wgmma.cuh" : "attention.cuh");
   w.blank();
   {
-    auto fn = w.scope(ctx.signature(threads));
-    w.line("extern __shared__ __align__(128) unsigned char lj_smem[];");
+    // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1).
+    auto fn = w.scope(ctx.signature(threads, hopper ? 1 : 0));
+    w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", hopper ? 1024 : 128);
     w.line("using Flash = {};", flash);
     w.line("static_assert(Flash::SMEM_BYTES <= {}, \"the launch's dynamic shared memory holds the kernel's\");", smem);
     w.line("constexpr int HKV = {};  // KV heads ({} query heads each)", hkv, group);
@@ -165,13 +244,15 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
       if (a.size() > 4 && a.compare(a.size() - 4, 4, " + 0") == 0) a.resize(a.size() - 4);
       return a;
     };
-    w.line("auto q_at = [&](lj_i64 t, int h) -> lj_i64 {{ return {}; }};  // %{}", row_at(q, {"t", "h"}),
-           g.value(q).name);
-    if (block_table >= 0) {
+    if (hopper) {
+      // q, k and v are read by TMA (the tensor maps above); only the output is addressed here.
+    } else if (block_table >= 0) {
       // Key j of sequence b: row j % page of pool page block_table[b, j / page] (a page outside the
       // pool traps rather than reading another allocation).
       const Shape& bts = g.value(block_table).type.shape;
       const std::string page = product_expr(dim_as_product(kt.shape[1]));
+      w.line("auto q_at = [&](lj_i64 t, int h) -> lj_i64 {{ return {}; }};  // %{}", row_at(q, {"t", "h"}),
+             g.value(q).name);
       w.line("auto page_of = [&](lj_i64 j) -> lj_i64 {{");
       w.line("  const lj_i64 pg = {}[{}];  // %{}", ctx.buffer_param(block_table, false),
              ctx.address(block_table, bts, {"b", fmt::format("(j / {})", page)}), g.value(block_table).name);
@@ -184,6 +265,8 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
         w.line("auto {}_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{} (paged)", x == k ? "k" : "v", a, g.value(x).name);
       }
     } else {
+      w.line("auto q_at = [&](lj_i64 t, int h) -> lj_i64 {{ return {}; }};  // %{}", row_at(q, {"t", "h"}),
+             g.value(q).name);
       w.line("auto k_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{}", row_at(k, {"j", "kvh"}), g.value(k).name);
       w.line("auto v_at = [&](lj_i64 j) -> lj_i64 {{ return {}; }};  // %{}", row_at(v, {"j", "kvh"}), g.value(v).name);
     }
@@ -199,6 +282,11 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
              scratch);
       w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, first_pos, n_valid, kvh, chunk, {}, part, counter, lj_smem);", qp, kp,
              vp, op, scale_log2);
+    } else if (hopper) {
+      w.comment("Rows of sequence b start at row b * n_tok of q's tensor map and b * n_keys of k's and v's.");
+      w.line("Flash::run(&{}, &{}, &{}, {}, o_at, n_tok, q_tile * Flash::TOKENS, b * n_tok, b * n_keys, first_pos, n_valid, n_keys,",
+             mq, mk, mv, op);
+      w.line("           kvh, {}, lj_smem);", scale_log2);
     } else {
       w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, n_tok, q_tile * Flash::TOKENS, first_pos, n_valid, kvh, {},", qp, kp,
              vp, op, scale_log2);
@@ -218,6 +306,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   kern.launch.threads = threads;
   kern.launch.shared_bytes = smem;
   kern.config = decode ? fmt::format("split-KV, {} keys per CTA", per_block) : pc.str();
+  kern.arch_specific = hopper;
   return kern;
 }
 

@@ -1,6 +1,7 @@
 #include "codegen/kernel.h"
 
 #include <charconv>
+#include <cstdio>
 
 #include <fmt/format.h>
 
@@ -29,9 +30,23 @@ std::string LaunchRule::str() const {
   return out;
 }
 
-std::string AttentionConfig::str() const { return fmt::format("{}x{}x{}x{}", bm, mt, bn, stages); }
+std::string AttentionConfig::str() const {
+  return wgmma ? fmt::format("wgmma bn={} stages={}", bn, stages) : fmt::format("{}x{}x{}x{}", bm, mt, bn, stages);
+}
 
 std::optional<AttentionConfig> parse_attention_config(std::string_view text, std::string* error) {
+  if (text.substr(0, 6) == "wgmma ") {
+    AttentionConfig c = AttentionConfig::hopper();
+    int bn = 0, stages = 0;
+    char tail = 0;
+    const std::string t(text);
+    if (std::sscanf(t.c_str(), "wgmma bn=%d stages=%d%c", &bn, &stages, &tail) != 2 || bn <= 0 || stages <= 0) {
+      if (error) *error = fmt::format("attention config '{}': expected 'wgmma bn=N stages=S' with positive N and S", text);
+      return std::nullopt;
+    }
+    c.bn = bn, c.stages = stages;
+    return c;
+  }
   int values[4] = {0, 0, 0, 0};
   size_t at = 0;
   for (int i = 0; i < 4; ++i) {

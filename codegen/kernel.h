@@ -71,12 +71,17 @@ struct GeneratedKernel {
   std::string config;
 };
 
-/// Tiles of the flash-attention prefill kernel: BM query rows per CTA, MT m-tiles of 16 rows per
-/// warp (BM / (16 * MT) warps), BN keys per K/V tile, STAGES tiles in the cp.async ring.
+/// Tiles of the flash-attention prefill kernel. mma.sync (sm_80+): BM query rows per CTA, MT m-tiles
+/// of 16 rows per warp (BM / (16 * MT) warps), BN keys per K/V tile, STAGES tiles in the cp.async
+/// ring. wgmma (sm_90a, attention_wgmma.cuh): 128 query rows, BN keys per tile, STAGES in the TMA
+/// ring (bm and mt unused).
 struct AttentionConfig {
   int bm = 128, mt = 2, bn = 64, stages = 2;
-  /// "128x2x64x2" (bm x mt x bn x stages).
+  bool wgmma = false;
+  /// "128x2x64x2" (bm x mt x bn x stages), or "wgmma bn=128 stages=2".
   std::string str() const;
+  /// The Hopper default: 128 x 128 tiles, a double buffer (two stages of K and V: 160 KiB with Q).
+  static AttentionConfig hopper() { return AttentionConfig{128, 1, 128, 2, true}; }
 };
 /// Parses str()'s form; nullopt with `error` set (what, and the expected form) otherwise. Whether the
 /// tiles fit a group is the emitter's check.

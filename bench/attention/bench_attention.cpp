@@ -6,7 +6,8 @@
 // Each case is one fusion group timed with CUDA events (median of 30 repeats after 5 warm-ups); the
 // decode caches are rotated through enough copies that no repeat finds them in L2. bench/attention/
 // sdpa.py times PyTorch's scaled_dot_product_attention on the same shapes for the ratio.
-// `--sweep` also times the prefill kernel with other tile configs (BMxMTxBNxSTAGES).
+// On Hopper the wgmma prefill kernel (the sm_90a default) is timed first, then the mma.sync default;
+// `--sweep` also times both families with other tile configs.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -41,19 +42,29 @@ graph @prefill(%q: bf16[T, 32, 128], %k: bf16[T, 8, 128], %v: bf16[T, 8, 128]) {
   %o = attention(%q, %k, %v) {causal = true}
   return %o
 })");
-  // --sweep: every prefill tile config below (the default first); otherwise the default only.
-  std::vector<AttentionConfig> configs = {AttentionConfig{}};
+  // The sm_90a default (wgmma) where the device is Hopper, then the mma.sync default; --sweep adds
+  // the other tile configs of both families.
+  const bool hopper = ctx.info().cc() == 90;
+  std::vector<AttentionConfig> configs;
+  if (hopper) configs.push_back(AttentionConfig::hopper());
+  configs.push_back(AttentionConfig{});
   if (sweep) {
     for (AttentionConfig c : {AttentionConfig{128, 2, 32, 2}, AttentionConfig{128, 2, 32, 3}, AttentionConfig{128, 1, 64, 2},
                               AttentionConfig{64, 1, 64, 2}, AttentionConfig{64, 1, 64, 3}, AttentionConfig{64, 2, 64, 2},
                               AttentionConfig{64, 2, 32, 3}, AttentionConfig{128, 1, 32, 3}})
       configs.push_back(c);
+    if (hopper)
+      for (AttentionConfig c : {AttentionConfig{128, 1, 64, 2, true}, AttentionConfig{128, 1, 64, 4, true},
+                                AttentionConfig{128, 1, 128, 3, true}})
+        configs.push_back(c);
   }
   for (int64_t s : {2048, 8192}) {
     for (const AttentionConfig& cfg : configs) {
       Bindings b;
       b.set("T", s);
       EmitOptions eo;
+      eo.sm = ctx.info().cc();
+      eo.arch_specific = cfg.wgmma;
       eo.attention = cfg;
       std::map<ValueId, rt::DeviceBuffer> pool;
       std::vector<PlanRun> runs;

@@ -11,6 +11,7 @@
 #include "codegen/device_headers.h"
 #include "codegen/kernel.h"
 #include "codegen/tensor_layout.h"
+#include "layerjit/text.h"
 #include "runtime/nvrtc.h"
 #include "tests/codegen/codegen_graphs.h"
 
@@ -352,8 +353,108 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   CHECK_THAT(error, Catch::Contains("positive integer"));
 }
 
+TEST_CASE("attention at prefill sizes on sm_90a gets the wgmma flash kernel reading q, k and v through tensor maps", "[codegen]") {
+  const Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  const FusionPlan plan = plan_fusion(g);
+  const FusionGroup* attn = nullptr;
+  for (const FusionGroup& grp : plan.groups)
+    if (grp.kind == GroupKind::Attention) attn = &grp;
+  REQUIRE(attn);
+  const Node& n = g.node(attn->nodes[0]);
+  const std::vector<TensorLayout> layouts = compute_layouts(g);
+  EmitOptions eo;
+  eo.arch_specific = true;
+  GeneratedKernel k = emit_group(g, *attn, eo);
+  INFO(k.source);
+  CHECK(k.arch_specific);
+  CHECK(k.config == "wgmma bn=128 stages=2");
+  CHECK(k.source.find("lj_flash_prefill_wgmma<lj_bf16, 128, 128, 2, 4, true>") != std::string::npos);
+  CHECK(k.source.find("__launch_bounds__(384, 1)") != std::string::npos);
+  CHECK(k.launch.threads == 384);
+  CHECK(k.launch.per_block == 32);  // 128 rows: 32 tokens of the 4 query heads of a KV head
+  CHECK(k.launch.shared_bytes == 1024 + 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 7 * 8);
+  std::vector<const KernelParam*> maps;
+  for (const KernelParam& p : k.params)
+    if (p.kind == KernelParam::Kind::TensorMap) maps.push_back(&p);
+  REQUIRE(maps.size() == 3);
+  CHECK(maps[0]->buffer == layouts[static_cast<size_t>(n.operands[0])].buffer);
+  CHECK(maps[0]->tmap.rows.symbols == std::vector<std::string>{"T"});
+  CHECK(maps[0]->tmap.cols == 32 * 128);
+  CHECK(maps[0]->tmap.box_rows == 32);
+  CHECK(maps[0]->tmap.box_cols == 64);
+  CHECK(maps[1]->tmap.cols == 8 * 128);
+  CHECK(maps[1]->tmap.box_rows == 128);
+  // v is a view of the QKV projection's output: rows 6144 elements apart, at column 5120.
+  CHECK(maps[2]->buffer == layouts[static_cast<size_t>(n.operands[2])].buffer);
+  CHECK(maps[2]->tmap.row_stride == 6144);
+  CHECK(maps[2]->tmap.offset == 5120);
+
+  // Not on sm_90 or sm_90a without arch-specific code; a forced wgmma config there says why.
+  EmitOptions plain;
+  CHECK(!emit_group(g, *attn, plain).arch_specific);
+  plain.attention = AttentionConfig::hopper();
+  CHECK_THROWS_WITH(emit_group(g, *attn, plain), Catch::Contains("needs sm_90a"));
+  // Paged caches and head_dim 32 stay on the mma.sync kernels.
+  Module m = parse_module(
+      "graph @paged(%q: bf16[B, 40, 8, 128], %kp: bf16[17, 16, 2, 128], %vp: bf16[17, 16, 2, 128], %pos: i32[B], %bt: i32[B, 5]) {\n"
+      "  %o = attention(%q, %kp, %vp, %pos, %bt) {causal = true}\n  return %o\n}\n"
+      "graph @d32(%q: bf16[T, 8, 32], %k: bf16[T, 2, 32], %v: bf16[T, 2, 32]) {\n"
+      "  %o = attention(%q, %k, %v) {causal = true}\n  return %o\n}\n",
+      "<wgmma attention test>");
+  for (const Graph& other : m.graphs) {
+    INFO(other.name());
+    const FusionGroup grp = plan_fusion(other).groups.at(0);
+    CHECK(!emit_group(other, grp, eo).arch_specific);
+    EmitOptions forced = eo;
+    forced.attention = AttentionConfig::hopper();
+    CHECK_THROWS_WITH(emit_group(other, grp, forced), Catch::Contains(other.name() == "paged" ? "paged" : "head_dim is 32"));
+  }
+}
+
+TEST_CASE("wgmma attention compiles for sm_90a: head_dim 64/128, GQA 1/4/8/16, bf16/f16, causal or not, over a cache", "[codegen]") {
+  std::vector<rt::CompileJob> jobs;
+  std::vector<std::string> what;
+  auto target = rt::Target::parse("sm_90a");
+  REQUIRE(target.ok());
+  std::vector<std::string> graphs;
+  for (int d : {64, 128})
+    for (int grp : {1, 4, 8, 16})
+      graphs.push_back(fmt::format("graph @a{0}_{1}(%q: {2}[T, 16, {0}], %k: {2}[T, {3}, {0}], %v: {2}[T, {3}, {0}]) {{\n"
+                                   "  %o = attention(%q, %k, %v) {{causal = {4}}}\n  return %o\n}}\n",
+                                   d, grp, grp == 4 ? "f16" : "bf16", 16 / grp, grp == 8 ? "false" : "true"));
+  graphs.push_back(
+      "graph @cache(%q: bf16[B, 40, 8, 128], %kc: bf16[B, C, 2, 128], %vc: bf16[B, C, 2, 128], %pos: i32[B]) {\n"
+      "  %o = attention(%q, %kc, %vc, %pos) {causal = true}\n  return %o\n}\n");
+  for (const std::string& text : graphs) {
+    Module m = parse_module(text, "<wgmma attention>");
+    const Graph& g = m.graphs.at(0);
+    for (int bn : {64, 128}) {
+      EmitOptions eo;
+      eo.arch_specific = true;
+      eo.attention = AttentionConfig::hopper();
+      eo.attention->bn = bn;
+      GeneratedKernel k = emit_group(g, plan_fusion(g).groups.at(0), eo);
+      REQUIRE(k.arch_specific);
+      rt::CompileJob job;
+      job.source = k.source;
+      job.options.program_name = k.name + ".cu";
+      job.options.headers = codegen_device_headers();
+      job.target = *target;
+      jobs.push_back(std::move(job));
+      what.push_back(fmt::format("{} {}", g.name(), eo.attention->str()));
+    }
+  }
+  auto results = rt::compile_parallel(jobs);
+  REQUIRE(results.size() == jobs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    INFO(what[i] << "\n" << (results[i].ok() ? "" : results[i].message()));
+    CHECK(results[i].ok());
+  }
+}
+
 TEST_CASE("attention configs print and parse back; malformed text is refused", "[codegen]") {
-  for (AttentionConfig c : {AttentionConfig{}, AttentionConfig{64, 1, 64, 3}, AttentionConfig{128, 2, 32, 2}}) {
+  for (AttentionConfig c : {AttentionConfig{}, AttentionConfig{64, 1, 64, 3}, AttentionConfig{128, 2, 32, 2},
+                            AttentionConfig::hopper(), AttentionConfig{128, 1, 64, 3, true}}) {
     std::string error;
     const std::optional<AttentionConfig> back = parse_attention_config(c.str(), &error);
     REQUIRE(back.has_value());
@@ -364,5 +465,11 @@ TEST_CASE("attention configs print and parse back; malformed text is refused", "
     std::string error;
     CHECK(!parse_attention_config(bad, &error).has_value());
     CHECK(error.find("expected BMxMTxBNxSTAGES") != std::string::npos);
+  }
+  for (const char* bad : {"wgmma bn=128", "wgmma bn=0 stages=2", "wgmma bn=128 stages=2x", "wgmma stages=2 bn=128"}) {
+    INFO(bad);
+    std::string error;
+    CHECK(!parse_attention_config(bad, &error).has_value());
+    CHECK(error.find("expected 'wgmma bn=N stages=S'") != std::string::npos);
   }
 }

@@ -5,6 +5,7 @@
 // poisoned before each run; inputs are fresh random values.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -68,6 +69,95 @@ TEST_CASE("flash prefill matches the reference: T in {1, 7, 64, 127, 1000}, GQA 
           b.set("T", t);
           check(gr, b, ++seed);
         }
+}
+
+// The Hopper kernel (attention_wgmma.cuh) where the device is an sm_90 part; nullopt elsewhere (the
+// cases below then check nothing and say so).
+std::optional<EmitOptions> hopper(int bn = 128, int stages = 2) {
+  if (lj_test::gpu().info().cc() != 90) {
+    WARN("not an sm_90 device: the wgmma attention kernel is not run");
+    return std::nullopt;
+  }
+  EmitOptions e;
+  e.sm = 90;
+  e.arch_specific = true;
+  e.attention = AttentionConfig::hopper();
+  e.attention->bn = bn;
+  e.attention->stages = stages;
+  return e;
+}
+
+TEST_CASE("wgmma flash prefill matches the reference: T in {1, 7, 64, 127, 1000}, GQA 1/4/8/16, head_dim 64/128, causal or not",
+          "[gpu][attention]") {
+  const std::optional<EmitOptions> e = hopper();
+  if (!e) return;
+  uint64_t seed = 3000;
+  for (int64_t d : {64, 128})
+    for (int64_t g : {1, 4, 8, 16})
+      for (bool causal : {true, false})
+        for (int64_t t : kLens) {
+          const char* dtype = (seed % 3 == 0) ? "f16" : "bf16";
+          INFO("T = " << t << ", G = " << g << ", head_dim " << d << (causal ? ", causal " : ", ") << dtype);
+          Graph gr = prefill_graph(g == 16 ? 16 : 8, g, d, causal, dtype);
+          Bindings b;
+          b.set("T", t);
+          check(gr, b, ++seed, *e);
+        }
+}
+
+TEST_CASE("wgmma flash prefill: 64-key tiles and deeper rings match the reference", "[gpu][attention]") {
+  uint64_t seed = 3500;
+  for (auto [bn, stages] : {std::pair{64, 2}, std::pair{64, 4}, std::pair{128, 3}}) {
+    const std::optional<EmitOptions> e = hopper(bn, stages);
+    if (!e) return;
+    for (int64_t g : {1, 4})
+      for (int64_t t : {7, 127, 1000}) {
+        INFO("config " << e->attention->str() << ", T = " << t << ", G = " << g);
+        Graph gr = prefill_graph(8, g, 128, true, "bf16");
+        Bindings b;
+        b.set("T", t);
+        check(gr, b, ++seed, *e);
+      }
+  }
+}
+
+TEST_CASE("prefill into a cache: stale slots past the new tokens (NaN here) never reach the output", "[gpu][attention]") {
+  // B = 3 sequences append 40 tokens each (160 rows per KV head: the prefill kernels) to 300-slot
+  // caches at positions 0, 17 and 250; every slot from 295 on holds NaN, so a kernel that let a stale
+  // V row into P V (even with P = 0) would poison the output.
+  Graph gr = decode_graph(40, 8, 4, 128, true, "bf16");
+  Bindings b;
+  b.set("B", 3);
+  b.set("C", 300);
+  lj_test::InputFn input = [](const Graph& g, ValueId v, const Bindings& bind, uint64_t seed) {
+    HostTensor t = lj_test::random_input(g, v, bind, seed);
+    if (g.value(v).name == "pos") {
+      t.data = {0, 17, 250};
+    } else if (g.value(v).name == "kc" || g.value(v).name == "vc") {
+      const size_t row = 2 * 128;  // [B, C, 2, 128]
+      for (size_t i = 0; i < t.data.size(); ++i)
+        if (i / row % 300 >= 295) t.data[i] = std::nan("");
+    }
+    return t;
+  };
+  std::vector<EmitOptions> variants = {EmitOptions{}};
+  if (std::optional<EmitOptions> e = hopper()) variants.push_back(*e);
+  for (const EmitOptions& e : variants) {
+    const std::string what = e.attention ? e.attention->str() : std::string("mma.sync default");
+    INFO(what);
+    rt::Context& ctx = lj_test::gpu();
+    auto stream = rt::Stream::create(ctx);
+    LJ_REQUIRE_OK(stream);
+    lj_test::GroupCase c;
+    c.graph = &gr;
+    c.bind = b;
+    c.seed = 4000;
+    c.emit = e;
+    c.input = input;
+    auto out = lj_test::check_group(ctx, *stream, c, plan_fusion(gr).groups.at(0));
+    REQUIRE(out.size() == 1);
+    for (double x : out.begin()->second.data) REQUIRE(std::isfinite(x));
+  }
 }
 
 TEST_CASE("split-KV decode matches the reference: C in {1, 7, 64, 127, 1000}, B = 3, GQA 1/4/8, head_dim 64/128",

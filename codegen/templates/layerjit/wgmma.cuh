@@ -68,6 +68,14 @@ __device__ __forceinline__ unsigned long long lj_wgmma_desc_sw128(const void* sm
   const unsigned long long addr = lj_smem_addr(smem);
   return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
 }
+// The same swizzle with the tile MN-major (a transposed B: the N index contiguous, as V [keys][d] is
+// for O += P V): each k row of the operand is 128 bytes of 64 N elements, 8-row k groups 1024 bytes
+// apart (stride byte offset), and the next 64 N elements `lbo_bytes` further on (leading byte
+// offset). A k step of 16 advances the start address by 16 rows, 2048 bytes.
+__device__ __forceinline__ unsigned long long lj_wgmma_desc_sw128_mn(const void* smem, unsigned lbo_bytes) {
+  const unsigned long long addr = lj_smem_addr(smem);
+  return ((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo_bytes >> 4) << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
 __device__ __forceinline__ void lj_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void lj_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // Waits until at most N committed wgmma groups of this warpgroup are still running.
@@ -92,6 +100,8 @@ template <int R>
 __device__ __forceinline__ void lj_setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
 }
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy reads (wgmma, TMA).
+__device__ __forceinline__ void lj_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Barrier among `threads` threads (a multiple of 32) on hardware barrier `id` (0 is __syncthreads).
 __device__ __forceinline__ void lj_named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -116,8 +126,17 @@ struct lj_wgmma;
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define LJ_WGMMA_REGS_32 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define LJ_WGMMA_REGS_64 "{" LJ_WGMMA_REGS_LO "}"
 #define LJ_WGMMA_REGS_128 "{" LJ_WGMMA_REGS_LO ", " LJ_WGMMA_REGS_HI "}"
+
+#define LJ_WGMMA_ACC_32 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 
 #define LJ_WGMMA_ACC_64 \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
@@ -174,3 +193,48 @@ template <class T>
 __device__ __forceinline__ void lj_wgmma_64xN(float (&d)[128], unsigned long long a, unsigned long long b) {
   lj_wgmma<T>::m64n256k16(d, a, b);
 }
+
+// Flash attention's two products (attention_wgmma.cuh), for N of 64 or 128 (R = N / 2 accumulators):
+//   ss: D (+)= A(64 x 16, smem) * B(N x 16, smem)^T, both K-major; `accumulate` 0 overwrites D (the
+//       first k step of S = Q K^T), else adds.
+//   rs: D += A(64 x 16, registers) * B(16 x N, smem, MN-major: imm-trans-b = 1), A in the per-warp
+//       m16k16 fragment layout of mma.sync (a[0..3]: rows lane/4 and +8, k pairs 2 (lane%4) and +8),
+//       which is also the layout of two adjacent n8 blocks of a 64 x N fp32 accumulator: P goes from
+//       S's registers into O += P V without touching shared memory.
+#define LJ_WGMMA_SS_ASM(INSTR, REGS, A, B, SCALE, ...)                                               \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\nwgmma.mma_async.sync.aligned." INSTR " " REGS \
+               ", " A ", " B ", p, 1, 1, 0, 0;\n}\n"                                                         \
+               : __VA_ARGS__                                                                           \
+               : "l"(a), "l"(b), "r"(accumulate))
+#define LJ_WGMMA_RS_ASM(INSTR, REGS, A, B, SCALE, ...)                                               \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\nwgmma.mma_async.sync.aligned." INSTR " " REGS \
+               ", " A ", " B ", p, 1, 1, 1;\n}\n"                                                            \
+               : __VA_ARGS__                                                                           \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1))
+
+#define LJ_WGMMA_ATTN_OPS(TY, NAME)                                                                              \
+  static __device__ __forceinline__ void ss(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate) { \
+    LJ_WGMMA_SS_ASM("m64n64k16.f32." NAME "." NAME, LJ_WGMMA_REGS_32, "%32", "%33", "%34", LJ_WGMMA_ACC_32);       \
+  }                                                                                                              \
+  static __device__ __forceinline__ void ss(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) { \
+    LJ_WGMMA_SS_ASM("m64n128k16.f32." NAME "." NAME, LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64);      \
+  }                                                                                                              \
+  static __device__ __forceinline__ void rs(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {     \
+    LJ_WGMMA_RS_ASM("m64n64k16.f32." NAME "." NAME, LJ_WGMMA_REGS_32, "{%32, %33, %34, %35}", "%36", "%37",      \
+                    LJ_WGMMA_ACC_32);                                                                            \
+  }                                                                                                              \
+  static __device__ __forceinline__ void rs(float (&d)[64], const unsigned (&a)[4], unsigned long long b) {     \
+    LJ_WGMMA_RS_ASM("m64n128k16.f32." NAME "." NAME, LJ_WGMMA_REGS_64, "{%64, %65, %66, %67}", "%68", "%69",     \
+                    LJ_WGMMA_ACC_64);                                                                            \
+  }
+
+template <class T>
+struct lj_wgmma_attn;
+template <>
+struct lj_wgmma_attn<lj_bf16> {
+  LJ_WGMMA_ATTN_OPS(lj_bf16, "bf16")
+};
+template <>
+struct lj_wgmma_attn<lj_f16> {
+  LJ_WGMMA_ATTN_OPS(lj_f16, "f16")
+};
