@@ -130,6 +130,8 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     no_wgmma = fmt::format("{} query heads per KV head do not split 128 rows into whole 8-token groups", group);
   } else if (block_table >= 0) {
     no_wgmma = "the cache is paged";
+  } else if (!(scale > 0)) {
+    no_wgmma = fmt::format("the scale is {}; the kernel folds a positive scale into its exponent", scale);
   } else {
     tq = tma_token_rows(ctx, q, no_wgmma);
     if (tq) tk = tma_token_rows(ctx, k, no_wgmma);
@@ -168,7 +170,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     per_block = 128 / group;
     flash = fmt::format("lj_flash_prefill_wgmma<{}, {}, {}, {}, {}, {}>", ty, d, pc.bn, pc.stages, group, causal ? "true" : "false");
     threads = 384;
-    smem = static_cast<int>(1024 + 128 * d * 2 + pc.stages * 2 * pc.bn * d * 2 + (1 + 3 * pc.stages) * 8);
+    smem = static_cast<int>(1024 + 128 * d * 2 + pc.stages * 2 * pc.bn * d * 2 + (1 + 4 * pc.stages) * 8);
     if (smem > opts.max_shared_bytes)
       throw unsupported(fmt::format("prefill config '{}' needs {} bytes of shared memory, more than the {} the target allows",
                                     pc.str(), smem, opts.max_shared_bytes));

@@ -372,7 +372,7 @@ TEST_CASE("attention at prefill sizes on sm_90a gets the wgmma flash kernel read
   CHECK(k.source.find("__launch_bounds__(384, 1)") != std::string::npos);
   CHECK(k.launch.threads == 384);
   CHECK(k.launch.per_block == 32);  // 128 rows: 32 tokens of the 4 query heads of a KV head
-  CHECK(k.launch.shared_bytes == 1024 + 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 7 * 8);
+  CHECK(k.launch.shared_bytes == 1024 + 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2 + 9 * 8);
   std::vector<const KernelParam*> maps;
   for (const KernelParam& p : k.params)
     if (p.kind == KernelParam::Kind::TensorMap) maps.push_back(&p);
