@@ -197,8 +197,7 @@ struct lj_gemm {
         for (int h = 0; h < 2; ++h) {
           const int r = wm * WTM + mi * 16 + (lane >> 2) + h * 8;
           const int c = wn * WTN + ni * 8 + (lane & 3) * 2;
-          tile[r * STAGE_LD + c] = lj_from_float<TY>(acc[mi][ni][2 * h]);
-          tile[r * STAGE_LD + c + 1] = lj_from_float<TY>(acc[mi][ni][2 * h + 1]);
+          lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
         }
     __syncthreads();
   }

@@ -124,8 +124,7 @@ struct lj_wgmma_gemm {
         const int r = r0 + 8 * h;
         int c = j * 8 + (lane & 3) * 2;
         if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
-        tile[r * STAGE_LD + c] = lj_from_float<TY>(acc[4 * j + 2 * h]);
-        tile[r * STAGE_LD + c + 1] = lj_from_float<TY>(acc[4 * j + 2 * h + 1]);
+        lj_store2<TY>(tile + r * STAGE_LD + c, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
       }
     lj_named_barrier(1, EPI_THREADS);
   }
