@@ -117,9 +117,54 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const lj_i64 n0_out = n0 / 2;  // 16 tile columns (8 gate, 8 up) per 8 outputs");
     else
       w.line("const lj_i64 n0_out = n0;");
-    auto loop = w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {} * CHUNKS; i += Gemm::EPI_THREADS)", cfg.bm));
-    w.line("const int row = i / CHUNKS, cb = i % CHUNKS;");
-    w.line("const lj_i64 m = m0 + row, n = n0_out + cb * 8;");
+    // Full 16-byte stores where every row of the output starts aligned and N_OUT % 8 == 0 (then a
+    // chunk that starts inside the row ends inside it); else element stores up to N_OUT.
+    const bool full = ctx.vector_width({op.out}, os, 8) == 8;
+    // Epilogue operands that vary along the row (a residual, a bias) are read 8 at a time where
+    // their rows allow 16-byte accesses too; the rest element by element in the loop below.
+    std::vector<OperandRead> vec_reads;
+    if (full)
+      for (const OperandRead& rd : epilogue_reads(ctx, op))
+        if (rd.axis < 0 && ctx.varies_innermost(rd.value, os) && ctx.vector_width({rd.value}, os, 8) == 8) vec_reads.push_back(rd);
+    auto chunk_of = [&](const std::string& i) {
+      w.line("const int row = {} / CHUNKS, cb = {} % CHUNKS;", i, i);
+      w.line("const lj_i64 m = m0 + row, n = n0_out + cb * 8;");
+    };
+    // Those reads are issued 8 chunks at a time before any is used: one memory latency per 8 chunks
+    // instead of one per chunk (the loop is not software-pipelined by the compiler, and a residual GEMM
+    // spent ~13 us per tile waiting on its 16 chunks one by one). 8 raw packs are 32 registers; all 16
+    // spilled under the 168-register cap of a 384-thread CTA.
+    std::map<OperandRead, std::string> raw;
+    std::optional<SourceWriter::Scope> batches, loop;
+    if (!vec_reads.empty()) {
+      w.line("constexpr int ITERS = ({} * CHUNKS + Gemm::EPI_THREADS - 1) / Gemm::EPI_THREADS;  // chunks per thread", cfg.bm);
+      w.line("constexpr int BATCH = ITERS < 8 ? ITERS : 8;  // chunks whose operands are loaded together");
+      batches.emplace(w.scope("for (int it0 = 0; it0 < ITERS; it0 += BATCH)"));
+      for (const OperandRead& rd : vec_reads) {
+        raw[rd] = "pre_" + ident(g.value(rd.value).name);
+        w.line("lj_pack<{}, 8> {}[BATCH];  // %{}, raw", c_type(g.value(rd.value).type.dtype), raw[rd], g.value(rd.value).name);
+      }
+      {
+        w.line("#pragma unroll");
+        auto pre = w.scope("for (int b = 0; b < BATCH; ++b)");
+        w.line("const int i = Gemm::epi_thread() + (it0 + b) * Gemm::EPI_THREADS;");
+        chunk_of("i");
+        w.line("if (it0 + b >= ITERS || i >= {} * CHUNKS || m >= M || n >= N_OUT) continue;", cfg.bm);
+        std::vector<std::string> coords = emit_coords(w, Shape(os.begin(), os.end() - 1), "m", "ec");
+        coords.push_back("n");
+        for (const OperandRead& rd : vec_reads)
+          w.line("{}[b] = lj_load_raw<{}, 8>({} + {});", raw[rd], c_type(g.value(rd.value).type.dtype), ctx.buffer_param(rd.value, false),
+                 ctx.address(rd.value, os, coords));
+      }
+      w.line("#pragma unroll");
+      loop.emplace(w.scope("for (int b = 0; b < BATCH; ++b)"));
+      w.line("const int i = Gemm::epi_thread() + (it0 + b) * Gemm::EPI_THREADS;");
+      chunk_of("i");
+      w.line("if (it0 + b >= ITERS || i >= {} * CHUNKS) break;", cfg.bm);
+    } else {
+      loop.emplace(w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {} * CHUNKS; i += Gemm::EPI_THREADS)", cfg.bm)));
+      chunk_of("i");
+    }
     w.line("if (m >= M || n >= N_OUT) continue;");
     std::vector<std::string> acc;
     if (op.glu) {
@@ -132,26 +177,12 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("lj_load<{}, 8>(tile + row * Gemm::STAGE_LD + cb * 8, y);", ty);
       acc = {"y[j]"};
     }
-    // Full 16-byte stores where every row of the output starts aligned and N_OUT % 8 == 0 (then a
-    // chunk that starts inside the row ends inside it); else element stores up to N_OUT.
-    const bool full = ctx.vector_width({op.out}, os, 8) == 8;
-    // Epilogue operands that vary along the row (a residual, a bias) are read 8 at a time where
-    // their rows allow 16-byte accesses too; the rest element by element in the loop below.
     std::map<OperandRead, std::string> preloaded;
-    if (full) {
-      std::vector<std::string> coords;
-      for (const OperandRead& rd : epilogue_reads(ctx, op)) {
-        if (rd.axis >= 0 || !ctx.varies_innermost(rd.value, os) || ctx.vector_width({rd.value}, os, 8) != 8) continue;
-        if (coords.empty()) {
-          coords = emit_coords(w, Shape(os.begin(), os.end() - 1), "m", "ec");
-          coords.push_back("n");
-        }
-        const std::string r = "v_" + ident(g.value(rd.value).name);
-        w.line("float {}[8];  // %{}", r, g.value(rd.value).name);
-        w.line("lj_load<{}, 8>({} + {}, {});", c_type(g.value(rd.value).type.dtype), ctx.buffer_param(rd.value, false),
-               ctx.address(rd.value, os, coords), r);
-        preloaded[rd] = r + "[j]";
-      }
+    for (const OperandRead& rd : vec_reads) {
+      const std::string r = "v_" + ident(g.value(rd.value).name);
+      w.line("float {}[8];  // %{}", r, g.value(rd.value).name);
+      w.line("lj_unpack({}[b], {});", raw[rd], r);
+      preloaded[rd] = r + "[j]";
     }
     w.line("float out[8];");
     {
