@@ -428,11 +428,12 @@ TEST_CASE("wgmma attention compiles for sm_90a: head_dim 64/128, GQA 1/4/8/16, b
   for (const std::string& text : graphs) {
     Module m = parse_module(text, "<wgmma attention>");
     const Graph& g = m.graphs.at(0);
-    for (int bn : {64, 128}) {
+    for (int variant : {0, 1, 2}) {  // BN 64, BN 128, BN 128 with ping-pong
       EmitOptions eo;
       eo.arch_specific = true;
       eo.attention = AttentionConfig::hopper();
-      eo.attention->bn = bn;
+      eo.attention->bn = variant == 0 ? 64 : 128;
+      eo.attention->pingpong = variant == 2;
       GeneratedKernel k = emit_group(g, plan_fusion(g).groups.at(0), eo);
       REQUIRE(k.arch_specific);
       rt::CompileJob job;
@@ -454,7 +455,7 @@ TEST_CASE("wgmma attention compiles for sm_90a: head_dim 64/128, GQA 1/4/8/16, b
 
 TEST_CASE("attention configs print and parse back; malformed text is refused", "[codegen]") {
   for (AttentionConfig c : {AttentionConfig{}, AttentionConfig{64, 1, 64, 3}, AttentionConfig{128, 2, 32, 2},
-                            AttentionConfig::hopper(), AttentionConfig{128, 1, 64, 3, true}}) {
+                            AttentionConfig::hopper(), AttentionConfig{128, 1, 64, 3, true}, AttentionConfig{128, 1, 128, 2, true, true}}) {
     std::string error;
     const std::optional<AttentionConfig> back = parse_attention_config(c.str(), &error);
     REQUIRE(back.has_value());
@@ -466,7 +467,8 @@ TEST_CASE("attention configs print and parse back; malformed text is refused", "
     CHECK(!parse_attention_config(bad, &error).has_value());
     CHECK(error.find("expected BMxMTxBNxSTAGES") != std::string::npos);
   }
-  for (const char* bad : {"wgmma bn=128", "wgmma bn=0 stages=2", "wgmma bn=128 stages=2x", "wgmma stages=2 bn=128"}) {
+  for (const char* bad : {"wgmma bn=128", "wgmma bn=0 stages=2", "wgmma bn=128 stages=2x", "wgmma stages=2 bn=128",
+                          "wgmma bn=128 stages=2 ping"}) {
     INFO(bad);
     std::string error;
     CHECK(!parse_attention_config(bad, &error).has_value());
