@@ -22,7 +22,7 @@
 #include "runtime/host_values.h"
 #include "runtime/kernel_compile.h"
 #include "runtime/launch.h"
-#include "tune/tune_matmul.h"
+#include "tune/tune_group.h"
 
 namespace lj::exec {
 
@@ -62,13 +62,10 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
     KernelOrigin origin{"default", false};
     try {
       EmitOptions geo = eo;
-      if (grp.kind == GroupKind::Matmul && db && db->enabled()) {
+      if ((grp.kind == GroupKind::Matmul || grp.kind == GroupKind::Attention) && db && db->enabled()) {
         if (std::optional<cache::TuningRecord> rec = db->lookup(tune::tuning_key(ctx, choice.target, g, grp, bucketed))) {
-          std::string why;
-          std::optional<MatmulConfig> c = parse_matmul_config(rec->winner.config, &why);
-          if (c) why = reject_reason(*c, matmul_problem(g, grp, geo));
+          const std::string why = tune::apply_tuned_config(g, grp, rec->winner.config, geo);
           if (why.empty()) {
-            geo.matmul = *c;
             origin.config_source = fmt::format("tuned ({})", tune::bucket_text(g, bucketed));
           } else {
             origin.config_source = fmt::format("default (the stored tuning '{}' does not apply: {})", rec->winner.config, why);

@@ -1,4 +1,4 @@
-// `layerjit tune`: autotunes the plan's matmul groups on this machine's GPU and records the winners
+// `layerjit tune`: autotunes the plan's matmul and attention groups on this machine's GPU and records the winners
 // in the tuning DB.
 #include <charconv>
 #include <cstdio>
@@ -9,15 +9,16 @@
 #include "cache/tuning_db.h"
 #include "runtime/context.h"
 #include "tools/commands.h"
-#include "tune/tune_matmul.h"
+#include "tune/tune_group.h"
 
 namespace lj::cli {
 
 const char* const kTuneUsage =
     "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--no-fuse] [--quiet]\n"
     "\n"
-    "Autotunes every matmul group of the plan (or only group N) on GPU 0: every kernel config the\n"
-    "pruner accepts for the group's shape is compiled (in parallel, through the kernel cache), run on\n"
+    "Autotunes every matmul and prefill attention group of the plan (or only group N) on GPU 0: every\n"
+    "kernel config the pruner accepts for a matmul's shape, every attention tile set the emitter\n"
+    "accepts (mma.sync and, on sm_90a, wgmma), is compiled (in parallel, through the kernel cache), run on\n"
     "random inputs, checked against the default config's output, and timed (CUDA events, median of 30\n"
     "repeats, inputs rotated past L2). The winner, its time, spread and the runner-up are stored in the\n"
     "tuning DB (see `layerjit cache ls`), keyed by the group, the symbol bucket (values rounded up to a\n"
@@ -29,9 +30,10 @@ const char* const kTuneUsage =
 namespace {
 
 std::string describe(const Graph& g, const FusionGroup& grp) {
-  const Node& mm = g.node(grp.nodes[0]);
-  return fmt::format("group {} %{} = matmul(%{}: {}, %{}: {})", grp.id, g.value(mm.results[0]).name, g.value(mm.operands[0]).name,
-                     g.value(mm.operands[0]).type.str(), g.value(mm.operands[1]).name, g.value(mm.operands[1]).type.str());
+  const Node& n = g.node(grp.nodes[0]);
+  std::string ops;
+  for (ValueId v : n.operands) ops += fmt::format("{}%{}: {}", ops.empty() ? "" : ", ", g.value(v).name, g.value(v).type.str());
+  return fmt::format("group {} %{} = {}({})", grp.id, g.value(n.results[0]).name, op_name(n.kind), ops);
 }
 
 }  // namespace
@@ -76,14 +78,15 @@ int cmd_tune(const std::vector<std::string>& args) {
   std::vector<const FusionGroup*> todo;
   for (const FusionGroup& grp : plan.groups) {
     if (group && grp.id != *group) continue;
-    if (grp.kind == GroupKind::Matmul) todo.push_back(&grp);
-    else if (group) throw UserError(fmt::format("group {} is a {} group: only matmul groups have configs to tune", grp.id, group_kind_name(grp.kind)));
+    const std::string why = tune::untunable_reason(g, grp);
+    if (why.empty()) todo.push_back(&grp);
+    else if (group) throw UserError(why);
   }
   if (group && todo.empty())
     throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),
                                 plan.groups.size() - 1, *group));
   if (todo.empty()) {
-    std::printf("@%s has no matmul groups: nothing to tune\n", g.name().c_str());
+    std::printf("@%s has no matmul or prefill attention groups: nothing to tune\n", g.name().c_str());
     return kExitOk;
   }
 
@@ -100,11 +103,11 @@ int cmd_tune(const std::vector<std::string>& args) {
   settings.db = db.get();
   settings.autotune.budget_seconds = budget;
   if (!quiet) settings.autotune.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
-  std::printf("device: %s; tuning %zu matmul group(s) of @%s\n", (*ctx)->info().name.c_str(), todo.size(), g.name().c_str());
+  std::printf("device: %s; tuning %zu group(s) of @%s\n", (*ctx)->info().name.c_str(), todo.size(), g.name().c_str());
   for (const FusionGroup* grp : todo) {
     std::printf("\n%s\n", describe(g, *grp).c_str());
     std::fflush(stdout);
-    auto r = tune::tune_matmul(*stream, g, *grp, o.bindings, settings);
+    auto r = tune::tune_group(*stream, g, *grp, o.bindings, settings);
     if (!r.ok()) throw UserError(fmt::format("tuning group {} failed: {}", grp->id, r.message()));
     const rt::TuneReport& rep = r->report;
     int timed = 0, rejected = 0, failed = 0, skipped = 0;
@@ -120,6 +123,10 @@ int cmd_tune(const std::vector<std::string>& args) {
     const auto& best = rep.results[static_cast<size_t>(rep.best)];
     std::printf("  bucket %s: %zu candidates, %d timed, %d wrong result, %d failed, %d over budget (%.1f s)\n",
                 r->key.symbol_bucket.c_str(), rep.results.size(), timed, rejected, failed, skipped, rep.seconds);
+    if (!r->pruned.empty()) {
+      std::printf("  %zu config(s) the emitter refused:\n", r->pruned.size());
+      for (const std::string& p : r->pruned) std::printf("    %s\n", p.c_str());
+    }
     std::printf("  default  %.4f ms  %s\n", def_ms, rep.results[0].config.c_str());
     std::printf("  best     %.4f ms  %s  (%.2fx the default)\n", best.timing.median_ms, best.config.c_str(), def_ms / best.timing.median_ms);
     if (r->record) {

@@ -15,7 +15,7 @@
 #include "runtime/fill.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "exec/executable.h"
-#include "tune/tune_matmul.h"
+#include "tune/tune_group.h"
 
 using namespace lj;
 
@@ -142,7 +142,7 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   b.set("M", 700);
   tune::TuneSettings s;
   s.db = db.get();
-  auto r = tune::tune_matmul(*stream, g, grp, b, s);
+  auto r = tune::tune_group(*stream, g, grp, b, s);
   LJ_REQUIRE_OK(r);
   CHECK(*r->tuned_at.get("M") == 1024);
   CHECK(r->key.symbol_bucket == "M<=1024");
@@ -156,11 +156,11 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   CHECK(r->record->decision == cache::TuneDecision::kFirst);
   auto stored = db->lookup(r->key);
   REQUIRE(stored.has_value());
-  CHECK(stored->winner.config == r->chosen.str());
+  CHECK(stored->winner.config == r->chosen);
   CHECK(stored->runner_up.has_value());
 
   // Tuning again compares with the stored winner instead of starting over.
-  auto again = tune::tune_matmul(*stream, g, grp, b, s);
+  auto again = tune::tune_group(*stream, g, grp, b, s);
   LJ_REQUIRE_OK(again);
   REQUIRE(again->record.has_value());
   CHECK(again->record->decision != cache::TuneDecision::kFirst);
@@ -180,5 +180,52 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   auto plain = exec::Executable::build(ctx, g, bo);
   LJ_REQUIRE_OK(plain);
   CHECK(plain->origins()[0].config_source == "default");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("tuning an attention prefill group verifies every tile set and an executable runs the winner", "[gpu][autotune]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("lj-tune-attn-{}", ::getpid());
+  std::filesystem::remove_all(dir);
+  cache::CacheOptions co;
+  co.root = dir;
+  co.durable = false;
+  auto db = cache::TuningDb::open(co);
+  REQUIRE(db->enabled());
+  // 8 query heads over 2 KV heads, T = 300 (tuned at 512): causal tiles crossing the diagonal and a tail.
+  Module m = parse_module("graph @attn(%q: bf16[T, 8, 128], %k: bf16[T, 2, 128], %v: bf16[T, 2, 128]) {\n"
+                          "  %o = attention(%q, %k, %v) {causal = true}\n  return %o\n}\n",
+                          "<tune attention>");
+  const Graph& g = m.graphs.at(0);
+  const FusionPlan plan = plan_fusion(g);
+  const FusionGroup& grp = plan.groups.at(0);
+  Bindings b;
+  b.set("T", 300);
+  tune::TuneSettings s;
+  s.db = db.get();
+  auto r = tune::tune_group(*stream, g, grp, b, s);
+  LJ_REQUIRE_OK(r);
+  CHECK(r->key.symbol_bucket == "T<=512");
+  CHECK(r->report.results.size() >= 5);
+  CHECK(r->pruned.empty());
+  for (const auto& c : r->report.results) {
+    INFO(c.config << ": " << rt::to_string(c.status) << " " << c.detail);
+    CHECK(c.status == rt::CandidateStatus::kTimed);  // every tile set runs and agrees with the default
+  }
+  if (ctx.info().cc() == 90) CHECK(r->report.results[0].config == "wgmma bn=128 stages=2");
+  REQUIRE(r->record.has_value());
+  CHECK(r->record->ok);
+
+  ::setenv("LAYERJIT_CACHE_DIR", dir.c_str(), 1);
+  exec::BuildOptions bo;
+  bo.hint.set("T", 400);
+  auto e = exec::Executable::build(ctx, g, bo);
+  ::unsetenv("LAYERJIT_CACHE_DIR");
+  LJ_REQUIRE_OK(e);
+  REQUIRE(e->kernels().size() == 1);
+  CHECK(e->kernels()[0].config == db->lookup(r->key)->winner.config);
+  CHECK(e->origins()[0].config_source == "tuned (T<=512)");
   std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,98 @@
+// The tuner's CPU half: which groups it tunes, the candidates it measures (the emitter's default
+// first, every one emitted), and how a stored winner is applied or refused with a reason.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "layerjit/llama.h"
+#include "layerjit/text.h"
+#include "tune/group_candidates.h"
+#include "tune/tune_group.h"
+
+using namespace lj;
+
+namespace {
+
+const FusionGroup& group_of(const FusionPlan& plan, GroupKind kind) {
+  for (const FusionGroup& grp : plan.groups)
+    if (grp.kind == kind) return grp;
+  FAIL("no group of that kind");
+  return plan.groups.at(0);
+}
+
+EmitOptions target(bool hopper) {
+  EmitOptions eo;
+  eo.sm = 90;
+  eo.arch_specific = hopper;
+  eo.hint.set("T", 4096);
+  return eo;
+}
+
+}  // namespace
+
+TEST_CASE("tuner: attention prefill candidates start with the target's default and are all emitted", "[tune]") {
+  const Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  const FusionPlan plan = plan_fusion(g);
+  const FusionGroup& attn = group_of(plan, GroupKind::Attention);
+  CHECK(tune::untunable_reason(g, attn).empty());
+  for (bool hopper : {true, false}) {
+    INFO((hopper ? "sm_90a" : "sm_90"));
+    const tune::Candidates c = tune::group_candidates(g, attn, target(hopper));
+    REQUIRE(c.list.size() >= 5);
+    CHECK(c.list[0].config == (hopper ? "wgmma bn=128 stages=2" : "128x2x64x2"));
+    std::set<std::string> seen;
+    int wgmma = 0;
+    for (const tune::Candidate& k : c.list) {
+      CHECK(seen.insert(k.config).second);  // no config twice
+      CHECK(k.kernel.config == k.config);   // the kernel is the one the text names
+      wgmma += k.kernel.arch_specific ? 1 : 0;
+    }
+    CHECK(wgmma == (hopper ? 5 : 0));
+    CHECK(c.pruned.empty());
+    CHECK(c.abs_tolerance > 0);
+    CHECK(c.rel_tolerance > 0);
+  }
+}
+
+TEST_CASE("tuner: matmul candidates are the pruner's, the default first", "[tune]") {
+  const Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  const FusionPlan plan = plan_fusion(g);
+  const FusionGroup& mm = group_of(plan, GroupKind::Matmul);
+  const EmitOptions eo = target(true);
+  const tune::Candidates c = tune::group_candidates(g, mm, eo);
+  const std::vector<MatmulConfig> want = matmul_candidates(matmul_problem(g, mm, eo));
+  REQUIRE(c.list.size() == want.size());
+  CHECK(c.list[0].config == default_matmul_config(matmul_problem(g, mm, eo)).str());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(c.list[i].config == want[i].str());
+}
+
+TEST_CASE("tuner: groups without configs say why", "[tune]") {
+  const Graph decode = llama_decode(LlamaConfig::llama3_8b());
+  const FusionPlan plan = plan_fusion(decode);
+  CHECK_THAT(tune::untunable_reason(decode, group_of(plan, GroupKind::Attention)), Catch::Contains("decode attention"));
+  CHECK_THAT(tune::untunable_reason(decode, group_of(plan, GroupKind::RowReduce)), Catch::Contains("only matmul and attention"));
+  CHECK(tune::untunable_reason(decode, group_of(plan, GroupKind::Matmul)).empty());
+}
+
+TEST_CASE("tuner: a stored winner is applied when the emitter accepts it, else the reason is returned", "[tune]") {
+  const Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  const FusionPlan plan = plan_fusion(g);
+  const FusionGroup& attn = group_of(plan, GroupKind::Attention);
+  EmitOptions eo = target(true);
+  CHECK(tune::apply_tuned_config(g, attn, "wgmma bn=64 stages=4", eo).empty());
+  REQUIRE(eo.attention.has_value());
+  CHECK(eo.attention->str() == "wgmma bn=64 stages=4");
+
+  EmitOptions plain = target(false);
+  CHECK_THAT(tune::apply_tuned_config(g, attn, "wgmma bn=64 stages=4", plain), Catch::Contains("needs sm_90a"));
+  CHECK(!plain.attention.has_value());  // left alone
+  CHECK_THAT(tune::apply_tuned_config(g, attn, "wgmma bn=96 stages=2", eo), Catch::Contains("BN must be 64 or 128"));
+  CHECK_THAT(tune::apply_tuned_config(g, attn, "mma bm=128", eo), Catch::Contains("expected BMxMTxBNxSTAGES"));
+
+  const FusionGroup& mm = group_of(plan, GroupKind::Matmul);
+  EmitOptions m = target(true);
+  CHECK(tune::apply_tuned_config(g, mm, "wgmma bm=128 bn=128 stages=3 gm=8", m).empty());
+  REQUIRE(m.matmul.has_value());
+  CHECK(m.matmul->str() == "wgmma bm=128 bn=128 stages=3 gm=8");
+  CHECK(!tune::apply_tuned_config(g, mm, "128x2x64x2", m).empty());
+}

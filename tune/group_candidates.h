@@ -1,0 +1,29 @@
+// The configs the tuner measures for one group, emitted, and how two candidates' outputs may differ.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+
+namespace lj::tune {
+
+struct Candidate {
+  std::string config;  ///< the config text (MatmulConfig::str, AttentionConfig::str)
+  GeneratedKernel kernel;
+};
+
+struct Candidates {
+  std::vector<Candidate> list;      ///< the default first
+  std::vector<std::string> pruned;  ///< "config: why" for configs the emitter refused
+  /// Largest |a - b| allowed between two correct candidates at output magnitude |a|: absolute + rel * |a|.
+  double abs_tolerance = 0, rel_tolerance = 0;
+};
+
+/// Matmul groups: the pruner's candidates (matmul_candidates). Attention prefill groups: the default
+/// tiles of the target (the Hopper kernel on sm_90a where it applies), then the other mma.sync and
+/// wgmma tile sets; each emitted, configs the emitter refuses listed in `pruned`. `eo.hint` must hold
+/// the values the kernels run with.
+Candidates group_candidates(const Graph& g, const FusionGroup& grp, const EmitOptions& eo);
+
+}  // namespace lj::tune

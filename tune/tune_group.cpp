@@ -1,0 +1,235 @@
+#include "tune/tune_group.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "cache/compile_cached.h"
+#include "codegen/device_headers.h"
+#include "codegen/tensor_layout.h"
+#include "layerjit/error.h"
+#include "runtime/fill.h"
+#include "runtime/host_values.h"
+#include "runtime/kernel_args.h"
+#include "runtime/module.h"
+#include "tune/group_candidates.h"
+
+namespace lj::tune {
+
+Bindings bucket(const Bindings& b) {
+  Bindings out;
+  for (const auto& [name, value] : b.values) {
+    int64_t top = 1;
+    while (top < value) top *= 2;
+    out.set(name, top);
+  }
+  return out;
+}
+
+std::string bucket_text(const Graph& g, const Bindings& bucketed) {
+  std::string out;
+  for (const std::string& s : g.symbols())
+    if (auto v = bucketed.get(s)) out += fmt::format("{}{}<={}", out.empty() ? "" : ",", s, *v);
+  return out;
+}
+
+std::string group_signature(const Graph& g, const FusionGroup& grp) {
+  const std::vector<TensorLayout> layouts = compute_layouts(g);
+  std::string out = fmt::format("{}:", group_kind_name(grp.kind));
+  for (NodeId id : grp.nodes) {
+    const Node& n = g.node(id);
+    std::string ops, res;
+    for (ValueId v : n.operands) ops += (ops.empty() ? "" : ", ") + g.value(v).type.str();
+    for (ValueId v : n.results) res += (res.empty() ? "" : ", ") + g.value(v).type.str();
+    out += fmt::format(" {}({}) -> {};", op_name(n.kind), ops, res);
+  }
+  // Views change how a kernel loads (alignment, strides): part of the problem.
+  for (ValueId v : grp.inputs) {
+    const TensorLayout& l = layouts[static_cast<size_t>(v)];
+    std::string strides;
+    for (const DimProduct& s : l.strides) strides += (strides.empty() ? "" : ",") + s.str();
+    out += fmt::format(" in@{}[{}]", l.offset.str(), strides);
+  }
+  return out;
+}
+
+cache::TuningKey tuning_key(const rt::Context& ctx, const rt::Target& target, const Graph& g, const FusionGroup& grp,
+                            const Bindings& bucketed) {
+  cache::TuningKey key;
+  key.group_signature = group_signature(g, grp);
+  key.symbol_bucket = bucket_text(g, bucketed);
+  key.arch = target.name();
+  key.driver_version = rt::format_cuda_version(ctx.info().driver_version);
+  return key;
+}
+
+std::string untunable_reason(const Graph& g, const FusionGroup& grp) {
+  if (grp.kind == GroupKind::Matmul) return "";
+  if (grp.kind != GroupKind::Attention)
+    return fmt::format("group {} is a {} group: only matmul and attention groups have configs to tune", grp.id, group_kind_name(grp.kind));
+  // Decode (every query row of a KV head in one 16-row tile) splits the keys by the size hint alone.
+  try {
+    if (emit_group(g, grp).config.rfind("split-KV", 0) == 0)
+      return fmt::format("group {} is decode attention (the query rows of a KV head fit one tile): its key split follows the "
+                         "size hint, there are no tiles to tune", grp.id);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string apply_tuned_config(const Graph& g, const FusionGroup& grp, const std::string& config, EmitOptions& eo) {
+  std::string why;
+  EmitOptions trial = eo;
+  if (grp.kind == GroupKind::Matmul) {
+    std::optional<MatmulConfig> c = parse_matmul_config(config, &why);
+    if (!c) return why;
+    why = reject_reason(*c, matmul_problem(g, grp, eo));
+    if (!why.empty()) return why;
+    trial.matmul = *c;
+  } else if (grp.kind == GroupKind::Attention) {
+    std::optional<AttentionConfig> c = parse_attention_config(config, &why);
+    if (!c) return why;
+    trial.attention = *c;
+    try {
+      (void)emit_group(g, grp, trial);
+    } catch (const UserError& e) {
+      return e.what();
+    }
+  } else {
+    return fmt::format("{} groups have no configs", group_kind_name(grp.kind));
+  }
+  eo = trial;
+  return "";
+}
+
+namespace {
+
+bool outputs_agree(DType t, double abs_tol, double rel_tol, const std::vector<unsigned char>& want, const std::vector<unsigned char>& got,
+                   std::string* why) {
+  const size_t eb = static_cast<size_t>(dtype_bytes(t));
+  for (size_t i = 0; i * eb < want.size(); ++i) {
+    const double a = rt::decode_element(t, want.data() + i * eb), b = rt::decode_element(t, got.data() + i * eb);
+    if (std::isnan(b) || !(std::fabs(a - b) <= abs_tol + rel_tol * std::fabs(a))) {
+      if (why) *why = fmt::format("element {}: {} where the default config gives {}", i, b, a);
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const FusionGroup& grp, const Bindings& b,
+                                   const TuneSettings& settings) {
+  if (std::string why = untunable_reason(g, grp); !why.empty()) throw UserError(fmt::format("@{}: {}", g.name(), why));
+  const rt::Context& ctx = stream.context();
+  GroupTuning out;
+  out.tuned_at = bucket(b);
+  LJ_RT_ASSIGN(auto archs, rt::supported_archs());
+  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()));
+
+  EmitOptions eo;
+  eo.sm = choice.target.sm;
+  eo.arch_specific = choice.target.arch_specific;
+  eo.hint = out.tuned_at;
+  eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  Candidates cands = group_candidates(g, grp, eo);
+  out.pruned = cands.pruned;
+  std::vector<GeneratedKernel> kernels;
+
+  rt::TuneProblem tp;
+  tp.target = choice.target;
+  tp.compile.headers = codegen_device_headers();
+  for (Candidate& c : cands.list) {
+    rt::LaunchConfig lc = rt::LaunchConfig::linear(static_cast<unsigned>(c.kernel.launch.blocks(out.tuned_at)),
+                                                   static_cast<unsigned>(c.kernel.launch.threads),
+                                                   static_cast<unsigned>(c.kernel.launch.shared_bytes));
+    tp.candidates.push_back(rt::TuneCandidate{c.config, c.kernel.source, c.kernel.name, lc, {}, c.kernel.arch_specific});
+    kernels.push_back(std::move(c.kernel));
+  }
+
+  // Random inputs (positions and page tables: zeros, valid for any cache), enough copies to rotate
+  // past L2; each candidate's arguments over the same buffers (candidates differ in their parameter
+  // lists only by tensor maps over those buffers).
+  const std::vector<TensorLayout> layouts = compute_layouts(g);
+  const ValueId y = g.node(grp.nodes[0]).results[0];
+  const ValueId y_buf = layouts[static_cast<size_t>(y)].buffer;
+  size_t set_bytes = 0;
+  for (const KernelParam& p : kernels[0].params)
+    if (p.kind == KernelParam::Kind::Buffer)
+      set_bytes += static_cast<size_t>(numel(resolve(g.value(p.buffer).type.shape, out.tuned_at)) * dtype_bytes(g.value(p.buffer).type.dtype));
+  const int rotations = rt::rotations_for(set_bytes, static_cast<size_t>(ctx.info().l2_bytes));
+  std::vector<rt::DeviceBuffer> buffers;
+  for (int r = 0; r < rotations; ++r) {
+    std::map<ValueId, CUdeviceptr> set;
+    for (const KernelParam& p : kernels[0].params) {
+      if (p.kind != KernelParam::Kind::Buffer || set.count(p.buffer)) continue;
+      const TensorType& t = g.value(p.buffer).type;
+      const size_t n = static_cast<size_t>(numel(resolve(t.shape, out.tuned_at)));
+      LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))));
+      const uint64_t seed = 7919 * static_cast<uint64_t>(r + 1) + static_cast<uint64_t>(p.buffer);
+      // 16-bit inputs get bf16 values in [-1, 1) (read as f16 they are finite values of similar size).
+      if (dtype_bytes(t.dtype) == 2) {
+        LJ_RT_TRY(rt::fill_random_bf16(stream, buf.ptr(), n, seed, -1.f, 1.f));
+      } else if (t.dtype == DType::F32) {
+        LJ_RT_TRY(rt::fill_random_f32(stream, buf.ptr(), n, seed, -1.f, 1.f));
+      } else if (t.dtype == DType::I32) {
+        LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), buf.bytes()));
+      } else {
+        return rt::Error{fmt::format("tune: inputs of dtype {} are not supported", dtype_name(t.dtype))};
+      }
+      if (r == 0 && p.written && p.buffer == y_buf)
+        tp.outputs.push_back(rt::TuneOutput{buf.ptr(), buf.bytes(), static_cast<size_t>(dtype_bytes(t.dtype))});
+      set[p.buffer] = buf.ptr();
+      buffers.push_back(std::move(buf));
+    }
+    rt::ArgSources src;
+    src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
+      if (auto it = set.find(v); it != set.end()) return it->second;
+      return rt::Error{fmt::format("tune: a candidate reads %{}, which the default config does not", g.value(v).name)};
+    };
+    src.scratch = [](size_t) -> rt::Result<CUdeviceptr> { return rt::Error{"tune: the tuned kernels have no scratch"}; };
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      LJ_RT_ASSIGN(rt::KernelArgs args, rt::pack_kernel_args(ctx, kernels[i], out.tuned_at, src));
+      if (i == 0) tp.arg_sets.push_back(args);
+      tp.candidates[i].arg_sets.push_back(std::move(args));
+    }
+  }
+  const DType yt = g.value(y).type.dtype;
+  tp.compare = [yt, a = cands.abs_tolerance, rel = cands.rel_tolerance](size_t, const std::vector<unsigned char>& want,
+                                                                       const std::vector<unsigned char>& got, std::string* why) {
+    return outputs_agree(yt, a, rel, want, got, why);
+  };
+
+  rt::AutotuneOptions ao = settings.autotune;
+  if (settings.kernel_cache && !ao.compiler) {
+    std::vector<std::string> names;
+    for (const GeneratedKernel& k : kernels) names.push_back(k.name);
+    ao.compiler = [cache = settings.kernel_cache, names](std::span<const rt::CompileJob> jobs) {
+      std::vector<rt::Result<rt::CompiledProgram>> programs;
+      for (auto& r : cache::compile_many_cached(*cache, jobs, names)) {
+        if (r.ok()) programs.emplace_back(std::move(r->program));
+        else programs.emplace_back(r.error());
+      }
+      return programs;
+    };
+  }
+  LJ_RT_ASSIGN(out.report, rt::autotune(stream, tp, ao));
+  out.measured_best = tp.candidates[static_cast<size_t>(out.report.best)].config;
+  out.chosen = out.measured_best;
+  out.key = tuning_key(ctx, choice.target, g, grp, out.tuned_at);
+  if (settings.db && settings.db->enabled()) {
+    std::vector<cache::Measured> measured;
+    for (const rt::CandidateResult& r : out.report.results)
+      if (r.status == rt::CandidateStatus::kTimed)
+        measured.push_back(cache::Measured{r.config, r.timing.median_ms * 1e3, (r.timing.p90_ms - r.timing.p10_ms) * 1e3});
+    out.record = settings.db->record(out.key, measured);
+    if (out.record->ok) out.chosen = out.record->record.winner.config;
+  }
+  return out;
+}
+
+}  // namespace lj::tune

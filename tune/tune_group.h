@@ -1,0 +1,63 @@
+// Autotuning of fusion groups on the user's GPU: the candidate configs of a group (the matmul
+// pruner's, or the attention tile sets), measured by rt::autotune on random inputs, each verified
+// against the default config's output, and the winner recorded in the tuning DB with its time,
+// spread and runner-up (the DB keeps a previous winner on a near-tie).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/kernel_cache.h"
+#include "cache/tuning_db.h"
+#include "codegen/kernel.h"
+#include "runtime/autotune.h"
+#include "runtime/stream.h"
+
+namespace lj::tune {
+
+/// Symbol values rounded up to the next power of two: one tuning serves every value of a bucket
+/// (T = 3000 and T = 4096 share "T<=4096"), and the kernel is tuned at the bucket's top.
+Bindings bucket(const Bindings& b);
+/// "B<=1,C<=4096": the bucket as the tuning DB's key text (symbols in graph order).
+std::string bucket_text(const Graph& g, const Bindings& bucketed);
+
+/// What identifies a group's tuning problem independently of value names: kinds, dtypes and shapes
+/// of its nodes ("matmul(bf16[T, 4096], bf16[6144, 4096]) -> bf16[T, 6144]"), and the operands'
+/// view layouts (an offset view loads differently).
+std::string group_signature(const Graph& g, const FusionGroup& grp);
+
+/// The tuning DB key for a group at bucket `b` on `ctx`'s device.
+cache::TuningKey tuning_key(const rt::Context& ctx, const rt::Target& target, const Graph& g, const FusionGroup& grp,
+                            const Bindings& bucketed);
+
+/// Whether the group kind has configs to tune (matmul groups; attention groups whose query rows
+/// take the prefill kernels), and if not, why.
+std::string untunable_reason(const Graph& g, const FusionGroup& grp);
+
+struct GroupTuning {
+  std::string chosen;         ///< the config text the DB now holds (the previous winner on a near-tie)
+  std::string measured_best;  ///< this run's fastest
+  rt::TuneReport report;
+  cache::TuningKey key;
+  std::optional<cache::RecordResult> record;  ///< unset when the DB is disabled
+  Bindings tuned_at;                          ///< the bucket's top values the kernels ran with
+  std::vector<std::string> pruned;            ///< candidates the emitter refused, each "config: why"
+};
+
+struct TuneSettings {
+  rt::AutotuneOptions autotune;
+  cache::KernelCache* kernel_cache = nullptr;  ///< compiles go through it when set
+  cache::TuningDb* db = nullptr;               ///< the winner is recorded when set (and enabled)
+};
+
+/// Tunes one group for the symbol values in `b` (bucketed). Throws UserError when the group has
+/// nothing to tune or a symbol is unbound; returns an Error when the GPU work fails.
+rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const FusionGroup& grp, const Bindings& b,
+                                   const TuneSettings& settings);
+
+/// The config a tuned record names, applied to `eo` if it parses and the group's emitter accepts it;
+/// otherwise `eo` is left alone and the reason returned.
+std::string apply_tuned_config(const Graph& g, const FusionGroup& grp, const std::string& config, EmitOptions& eo);
+
+}  // namespace lj::tune
