@@ -164,14 +164,11 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     if (smem > opts.max_shared_bytes)
       throw unsupported(fmt::format("the decode kernel needs {} bytes of shared memory, more than the {} the target allows", smem,
                                     opts.max_shared_bytes));
-  } else if (!pc.wgmma && pc.pingpong) {
-    throw unsupported(fmt::format("prefill config '{}': ping-pong is a wgmma kernel option", pc.str()));
   } else if (hopper) {
     if ((pc.bn != 64 && pc.bn != 128) || pc.stages < 2)
       throw unsupported(fmt::format("prefill config '{}': BN must be 64 or 128, two stages or more", pc.str()));
     per_block = 128 / group;
-    flash = fmt::format("lj_flash_prefill_wgmma<{}, {}, {}, {}, {}, {}{}>", ty, d, pc.bn, pc.stages, group, causal ? "true" : "false",
-                        pc.pingpong ? ", /*PINGPONG*/ true" : "");
+    flash = fmt::format("lj_flash_prefill_wgmma<{}, {}, {}, {}, {}, {}>", ty, d, pc.bn, pc.stages, group, causal ? "true" : "false");
     threads = 384;
     smem = static_cast<int>(1024 + 128 * d * 2 + pc.stages * 2 * pc.bn * d * 2 + (1 + 4 * pc.stages) * 8);
     if (smem > opts.max_shared_bytes)

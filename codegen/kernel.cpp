@@ -31,21 +31,20 @@ std::string LaunchRule::str() const {
 }
 
 std::string AttentionConfig::str() const {
-  return wgmma ? fmt::format("wgmma bn={} stages={}{}", bn, stages, pingpong ? " pingpong" : "") : fmt::format("{}x{}x{}x{}", bm, mt, bn, stages);
+  return wgmma ? fmt::format("wgmma bn={} stages={}", bn, stages) : fmt::format("{}x{}x{}x{}", bm, mt, bn, stages);
 }
 
 std::optional<AttentionConfig> parse_attention_config(std::string_view text, std::string* error) {
   if (text.substr(0, 6) == "wgmma ") {
     AttentionConfig c = AttentionConfig::hopper();
-    int bn = 0, stages = 0, used = 0;
+    int bn = 0, stages = 0;
+    char tail = 0;
     const std::string t(text);
-    const bool fields = std::sscanf(t.c_str(), "wgmma bn=%d stages=%d%n", &bn, &stages, &used) == 2;
-    const std::string rest = fields ? t.substr(static_cast<size_t>(used)) : "";
-    if (!fields || bn <= 0 || stages <= 0 || (!rest.empty() && rest != " pingpong")) {
-      if (error) *error = fmt::format("attention config '{}': expected 'wgmma bn=N stages=S' with positive N and S, optionally ' pingpong'", text);
+    if (std::sscanf(t.c_str(), "wgmma bn=%d stages=%d%c", &bn, &stages, &tail) != 2 || bn <= 0 || stages <= 0) {
+      if (error) *error = fmt::format("attention config '{}': expected 'wgmma bn=N stages=S' with positive N and S", text);
       return std::nullopt;
     }
-    c.bn = bn, c.stages = stages, c.pingpong = rest == " pingpong";
+    c.bn = bn, c.stages = stages;
     return c;
   }
   int values[4] = {0, 0, 0, 0};

@@ -78,8 +78,7 @@ struct GeneratedKernel {
 struct AttentionConfig {
   int bm = 128, mt = 2, bn = 64, stages = 2;
   bool wgmma = false;
-  bool pingpong = false;  ///< wgmma: the consumer warpgroups take turns issuing their MMAs
-  /// "128x2x64x2" (bm x mt x bn x stages), or "wgmma bn=128 stages=2" (+ " pingpong").
+  /// "128x2x64x2" (bm x mt x bn x stages), or "wgmma bn=128 stages=2".
   std::string str() const;
   /// The Hopper default: 128 x 128 tiles, a double buffer (two stages of K and V: 160 KiB with Q).
   static AttentionConfig hopper() { return AttentionConfig{128, 1, 128, 2, true}; }

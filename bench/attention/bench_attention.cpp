@@ -54,8 +54,8 @@ graph @prefill(%q: bf16[T, 32, 128], %k: bf16[T, 8, 128], %v: bf16[T, 8, 128]) {
                               AttentionConfig{64, 2, 32, 3}, AttentionConfig{128, 1, 32, 3}})
       configs.push_back(c);
     if (hopper)
-      for (AttentionConfig c : {AttentionConfig{128, 1, 128, 2, true, true}, AttentionConfig{128, 1, 64, 2, true},
-                                AttentionConfig{128, 1, 64, 4, true}, AttentionConfig{128, 1, 128, 3, true}})
+      for (AttentionConfig c : {AttentionConfig{128, 1, 64, 2, true}, AttentionConfig{128, 1, 64, 4, true},
+                                AttentionConfig{128, 1, 128, 3, true}})
         configs.push_back(c);
   }
   for (int64_t s : {2048, 8192}) {

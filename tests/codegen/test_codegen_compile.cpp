@@ -428,12 +428,11 @@ TEST_CASE("wgmma attention compiles for sm_90a: head_dim 64/128, GQA 1/4/8/16, b
   for (const std::string& text : graphs) {
     Module m = parse_module(text, "<wgmma attention>");
     const Graph& g = m.graphs.at(0);
-    for (int variant : {0, 1, 2}) {  // BN 64, BN 128, BN 128 with ping-pong
+    for (int bn : {64, 128}) {
       EmitOptions eo;
       eo.arch_specific = true;
       eo.attention = AttentionConfig::hopper();
-      eo.attention->bn = variant == 0 ? 64 : 128;
-      eo.attention->pingpong = variant == 2;
+      eo.attention->bn = bn;
       GeneratedKernel k = emit_group(g, plan_fusion(g).groups.at(0), eo);
       REQUIRE(k.arch_specific);
       rt::CompileJob job;
@@ -455,7 +454,7 @@ TEST_CASE("wgmma attention compiles for sm_90a: head_dim 64/128, GQA 1/4/8/16, b
 
 TEST_CASE("attention configs print and parse back; malformed text is refused", "[codegen]") {
   for (AttentionConfig c : {AttentionConfig{}, AttentionConfig{64, 1, 64, 3}, AttentionConfig{128, 2, 32, 2},
-                            AttentionConfig::hopper(), AttentionConfig{128, 1, 64, 3, true}, AttentionConfig{128, 1, 128, 2, true, true}}) {
+                            AttentionConfig::hopper(), AttentionConfig{128, 1, 64, 3, true}}) {
     std::string error;
     const std::optional<AttentionConfig> back = parse_attention_config(c.str(), &error);
     REQUIRE(back.has_value());
@@ -467,8 +466,7 @@ TEST_CASE("attention configs print and parse back; malformed text is refused", "
     CHECK(!parse_attention_config(bad, &error).has_value());
     CHECK(error.find("expected BMxMTxBNxSTAGES") != std::string::npos);
   }
-  for (const char* bad : {"wgmma bn=128", "wgmma bn=0 stages=2", "wgmma bn=128 stages=2x", "wgmma stages=2 bn=128",
-                          "wgmma bn=128 stages=2 ping"}) {
+  for (const char* bad : {"wgmma bn=128", "wgmma bn=0 stages=2", "wgmma bn=128 stages=2x", "wgmma stages=2 bn=128"}) {
     INFO(bad);
     std::string error;
     CHECK(!parse_attention_config(bad, &error).has_value());

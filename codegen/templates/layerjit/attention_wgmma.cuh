@@ -25,7 +25,7 @@
 #include "layerjit/attention.cuh"
 #include "layerjit/wgmma.cuh"
 
-template <class T, int D, int BN, int STAGES, int G, bool CAUSAL, bool PINGPONG = false>
+template <class T, int D, int BN, int STAGES, int G, bool CAUSAL>
 struct lj_flash_prefill_wgmma {
   using W = lj_attn_warp<T, D>;
   using MMA = lj_wgmma_attn<T>;
@@ -134,9 +134,9 @@ struct lj_flash_prefill_wgmma {
           MMA::ss(s_flat, dq + h * (BM * 128 / 16) + 2 * kk, dk + h * (BN * 128 / 16) + 2 * kk, h + kk > 0);
       lj_wgmma_commit();
     };
-    // Waits for V of tile `it` in `stage` and zeroes its stale rows, if any (both consumer
-    // warpgroups, before either issues anything that could wait on the other).
-    auto land_v = [&](int stage, unsigned v_phase, lj_i64 it) {
+    // O += P V of tile `it` in `stage`, issued and committed, once V has landed (and its stale rows,
+    // if any, are zeros).
+    auto issue_pv = [&](int stage, unsigned v_phase, lj_i64 it) {
       unsigned char* sv = ring + stage * STAGE_BYTES + KV_BYTES;
       const lj_i64 j0 = it * BN;
       lj_mbar_wait(&v_full[stage], v_phase);
@@ -150,10 +150,6 @@ struct lj_flash_prefill_wgmma {
         lj_fence_proxy_async();
         lj_named_barrier(1, CONSUMERS);
       }
-    };
-    // O += P V of the tile in `stage` (landed), issued and committed.
-    auto issue_pv = [&](int stage) {
-      unsigned char* sv = ring + stage * STAGE_BYTES + KV_BYTES;
       const unsigned long long dv = lj_wgmma_desc_sw128_mn(sv, BN * 128);
       lj_wgmma_fence();
 #pragma unroll
@@ -205,20 +201,14 @@ struct lj_flash_prefill_wgmma {
 
     // Software pipeline: S of tile it and P V of tile it - 1 are issued together; the softmax of
     // tile it runs while P V does, and O is rescaled once P V has retired.
-    // PINGPONG: the two consumer warpgroups take turns issuing (named barriers 2 and 3, warpgroup 1
-    // first), so one's MMAs run while the other computes its softmax.
     lj_mbar_wait(q_full, 0);
-    if (PINGPONG && cw == 1) lj_named_arrive(2, CONSUMERS);
     int stage = 0, prev = 0;
     unsigned phase = 0, prev_phase = 0;
     for (lj_i64 it = 0; it < n_tiles; ++it) {
       lj_mbar_wait(&k_full[stage], phase);
-      if (it > 0) land_v(prev, prev_phase, it - 1);
-      if (PINGPONG) lj_named_barrier(2 + cw, CONSUMERS);
       issue_s(stage);
-      if (it > 0) issue_pv(prev);
-      if (PINGPONG) lj_named_arrive(3 - cw, CONSUMERS);
       if (it > 0) {
+        issue_pv(prev, prev_phase, it - 1);
         lj_wgmma_wait<1>();  // S retired (groups retire in order); P V may still run
       } else {
         lj_wgmma_wait<0>();
@@ -234,10 +224,8 @@ struct lj_flash_prefill_wgmma {
       prev = stage, prev_phase = phase;
       if (++stage == STAGES) stage = 0, phase ^= 1;
     }
-    if (PINGPONG && cw == 0) lj_named_barrier(2, CONSUMERS);  // the other's last turn: no arrival left pending
     if (n_tiles > 0) {
-      land_v(prev, prev_phase, n_tiles - 1);
-      issue_pv(prev);
+      issue_pv(prev, prev_phase, n_tiles - 1);
       lj_wgmma_wait<0>();
       lj_wgmma_fence_acc(acc_flat);
       if (lane == 0) lj_mbar_arrive(&v_empty[prev]);
