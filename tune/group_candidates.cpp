@@ -61,8 +61,8 @@ Candidates group_candidates(const Graph& g, const FusionGroup& grp, const EmitOp
   std::vector<AttentionConfig> others = {AttentionConfig{}, AttentionConfig{128, 2, 32, 2}, AttentionConfig{128, 1, 64, 2},
                                          AttentionConfig{64, 1, 64, 2}, AttentionConfig{128, 2, 32, 3}};
   if (eo.arch_specific && eo.sm == 90)
-    for (AttentionConfig c : {AttentionConfig::hopper(), AttentionConfig{128, 1, 128, 2, true, true}, AttentionConfig{128, 1, 128, 3, true},
-                              AttentionConfig{128, 1, 64, 2, true}, AttentionConfig{128, 1, 64, 4, true}})
+    for (AttentionConfig c : {AttentionConfig::hopper(), AttentionConfig{128, 1, 128, 3, true}, AttentionConfig{128, 1, 64, 2, true},
+                              AttentionConfig{128, 1, 64, 4, true}})
       others.push_back(c);
   for (const AttentionConfig& c : others) {
     if (c.str() == def_config) continue;
