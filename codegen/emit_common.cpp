@@ -28,7 +28,11 @@ std::string ident(std::string_view value_name) {
   return out;
 }
 
-KernelContext::KernelContext(const Graph& g, const FusionGroup& grp) : g_(g), grp_(grp), layouts_(compute_layouts(g)) {}
+KernelContext::KernelContext(const Graph& g, const FusionGroup& grp) : g_(g), grp_(grp), layouts_(compute_layouts(g)) {
+  // Only the rope_kv_write emitter stores copies; any other kernel would silently leave them unwritten.
+  LJ_ASSERT(grp.copies.empty() || grp.kind == GroupKind::RopeKvWrite, "group {} ({}) lists copies of returned views, which only "
+            "rope_kv_write kernels make", grp.id, group_kind_name(grp.kind));
+}
 
 std::string KernelContext::kernel_name() const {
   return fmt::format("lj_{}_g{}_{}", ident(g_.name()), grp_.id, group_kind_name(grp_.kind));
@@ -50,6 +54,23 @@ std::string KernelContext::buffer_param(ValueId v, bool written) {
   p.dtype = g_.value(buf).type.dtype;
   p.written = written;
   p.read = !written;
+  params_.push_back(p);
+  return p.name;
+}
+
+std::string KernelContext::copy_param(ValueId v) {
+  LJ_ASSERT(std::find(grp_.copies.begin(), grp_.copies.end(), v) != grp_.copies.end(), "%{} is not a copy of group {}",
+            g_.value(v).name, grp_.id);
+  for (const auto& p : params_)
+    if (p.kind == KernelParam::Kind::Buffer && p.buffer == v) return p.name;
+  // The copy's buffer is `v` itself; no other parameter names it, since compute_layouts places a view
+  // in the buffer it aliases.
+  KernelParam p;
+  p.kind = KernelParam::Kind::Buffer;
+  p.name = "p_" + ident(g_.value(v).name);
+  p.buffer = v;
+  p.dtype = g_.value(v).type.dtype;
+  p.written = true;
   params_.push_back(p);
   return p.name;
 }
@@ -102,6 +123,7 @@ std::string KernelContext::scratch_param(int64_t per_block) {
 void KernelContext::add_group_params() {
   for (ValueId v : grp_.inputs) buffer_param(v, false);
   for (ValueId v : grp_.outputs) buffer_param(v, true);
+  for (ValueId v : grp_.copies) copy_param(v);
   add_symbol_params();
 }
 
@@ -151,6 +173,17 @@ std::string KernelContext::address(ValueId v, const Shape& space, const std::vec
   return out.empty() ? "0" : out;
 }
 
+std::string KernelContext::copy_address(ValueId v, const std::vector<std::string>& coords) const {
+  const std::vector<DimProduct> strides = dense_strides(g_.value(v).type.shape);
+  std::string out;
+  for (size_t k = 0; k < strides.size(); ++k) {
+    const DimProduct& st = strides[k];
+    out += (out.empty() ? "" : " + ") +
+           (st.symbols.empty() && st.constant == 1 ? coords[k] : fmt::format("{} * {}", coords[k], product_expr(st)));
+  }
+  return out.empty() ? "0" : out;
+}
+
 bool KernelContext::varies_innermost(ValueId v, const Shape& space, int axis) const {
   if (axis >= 0) return axis + 1 == static_cast<int>(space.size());
   const Shape& s = g_.value(v).type.shape;
@@ -182,11 +215,14 @@ void KernelContext::header_comment(SourceWriter& w) const {
                         group_kind_name(grp_.kind)));
   w.comment("Implements:");
   for (NodeId n : grp_.nodes) w.comment(fmt::format("  {}", print_node(g_, n)));
-  std::string reads, writes, keeps;
+  std::string reads, writes, keeps, copies;
   for (ValueId v : grp_.inputs) reads += (reads.empty() ? "%" : ", %") + g_.value(v).name;
   for (ValueId v : grp_.outputs) writes += (writes.empty() ? "%" : ", %") + g_.value(v).name;
   for (ValueId v : grp_.internal) keeps += (keeps.empty() ? "%" : ", %") + g_.value(v).name;
-  w.comment(fmt::format("Reads {}; writes {}{}", reads.empty() ? "nothing" : reads, writes,
+  for (ValueId v : grp_.copies) copies += (copies.empty() ? "%" : ", %") + g_.value(v).name;
+  if (!copies.empty())
+    copies = "; copies " + copies + (grp_.copies.size() == 1 ? " into a buffer of its own" : " into buffers of their own");
+  w.comment(fmt::format("Reads {}; writes {}{}{}", reads.empty() ? "nothing" : reads, writes, copies,
                         keeps.empty() ? "" : "; keeps on chip " + keeps));
 }
 

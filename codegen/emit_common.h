@@ -29,13 +29,17 @@ class KernelContext {
 
   /// Registers the buffer behind `v` as a parameter (once) and returns its C++ name.
   std::string buffer_param(ValueId v, bool written);
+  /// Registers the buffer of its own that a copied returned view `v` (FusionGroup::copies) is stored
+  /// to, as a written parameter named after `v` (once), and returns its C++ name; `v` is still read
+  /// through buffer_param and address, in place in the buffer it aliases.
+  std::string copy_param(ValueId v);
   /// Adds a TMA tensor map over `v`'s buffer (see KernelParam::Kind::TensorMap) and returns its name.
   std::string tensor_map_param(ValueId v, const TensorMapSpec& spec);
   /// Adds the kernel's scratch buffer parameter (see KernelParam::Kind::Scratch) and returns its name.
   std::string scratch_param(int64_t per_block);
   /// The symbols of every shape the kernel touches become int64 parameters.
   void add_symbol_params();
-  /// The usual parameter list: every group input, then every output, then the symbols.
+  /// The usual parameter list: every group input, then every output, every copy, then the symbols.
   void add_group_params();
   /// vector_width() over every group input and output, up to 16 bytes of the widest dtype.
   int group_vector_width(const Shape& space) const;
@@ -47,6 +51,9 @@ class KernelContext {
   /// iteration space `space`; `v`'s dims align right, size-1 dims broadcast). `axis` >= 0 maps a
   /// rank-1 `v` onto that axis instead (a per-channel quantization scale).
   std::string address(ValueId v, const Shape& space, const std::vector<std::string>& coords, int axis = -1) const;
+  /// Element offset of a copied returned view `v` in its own buffer (dense, row-major) at `coords`,
+  /// one per dim of `v`.
+  std::string copy_address(ValueId v, const std::vector<std::string>& coords) const;
   /// True if `v` varies along the innermost dim of `space` (false: broadcast along it).
   bool varies_innermost(ValueId v, const Shape& space, int axis = -1) const;
   /// Largest vector width (elements) <= max_width for which every listed value's innermost run is

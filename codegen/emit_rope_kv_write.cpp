@@ -1,13 +1,16 @@
 // RoPE groups: a rope_table, the ropes that use it and the KV-cache writes at the same positions,
 // in one kernel with one CTA per position row. The cos/sin row is computed once per CTA into shared
 // memory (in double, then rounded to f32 as the rope_table op defines) and never stored; rotated
-// keys go straight into the cache.
+// keys go straight into the cache. The kernel also copies returned views of the buffer it reads
+// (FusionGroup::copies: the prefill layer's v, out of the QKV projection) into buffers of their own,
+// row by row like a cache write of v, so the projection need not outlive its readers.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
 #include "codegen/emit_common.h"
 #include "codegen/emitters.h"
+#include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 
 namespace lj {
@@ -56,6 +59,11 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
     LJ_CHECK(g.node(wn).operands[2] == pos, g.node(wn).loc, "{}: cache writes in one kernel must share their positions",
              ctx.kernel_name());
   }
+  for (ValueId v : grp.copies) {
+    LJ_CHECK(fits_row_copy(g, grp, v), g.value(v).loc,
+             "{}: the kernel copies [N, H, D] or [N, D] views with constant trailing dims over its {} rows; %{} is {}",
+             ctx.kernel_name(), rows.str(), g.value(v).name, g.value(v).type.str());
+  }
   constexpr int kThreads = 128;
 
   if (pos >= 0) ctx.buffer_param(pos, false);  // positions first: the kernel reads them before anything else
@@ -91,8 +99,8 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
     const Shape& bt = g.value(g.node(wn).operands[3]).type.shape;
     return product_expr(multiply(dim_as_product(bt[1]), dim_as_product(cs[1])));
   };
-  // One stream per rope (pairs of runs, rotated) and per cache write of a value computed elsewhere
-  // (runs copied unchanged).
+  // One stream per rope (pairs of runs, rotated), per cache write of a value computed elsewhere and
+  // per copied returned view (runs copied unchanged).
   struct Stream {
     NodeId node;
     bool rope;
@@ -104,6 +112,8 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
     int64_t total;   // accesses per row
     int64_t trips;   // loop trips per thread
     int64_t staged;  // of which are loaded before the barrier
+    bool copy = false;  // stores `src` into its own buffer (FusionGroup::copies)
+    bool flat = false;  // `src` is [N, D]: no head coordinate
   };
   std::vector<Stream> streams;
   for (NodeId r : ropes) {
@@ -130,13 +140,26 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
     const int64_t runs = nt.shape[2].value() / vec;
     streams.push_back({wn, false, false, nv, c_type(nt.dtype), vec, runs, nt.shape[1].value() * runs, 0, 0});
   }
+  for (ValueId v : grp.copies) {
+    const TensorType& vt = g.value(v).type;
+    // The copy's own buffer is dense, so the source's alignment alone bounds the vector width.
+    const int vec = ctx.vector_width({v}, vt.shape, 16 / dtype_bytes(vt.dtype));
+    const int64_t runs = vt.shape.back().value() / vec, heads = vt.rank() == 3 ? vt.shape[1].value() : 1;
+    streams.push_back(
+        {g.value(v).producer, false, false, v, c_type(vt.dtype), vec, runs, heads * runs, 0, 0, true, vt.rank() == 2});
+  }
   for (Stream& s : streams) {
     s.trips = (s.total + kThreads - 1) / kThreads;
     s.staged = std::min<int64_t>(s.trips, kMaxStaged);
   }
   // Coordinates of access `idx` of a stream: head h, element offsets of the pair's halves (d1, d2).
   auto coords = [&](SourceWriter& w, const Stream& s) {
-    w.line("const int h = idx / {}, i = idx % {} * {};", s.runs, s.runs, s.rope && s.interleaved ? 1 : s.vec);
+    if (s.flat) w.line("const int i = idx{};", s.vec == 1 ? "" : fmt::format(" * {}", s.vec));
+    else w.line("const int h = idx / {}, i = idx % {} * {};", s.runs, s.runs, s.rope && s.interleaved ? 1 : s.vec);
+  };
+  // The run of access `idx` of a stream that moves runs unchanged (a cache write or a copy), in `src`.
+  auto run_at = [](const Stream& s) {
+    return s.flat ? std::vector<std::string>{"n", "i"} : std::vector<std::string>{"n", "h", "i"};
   };
   auto d1 = [](const Stream& s) { return std::string(s.interleaved ? "2 * i" : "i"); };
   auto d2 = [](const Stream& s) { return std::string(s.interleaved ? "2 * i + 1" : "i + HALF"); };
@@ -199,7 +222,7 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
           w.line("a{}[it] = lj_load_raw<{}, {}>({} + {});", k, s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", d1(s)}));
           w.line("b{}[it] = lj_load_raw<{}, {}>({} + {});", k, s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", d2(s)}));
         } else {
-          w.line("a{}[it] = lj_load_raw<{}, {}>({} + {});", k, s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", "i"}));
+          w.line("a{}[it] = lj_load_raw<{}, {}>({} + {});", k, s.type, s.vec, xp, ctx.address(s.src, shape, run_at(s)));
         }
       });
     }
@@ -246,20 +269,23 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
       w.line("if ({} < 0 || {} >= {}) __trap();  // a page outside the pool", page_var(wn), page_var(wn),
              product_expr(dim_as_product(cs[0])));
     }
-    // Cache writes of values computed elsewhere (v): their runs copied into the cache row unchanged.
+    // Cache writes of values computed elsewhere (v) and copies of returned views: their runs stored
+    // into the cache row or the copy's own buffer unchanged.
     for (size_t k = 0; k < streams.size(); ++k) {
       const Stream& s = streams[k];
       if (s.rope) continue;
-      const std::string cp = ctx.buffer_param(g.node(s.node).results[0], true);
-      w.comment(print_node(g, s.node));
+      const std::string cp = s.copy ? ctx.copy_param(s.src) : ctx.buffer_param(g.node(s.node).results[0], true);
+      const std::string to = s.copy ? ctx.copy_address(s.src, run_at(s)) : cache_addr(s.node, "h", "i");
+      w.comment(s.copy ? fmt::format("{}: returned, copied into a buffer of its own", print_node(g, s.node))
+                       : print_node(g, s.node));
       staged_loop(w, s, [&] {
         coords(w, s);
-        w.line("lj_store_raw<{}, {}>({} + {}, a{}[it]);", s.type, s.vec, cp, cache_addr(s.node, "h", "i"), k);
+        w.line("lj_store_raw<{}, {}>({} + {}, a{}[it]);", s.type, s.vec, cp, to, k);
       });
       tail_loop(w, s, [&] {
         coords(w, s);
-        w.line("lj_store_raw<{}, {}>({} + {}, lj_load_raw<{}, {}>({} + {}));", s.type, s.vec, cp, cache_addr(s.node, "h", "i"), s.type,
-               s.vec, ctx.buffer_param(s.src, false), ctx.address(s.src, g.value(s.src).type.shape, {"n", "h", "i"}));
+        w.line("lj_store_raw<{}, {}>({} + {}, lj_load_raw<{}, {}>({} + {}));", s.type, s.vec, cp, to, s.type, s.vec,
+               ctx.buffer_param(s.src, false), ctx.address(s.src, g.value(s.src).type.shape, run_at(s)));
       });
     }
     if (half > 0) w.line("__syncthreads();");

@@ -160,4 +160,16 @@ std::vector<TensorLayout> compute_layouts(const Graph& g) {
   return out;
 }
 
+std::vector<TensorLayout> plan_layouts(const Graph& g, const FusionPlan& plan) {
+  std::vector<TensorLayout> out = compute_layouts(g);
+  for (const OutputView& ov : plan.output_views) {
+    if (ov.copied_by < 0) continue;
+    TensorLayout& l = out[static_cast<size_t>(ov.value)];
+    l.buffer = ov.value;
+    l.offset = DimProduct{0, {}, false};
+    l.strides = dense_strides(g.value(ov.value).type.shape);
+  }
+  return out;
+}
+
 }  // namespace lj

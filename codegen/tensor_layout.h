@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compiler/fusion/fusion_group.h"
 #include "layerjit/graph.h"
 
 namespace lj {
@@ -22,6 +23,12 @@ struct TensorLayout {
 /// place). Throws UserError if a reshape of a strided view cannot be
 /// expressed as a view (it would need a copy), naming the value.
 std::vector<TensorLayout> compute_layouts(const Graph& g);
+
+/// Layouts as a run of `plan` leaves the values: compute_layouts(g), except that each returned view
+/// the plan copies (OutputView::copied_by >= 0) is the dense buffer of its own the copy fills. Kernels
+/// read values through compute_layouts (a copied view's readers still read it in place); memory
+/// planning, binding and downloading outputs go through these.
+std::vector<TensorLayout> plan_layouts(const Graph& g, const FusionPlan& plan);
 
 /// C++ expression for a symbolic product, given how symbols are spelled in the kernel: "6144",
 /// "T", "(64 * T)". Constants print as int64 literals where needed.

@@ -42,7 +42,7 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
   e.ctx_ = &ctx;
   e.graph_ = &g;
   e.plan_ = plan_fusion(g, opts.fusion);
-  e.layouts_ = compute_layouts(g);
+  e.layouts_ = plan_layouts(g, e.plan_);  // a returned view the plan copies lives in its own buffer
 
   LJ_RT_ASSIGN(std::vector<int> archs, rt::supported_archs());
   // Arch-specific where the device has it (sm_90a: the wgmma GEMM).

@@ -58,7 +58,9 @@ class Executable {
 
   /// Device memory for graph input or output `v` (its buffer: an input updated in place, such as a
   /// KV cache, is bound once). At least the value's size at the symbol values of each run. An output
-  /// left unbound, or one that is a view of an intermediate, lives in the arena until the run ends.
+  /// left unbound lives in the arena until the run ends. A returned view the plan copies
+  /// (FusionPlan::output_views) has a buffer of its own and binds like any output; one that stays a
+  /// view of an intermediate cannot be bound and keeps that whole buffer in the arena to the end.
   rt::Status bind(ValueId v, CUdeviceptr ptr);
   /// Where `v` lives: its buffer's address for a run with symbol values `b` (after build, bound or
   /// in the arena) and its layout in that buffer (offset and strides, symbolic).
@@ -96,7 +98,7 @@ class Executable {
   FusionPlan plan_;
   std::vector<GeneratedKernel> kernels_;
   std::vector<Step> steps_;
-  std::vector<TensorLayout> layouts_;          // per value: its buffer, offset and strides
+  std::vector<TensorLayout> layouts_;          // per value, as a run leaves it (plan_layouts): buffer, offset, strides
   std::map<ValueId, CUdeviceptr> external_;    // bound inputs and outputs, by buffer
   std::optional<rt::DeviceBuffer> arena_;
   // The layout of the last run's symbol values: a decode loop calls run() with the same sizes.

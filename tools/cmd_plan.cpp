@@ -9,12 +9,16 @@ namespace lj::cli {
 
 const char* const kPlanUsage =
     "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--no-fuse | --no-matmul-epilogues]\n"
+    "                     [--no-output-view-copies]\n"
     "\n"
     "Shows how each graph of FILE (default: the built-in Llama-3-8B layer) is covered by fusion\n"
     "groups, one kernel each: the nodes a group absorbs, what it reads and writes in device memory,\n"
     "what it keeps on chip and why. With every symbol bound, also bytes moved and FLOPs per group,\n"
     "and the totals against the unfused plan. --no-fuse shows the one-kernel-per-op baseline;\n"
-    "--no-matmul-epilogues keeps every matmul alone (its epilogue ops become kernels of their own).\n";
+    "--no-matmul-epilogues keeps every matmul alone (its epilogue ops become kernels of their own).\n"
+    "Returned views of larger buffers (the prefill layer's %v, a slice of the QKV projection) are\n"
+    "copied into buffers of their own by a kernel that reads the buffer anyway, so the buffer need not\n"
+    "outlive its readers; `returned views:` says which and why. --no-output-view-copies leaves them views.\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
@@ -22,6 +26,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   for (const auto& a : args) {
     if (a == "--no-fuse") fo.fuse = false;
     else if (a == "--no-matmul-epilogues") fo.matmul_epilogues = false;
+    else if (a == "--no-output-view-copies") fo.copy_output_views = false;
     else rest.push_back(a);
   }
   GraphOptions o = parse_graph_options(rest);

@@ -36,18 +36,36 @@ struct FusionGroup {
   std::vector<ValueId> inputs;     // read from device memory (a view is read as the part it names)
   std::vector<ValueId> outputs;    // written to device memory: used by another group or returned
   std::vector<ValueId> internal;   // produced and consumed inside: never reach device memory
+  /// Returned views the kernel copies into buffers of their own (see OutputView); each is also in
+  /// `inputs`, read in place in the buffer it aliases. Only rope_kv_write kernels copy.
+  std::vector<ValueId> copies;
   std::vector<std::string> why;    // the legality decisions that formed the group, for `plan`
+};
+
+/// A graph output that is a view (reshape, split) of another value's buffer: the prefill layer
+/// returns %v, a [T, 8, 128] slice of the [T, 6144] QKV projection. Left a view, the whole buffer
+/// must survive the run for the caller to read the slice; copied out by a kernel that reads that
+/// buffer anyway, the output lives in a buffer of its own and the larger one is freed after its last
+/// reader (for the 8B prefill layer at T=4096: 48 MiB of the projection pinned through the MLP, where
+/// the arena peaks, against an 8 MiB copy). Readers inside the graph still read the value in place.
+struct OutputView {
+  ValueId value = -1;
+  ValueId buffer = -1;   // the value whose memory it aliases (memory_owner)
+  int copied_by = -1;    // the group that copies it (an index into FusionPlan::groups); -1: it stays a view
+  std::string why;       // the decision, for `plan`
 };
 
 struct FusionPlan {
   std::vector<FusionGroup> groups;  // in a valid execution order
   std::vector<NodeId> views;        // reshape/split nodes: aliases, no kernel, no traffic
+  std::vector<OutputView> output_views;  // every distinct graph output made by a view, in output order
   bool fused = true;
 };
 
 struct FusionOptions {
   bool fuse = true;              // false: one group per op (the honest unfused baseline)
   bool matmul_epilogues = true;  // false: matmuls stay alone (to measure what epilogue fusion gains)
+  bool copy_output_views = true; // false: returned views stay aliases (to measure what the copies save)
 };
 
 /// Covers every non-view node of `g` with exactly one group. Deterministic: the same graph gives the

@@ -137,4 +137,52 @@ bool same_iteration_space(const Graph& g, NodeId a, NodeId b) {
   return ta.shape == tb.shape;
 }
 
+ValueId memory_owner(const Graph& g, ValueId v) {
+  for (NodeId p = g.value(v).producer; p >= 0; p = g.value(v).producer) {
+    const OpKind k = g.node(p).kind;
+    if (!is_view(k) && k != OpKind::KvCacheWrite) break;
+    v = g.node(p).operands[0];
+  }
+  return v;
+}
+
+bool smaller_at_every_size(const Graph& g, ValueId part, ValueId whole) {
+  const DimProduct p = dim_product(g.value(part).type.shape), w = dim_product(g.value(whole).type.shape);
+  if (p.overflow || w.overflow || p.constant >= w.constant) return false;
+  // Both symbol lists are sorted (with repeats): `whole` must contain every symbol of `part`.
+  return std::includes(w.symbols.begin(), w.symbols.end(), p.symbols.begin(), p.symbols.end());
+}
+
+bool copies_rows(GroupKind k) {
+  switch (k) {
+    case GroupKind::RopeKvWrite: return true;
+    case GroupKind::Elementwise:
+    case GroupKind::RowReduce:
+    case GroupKind::Matmul:
+    case GroupKind::Attention:
+    case GroupKind::Reduce:
+    case GroupKind::Copy: return false;
+  }
+  LJ_ASSERT(false, "unhandled group kind {}", static_cast<int>(k));
+  __builtin_unreachable();
+}
+
+Dim rope_group_rows(const Graph& g, const FusionGroup& grp) {
+  LJ_ASSERT(grp.kind == GroupKind::RopeKvWrite && !grp.nodes.empty(), "rope_group_rows of a {} group", group_kind_name(grp.kind));
+  // Every node of the group shares the rows (emit_rope_kv_write checks it), so the first one says.
+  const Node& n = g.node(grp.nodes.front());
+  if (n.kind == OpKind::RopeTable || n.kind == OpKind::Rope) return g.value(n.operands[0]).type.shape[0];  // positions, x
+  LJ_ASSERT(n.kind == OpKind::KvCacheWrite, "a rope_kv_write group starting with {}", op_name(n.kind));
+  return g.value(n.operands[2]).type.shape[0];  // positions [B]
+}
+
+bool fits_row_copy(const Graph& g, const FusionGroup& grp, ValueId v) {
+  if (!copies_rows(grp.kind)) return false;
+  const Shape& s = g.value(v).type.shape;
+  if (s.size() != 2 && s.size() != 3) return false;
+  for (size_t k = 1; k < s.size(); ++k)
+    if (!s[k].is_const()) return false;
+  return s[0] == rope_group_rows(g, grp);
+}
+
 }  // namespace lj

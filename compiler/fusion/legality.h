@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "compiler/fusion/fusion_group.h"
 #include "layerjit/graph.h"
 
 namespace lj {
@@ -41,5 +42,21 @@ bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>
 /// Same output shape: an elementwise node may join a producer's group only if it does not
 /// broadcast the producer's result into a larger iteration space.
 bool same_iteration_space(const Graph& g, NodeId a, NodeId b);
+
+/// The value whose memory `v` occupies: a view aliases its operand, an in-place cache write its
+/// cache (the rule codegen's compute_layouts lays buffers out by); `v` itself otherwise.
+ValueId memory_owner(const Graph& g, ValueId v);
+/// `part` holds fewer elements than `whole` at every symbol value: `whole`'s symbols include
+/// `part`'s and its constant factor is larger (a [T, 8, 128] slice of a [T, 6144] buffer). A copy
+/// of `part` frees memory only then.
+bool smaller_at_every_size(const Graph& g, ValueId part, ValueId whole);
+/// Kinds whose kernel can copy a view row by row alongside its own work: rope_kv_write (one CTA per
+/// position row; the copy is one more stream of loads and stores, as a cache write of v is).
+bool copies_rows(GroupKind k);
+/// Rows of a rope_kv_write group: its positions, or the leading dim of what it rotates or writes.
+Dim rope_group_rows(const Graph& g, const FusionGroup& grp);
+/// `v` fits a row copy in group `grp`: [rows, H, D] or [rows, D] with the group's rows and constant
+/// trailing dims (each CTA copies its row's H x D elements).
+bool fits_row_copy(const Graph& g, const FusionGroup& grp, ValueId v);
 
 }  // namespace lj

@@ -12,6 +12,8 @@
 //   4. per-row dynamic quantizes not taken by a reduction, with an elementwise prologue;
 //   5. maximal elementwise chains over one iteration space (SwiGLU: silu(gate) * up);
 //   6. every other op alone (attention gets its own kernel; a later issue fuses into it).
+// Then returned views of larger buffers are copied out by a kernel that reads the buffer anyway
+// (output_views.cpp), so the buffer need not outlive its readers.
 // Views (reshape, split) are aliases and get no kernel. Group order is a topological order of the
 // group graph with ties broken by the first node, so plans are deterministic.
 #include <algorithm>
@@ -23,6 +25,7 @@
 
 #include "compiler/fusion/fusion_group.h"
 #include "compiler/fusion/legality.h"
+#include "compiler/fusion/output_views.h"
 
 namespace lj {
 
@@ -54,6 +57,7 @@ class Partitioner {
     for (NodeId n = 0; n < num_nodes(); ++n)
       if (!is_view(kind(n)) && owner(n) == kUnassigned) single(n);
     plan.groups = order_and_finish();
+    plan_output_view_copies(g_, plan, opts_);
     return plan;
   }
 

@@ -70,6 +70,7 @@ GroupCost group_cost(const Graph& g, const FusionGroup& grp, const Bindings& b) 
     if (counted(v)) c.bytes += value_bytes(g, v, b);
   for (ValueId v : grp.outputs)
     if (counted(v)) c.bytes += value_bytes(g, v, b);
+  for (ValueId v : grp.copies) c.bytes += value_bytes(g, v, b);  // written again; the read is among the inputs
   return c;
 }
 
@@ -85,6 +86,7 @@ std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b
                         grp.nodes.size() == 1 ? "" : "s");
     for (NodeId n : grp.nodes) body += fmt::format("    {}\n", print_node(g, n));
     body += fmt::format("    reads {}; writes {}", value_list(g, grp.inputs), value_list(g, grp.outputs));
+    if (!grp.copies.empty()) body += fmt::format("; copies {}", value_list(g, grp.copies));
     if (!grp.internal.empty()) body += fmt::format("; keeps on chip {}", value_list(g, grp.internal));
     body += "\n";
     if (costs) {
@@ -114,6 +116,10 @@ std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b
   for (NodeId n : plan.views) views += fmt::format("    {}\n", print_node(g, n));
   std::string out = head + "\n" + body;
   if (!views.empty()) out += "  views (aliases, no kernel):\n" + views;
+  if (!plan.output_views.empty()) {
+    out += "  returned views:\n";
+    for (const OutputView& ov : plan.output_views) out += fmt::format("    %{}: {}\n", g.value(ov.value).name, ov.why);
+  }
   return out;
 }
 

@@ -4,7 +4,10 @@
 // cover the GEMV kernel: (N, K) from (1, 7) to (129, 4095), bf16/f16/f32 inputs, an f32 output,
 // x as a strided view of a split (offset 120 of a 1128-wide row: 16-byte loads; offset 1125:
 // scalar loads of a 3-element row) and a rank-3 x. @rope_wide_cache has more RoPE pairs and cache
-// runs per row than a CTA stages in registers (the loop after the barrier). The @attn_* graphs cover
+// runs per row than a CTA stages in registers (the loop after the barrier). @rope_copy_views and
+// @rope_copy_odd return views of the buffer their RoPE kernel reads, which the kernel copies into
+// buffers of their own: [T, H, D] and [T, D], 16-byte runs (one more than a CTA stages) and, in an
+// odd-width row, scalar ones. The @attn_* graphs cover
 // both attention kernels: prefill with GQA 4, MQA (f16, head_dim 64, a scale), MHA over strided views,
 // and split-KV decode over a cache with positions and over the last of T keys, and over a paged cache
 // (pool pages through a block table) written in the same graph.
@@ -88,6 +91,24 @@ graph @rope_wide_cache(%x: f16[T, 20, 64], %v: bf16[T, 40, 128], %kc: f16[T, 9, 
   %kn = kv_cache_write(%kc, %y, %pos)
   %vn = kv_cache_write(%vc, %v, %pos)
   return %y, %kn, %vn
+}
+graph @rope_copy_views(%x: bf16[T, 5384], %pos: i32[T]) {
+  %y = silu(%x)
+  %q, %v, %r = split(%y) {axis = 1, sizes = [256, 5120, 8]}
+  %q3 = reshape(%q) {shape = [T, 4, 64]}
+  %v3 = reshape(%v) {shape = [T, 40, 128]}
+  %c, %s = rope_table(%pos) {dim = 64, theta = 10000.0}
+  %qr = rope(%q3, %c, %s) {style = "half"}
+  return %qr, %v3, %r
+}
+graph @rope_copy_odd(%x: f16[T, 451], %pos: i32[T]) {
+  %y = silu(%x)
+  %q, %v, %r = split(%y) {axis = 1, sizes = [256, 192, 3]}
+  %q3 = reshape(%q) {shape = [T, 4, 64]}
+  %v3 = reshape(%v) {shape = [T, 3, 64]}
+  %c, %s = rope_table(%pos) {dim = 64, theta = 10000.0}
+  %qr = rope(%q3, %c, %s) {style = "half"}
+  return %qr, %v3, %r
 }
 graph @attn_gqa4_causal(%q: bf16[T, 8, 128], %k: bf16[T, 2, 128], %v: bf16[T, 2, 128]) {
   %o = attention(%q, %k, %v) {causal = true}

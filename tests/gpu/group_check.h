@@ -30,7 +30,8 @@ lj::HostTensor random_input(const lj::Graph& g, lj::ValueId v, const lj::Binding
 /// Emits the group's kernel (with c.emit), runs it on random inputs with poisoned outputs and checks
 /// every written buffer against the reference: exactly, within one rounding step of the dtype, or
 /// for matmuls within a bound that grows with sqrt(K). A dynamic quantize whose input row the kernel
-/// also stored is checked exactly against the reference quantize of that stored row. Attention
+/// also stored is checked exactly against the reference quantize of that stored row; a copy of a
+/// returned view (FusionGroup::copies, in a buffer of its own) must equal the view bit for bit. Attention
 /// outputs are checked within the rounding of the softmax weights (attention_close). Returns what the
 /// kernel stored in each group output, decoded.
 std::map<lj::ValueId, lj::HostTensor> check_group(lj::rt::Context& ctx, lj::rt::Stream& stream, const GroupCase& c,

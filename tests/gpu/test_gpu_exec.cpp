@@ -1,6 +1,7 @@
 // GPU tier: whole graphs through exec::Executable — the small Llama layer (prefill and decode, in
-// place KV-cache updates) against the CPU reference, the arena's reuse, and the errors a caller can
-// make (an unbound input, binding an intermediate, a missing symbol value).
+// place KV-cache updates) against the CPU reference, the arena's reuse, the prefill layer's returned
+// %v copied out of the QKV projection into a buffer of its own, and the errors a caller can make (an
+// unbound input, binding an intermediate, a missing symbol value).
 #include <cmath>
 
 #include "exec/executable.h"
@@ -158,4 +159,71 @@ TEST_CASE("a captured CUDA graph of the plan replays to the eager run's outputs 
   auto replayed = e->download(*stream, g.outputs()[0], b);
   LJ_REQUIRE_OK(replayed);
   CHECK(replayed->data == eager->data);
+}
+
+TEST_CASE("the prefill layer's returned %v is a copy in its own buffer: bindable, equal to v bit for bit", "[gpu][exec]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  const Graph g = llama_prefill(LlamaConfig::small());
+  Bindings b;
+  b.set("T", 33);
+  ValueId v = -1;
+  size_t v_index = 0;  // its place among the outputs (the reference returns them in order)
+  for (size_t i = 0; i < g.outputs().size(); ++i)
+    if (g.value(g.outputs()[i]).name == "v") v = g.outputs()[v_index = i];
+  REQUIRE(v >= 0);
+  std::map<std::string, HostTensor> host;
+  uint64_t seed = 60;
+  for (ValueId in : g.inputs()) {
+    const ValueInfo& info = g.value(in);
+    HostTensor t(info.type.dtype, resolve(info.type.shape, b));
+    if (info.type.dtype == DType::I32) {
+      for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<double>(i);  // positions 0..T-1
+    } else {
+      const double range = info.is_param && info.type.rank() >= 2 ? 0.05 : 1.0;  // weights scaled as initialised
+      fill_uniform(t, ++seed, -range, range);
+    }
+    host[info.name] = std::move(t);
+  }
+  // The fused plan copies %v out of %qkv in its RoPE kernel; the unfused plan leaves it a view of
+  // %qkv. Both run the same rms_norm and QKV kernels, so v must match bit for bit.
+  std::vector<rt::DeviceBuffer> keep;
+  auto build_and_run = [&](bool fuse, bool bind_v) {
+    exec::BuildOptions bo;
+    bo.hint = b;
+    bo.use_cache = false;
+    bo.fusion.fuse = fuse;
+    auto e = exec::Executable::build(ctx, g, bo);
+    LJ_REQUIRE_OK(e);
+    for (ValueId in : g.inputs()) keep.push_back(upload_and_bind(ctx, *stream, *e, in, host.at(g.value(in).name)));
+    if (bind_v) {
+      // A copy is an output of its own: the caller may bind it (poisoned, so a row the kernel
+      // skipped shows). Left a view, %v was %qkv's memory and binding it was refused.
+      const size_t bytes = static_cast<size_t>(numel(resolve(g.value(v).type.shape, b)) * dtype_bytes(g.value(v).type.dtype));
+      auto buf = rt::DeviceBuffer::allocate(ctx, bytes);
+      LJ_REQUIRE_OK(buf);
+      LJ_REQUIRE_OK(rt::fill_poison(*stream, buf->ptr(), bytes, 2));
+      LJ_REQUIRE_OK(e->bind(v, buf->ptr()));
+      CHECK(e->memory_plan(b).offset.count(v) == 0);  // the caller's memory, not the arena's
+      keep.push_back(std::move(*buf));
+    }
+    LJ_REQUIRE_OK(e->run(*stream, b));
+    LJ_REQUIRE_OK(stream->synchronize());
+    auto got = e->download(*stream, v, b);
+    LJ_REQUIRE_OK(got);
+    return std::move(*got);
+  };
+  const HostTensor copied = build_and_run(true, true), in_arena = build_and_run(true, false), view = build_and_run(false, false);
+  CHECK(copied.data == view.data);
+  CHECK(in_arena.data == view.data);
+  const HostTensor want = run_reference(g, host, b)[v_index];
+  REQUIRE(want.data.size() == copied.data.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    worst = std::max(worst, std::fabs(copied.data[i] - want.data[i]));
+    scale = std::max(scale, std::fabs(want.data[i]));
+  }
+  INFO("%v: max |error| " << worst << " of max |value| " << scale);
+  CHECK(worst <= scale / 32);
 }
