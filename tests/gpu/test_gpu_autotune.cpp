@@ -35,6 +35,21 @@ std::string replace_once(std::string s, const std::string& from, const std::stri
   return s.replace(at, from.size(), to);
 }
 
+// A tuning DB of its own under the temp directory (not durable: no fsync in tests), removed after.
+struct TempTuningDb {
+  std::filesystem::path dir;
+  std::unique_ptr<cache::TuningDb> db;
+  explicit TempTuningDb(const std::string& name)
+      : dir(std::filesystem::temp_directory_path() / fmt::format("{}-{}", name, ::getpid())) {
+    std::filesystem::remove_all(dir);
+    cache::CacheOptions co;
+    co.root = dir;
+    co.durable = false;
+    db = cache::TuningDb::open(co);
+  }
+  ~TempTuningDb() { std::filesystem::remove_all(dir); }
+};
+
 }  // namespace
 
 TEST_CASE("the autotuner rejects a wrong candidate and survives broken ones", "[gpu][autotune]") {
@@ -127,12 +142,9 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("lj-tune-test-{}", ::getpid());
-  std::filesystem::remove_all(dir);
-  cache::CacheOptions co;
-  co.root = dir;
-  co.durable = false;
-  auto db = cache::TuningDb::open(co);
+  TempTuningDb tdb("lj-tune-test");
+  const std::filesystem::path& dir = tdb.dir;
+  cache::TuningDb* db = tdb.db.get();
   REQUIRE(db->enabled());
   // K = 1000 (a tail), N = 300 (past a tile edge), M = 700 is tuned at its bucket's top, 1024.
   const Graph g = matmul_graph(300, 1000);
@@ -141,7 +153,7 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   Bindings b;
   b.set("M", 700);
   tune::TuneSettings s;
-  s.db = db.get();
+  s.db = db;
   auto r = tune::tune_group(*stream, g, grp, b, s);
   LJ_REQUIRE_OK(r);
   CHECK(*r->tuned_at.get("M") == 1024);
@@ -180,19 +192,15 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   auto plain = exec::Executable::build(ctx, g, bo);
   LJ_REQUIRE_OK(plain);
   CHECK(plain->origins()[0].config_source == "default");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("tuning an attention prefill group verifies every tile set and an executable runs the winner", "[gpu][autotune]") {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("lj-tune-attn-{}", ::getpid());
-  std::filesystem::remove_all(dir);
-  cache::CacheOptions co;
-  co.root = dir;
-  co.durable = false;
-  auto db = cache::TuningDb::open(co);
+  TempTuningDb tdb("lj-tune-attn");
+  const std::filesystem::path& dir = tdb.dir;
+  cache::TuningDb* db = tdb.db.get();
   REQUIRE(db->enabled());
   // 8 query heads over 2 KV heads, T = 300 (tuned at 512): causal tiles crossing the diagonal and a tail.
   Module m = parse_module("graph @attn(%q: bf16[T, 8, 128], %k: bf16[T, 2, 128], %v: bf16[T, 2, 128]) {\n"
@@ -204,7 +212,7 @@ TEST_CASE("tuning an attention prefill group verifies every tile set and an exec
   Bindings b;
   b.set("T", 300);
   tune::TuneSettings s;
-  s.db = db.get();
+  s.db = db;
   auto r = tune::tune_group(*stream, g, grp, b, s);
   LJ_REQUIRE_OK(r);
   CHECK(r->key.symbol_bucket == "T<=512");
@@ -227,5 +235,4 @@ TEST_CASE("tuning an attention prefill group verifies every tile set and an exec
   REQUIRE(e->kernels().size() == 1);
   CHECK(e->kernels()[0].config == db->lookup(r->key)->winner.config);
   CHECK(e->origins()[0].config_source == "tuned (T<=512)");
-  std::filesystem::remove_all(dir);
 }
