@@ -92,16 +92,18 @@ if [[ -x "$lj" ]]; then
   run "LAYERJIT_LOG=dispatch" dispatch_log
 fi
 [[ -x "$build/examples/run_mlp" ]] && run "example run_mlp" "$build/examples/run_mlp"
-# On Hopper the prefill matmuls take the wgmma path: their SASS must hold HGMMA instructions (a matrix
-# kernel with only HMMA would be on the slower mma.sync path). Needs the toolkit's cuobjdump.
+# On Hopper the prefill matmuls and the prefill attention take the wgmma path: their SASS must hold
+# HGMMA instructions (a kernel with only HMMA would be on the slower mma.sync path). Needs the
+# toolkit's cuobjdump. Groups of @llama3_8b_prefill: 1 is the QKV projection, 3 the attention.
 hgmma() {
-  local n
-  n=$("$lj" inspect --graph llama3_8b_prefill --bind T=4096 --arch sm_90a --group 1 --sass | grep -c HGMMA)
-  echo "HGMMA instructions in the sm_90a QKV projection: $n"
+  local n group=$1 what=$2
+  n=$("$lj" inspect --graph llama3_8b_prefill --bind T=4096 --arch sm_90a --group "$group" --sass | grep -c HGMMA)
+  echo "HGMMA instructions in the sm_90a $what: $n"
   [[ $n -gt 0 ]]
 }
 if [[ -x "$lj" ]] && command -v cuobjdump >/dev/null && nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | grep -q '^9\.0'; then
-  run "Hopper GEMM SASS has HGMMA" hgmma
+  run "Hopper GEMM SASS has HGMMA" hgmma 1 "QKV projection"
+  run "Hopper attention SASS has HGMMA" hgmma 3 "attention"
 fi
 if [[ $memcheck -eq 1 ]]; then
   if command -v compute-sanitizer >/dev/null; then
