@@ -1,5 +1,6 @@
-// `layerjit inspect [FILE] --graph NAME --group N [--ptx | --sass]`: one fusion group's generated
-// CUDA C++, its PTX (NVRTC, no GPU needed) or its SASS (the toolkit's cuobjdump, when present).
+// `layerjit inspect [FILE] --graph NAME --group N [--ptx | --sass | --resources]`: one fusion group's
+// generated CUDA C++, its PTX (NVRTC, no GPU needed), its SASS (the toolkit's cuobjdump, when present)
+// or what it uses per thread and block (ptxas's report).
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -10,22 +11,26 @@
 
 #include "compiler/dump.h"
 #include "runtime/kernel_compile.h"
+#include "runtime/kernel_resources.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
 
 const char* const kInspectUsage =
-    "usage: layerjit inspect [FILE] [--graph NAME] --group N [--ptx | --sass] [--arch sm_XY[a]] [--no-fuse]\n"
+    "usage: layerjit inspect [FILE] [--graph NAME] --group N [--ptx | --sass | --resources] [--arch sm_XY[a]] [--no-fuse]\n"
     "                        [--bind T=4096] [--config TEXT]\n"
     "\n"
     "Prints what layerjit generates for fusion group N (numbered as in `layerjit plan`) of the graph\n"
     "(default: the built-in Llama-3-8B layer; --graph picks one when the input has several): the CUDA\n"
     "C++ source, or with --ptx the PTX NVRTC makes of it, or with --sass the machine code (needs the\n"
-    "CUDA toolkit's cuobjdump). --arch picks the target (default sm_90). No GPU is needed.\n"
+    "CUDA toolkit's cuobjdump), or with --resources what the compiled kernel uses (registers per thread,\n"
+    "spills, stack, static and dynamic shared memory, barriers, threads per block, as ptxas reports them).\n"
+    "--arch picks the target (default sm_90). No GPU is needed.\n"
     "--bind gives the sizes the kernel is chosen for (a matmul over B=1 rows gets the GEMV kernel, over\n"
     "T=4096 the tensor-core GEMM; unbound: the GEMM); --config sets a matmul group's kernel config as\n"
     "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8' or\n"
-    "'gemv mt=4 u=4 warps=8', or an attention prefill kernel's tiles as BMxMTxBNxSTAGES, e.g. 64x1x64x3.\n";
+    "'gemv mt=4 u=4 warps=8', or an attention prefill kernel's tiles as BMxMTxBNxSTAGES, e.g. 64x1x64x3,\n"
+    "or on sm_90a as 'wgmma bn=128 stages=2'.\n";
 
 namespace {
 // cuobjdump from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -86,7 +91,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   std::string arch = "sm_90";
   std::optional<int> group;
   std::optional<std::string> config;  // --config: a matmul or attention config, by the group's kind
-  bool ptx = false, sass = false;
+  bool ptx = false, sass = false, resources = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--no-fuse") {
@@ -95,6 +100,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
       ptx = true;
     } else if (a == "--sass") {
       sass = true;
+    } else if (a == "--resources") {
+      resources = true;
     } else if (a == "--group" || a == "--arch" || a == "--config") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
@@ -114,7 +121,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::fputs(kInspectUsage, stdout);
     return kExitOk;
   }
-  if (ptx && sass) throw UsageError{"--ptx and --sass are exclusive"};
+  if (ptx + sass + resources > 1) throw UsageError{"--ptx, --sass and --resources are exclusive"};
   if (!group) throw UsageError{"--group N is required (see `layerjit plan` for the numbers)"};
   auto target = rt::Target::parse(arch);
   if (!target.ok() || target->ptx_only) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
@@ -142,6 +149,13 @@ int cmd_inspect(const std::vector<std::string>& args) {
     }
   }
   GeneratedKernel k = emit_kernel(g, grp, eo);
+  if (resources) {
+    auto r = rt::kernel_resources(k, *target);
+    if (!r.ok()) throw InternalError(r.message());  // generated code must compile: a layerjit bug
+    std::printf("%s for %s: %s; %lld bytes of dynamic shared memory, %lld threads per block\n", k.name.c_str(), target->name().c_str(),
+                r->str().c_str(), static_cast<long long>(k.launch.shared_bytes), static_cast<long long>(k.launch.threads));
+    return kExitOk;
+  }
   if (!ptx && !sass) {
     std::fputs(k.source.c_str(), stdout);
     return kExitOk;

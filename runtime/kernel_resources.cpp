@@ -1,0 +1,73 @@
+#include "runtime/kernel_resources.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "runtime/kernel_compile.h"
+
+namespace lj::rt {
+
+namespace {
+
+// The integer right before `unit` in `line` ("168 registers" -> 168), if `unit` occurs.
+std::optional<int64_t> number_before(std::string_view line, std::string_view unit) {
+  const size_t at = line.find(unit);
+  if (at == std::string_view::npos || at < 2) return std::nullopt;
+  size_t end = at;
+  while (end > 0 && line[end - 1] == ' ') --end;
+  size_t begin = end;
+  while (begin > 0 && line[begin - 1] >= '0' && line[begin - 1] <= '9') --begin;
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(line.data() + begin, line.data() + end, v);
+  if (ec != std::errc() || begin == end) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string KernelResources::str() const {
+  std::string spill = spills() ? fmt::format("spills ({} bytes stored, {} loaded)", spill_store_bytes, spill_load_bytes) : "no spills";
+  return fmt::format("{} registers, {}, {} bytes stack, {} bytes static shared memory, {} barrier{}", registers, spill, stack_bytes,
+                     static_shared_bytes, barriers, barriers == 1 ? "" : "s");
+}
+
+std::optional<KernelResources> parse_ptxas_info(std::string_view log, std::string_view kernel) {
+  const std::string entry = fmt::format("Compiling entry function '{}'", kernel);
+  const size_t start = log.find(entry);
+  if (start == std::string_view::npos) return std::nullopt;
+  size_t end = log.find("Compiling entry function", start + entry.size());
+  std::string_view block = log.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+  KernelResources r;
+  bool used = false;
+  size_t pos = 0;
+  while (pos < block.size()) {
+    size_t nl = block.find('\n', pos);
+    std::string_view line = block.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? block.size() : nl + 1;
+    if (line.find("bytes stack frame") != std::string_view::npos) {
+      r.stack_bytes = number_before(line, "bytes stack frame").value_or(0);
+      r.spill_store_bytes = number_before(line, "bytes spill stores").value_or(0);
+      r.spill_load_bytes = number_before(line, "bytes spill loads").value_or(0);
+    } else if (line.find("Used ") != std::string_view::npos && line.find("registers") != std::string_view::npos) {
+      used = true;
+      r.registers = static_cast<int>(number_before(line, "registers").value_or(0));
+      r.barriers = static_cast<int>(number_before(line, "barriers").value_or(0));
+      r.static_shared_bytes = number_before(line, "bytes smem").value_or(0);
+    }
+  }
+  if (!used) return std::nullopt;
+  return r;
+}
+
+Result<KernelResources> kernel_resources(const GeneratedKernel& k, const Target& target) {
+  CompileJob job = compile_job(k, target);
+  job.options.extra.push_back("--ptxas-options=-v");
+  auto prog = compile(job.source, job.options, job.target);
+  if (!prog.ok()) return Error{fmt::format("fusion group {} ({}) failed to compile for {}:\n{}", k.group, k.name, target.name(), prog.message())};
+  std::optional<KernelResources> r = parse_ptxas_info(prog->log, k.name);
+  if (!r) return Error{fmt::format("{}: ptxas reported no resources for the kernel in its log:\n{}", k.name, prog->log)};
+  return *r;
+}
+
+}  // namespace lj::rt

@@ -1,0 +1,35 @@
+// What a compiled kernel uses per thread and per block, as ptxas reports it when asked
+// (`--ptxas-options=-v`): registers, stack, spill traffic, static shared memory, named barriers.
+// A spill in a tensor-core kernel is a performance bug that no output check sees (a 384-thread CTA
+// caps every thread at 168 registers, whatever setmaxnreg later grants), so the tests check for it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "codegen/kernel.h"
+#include "runtime/nvrtc.h"
+#include "runtime/result.h"
+
+namespace lj::rt {
+
+struct KernelResources {
+  int registers = 0;  ///< per thread
+  int64_t stack_bytes = 0, spill_store_bytes = 0, spill_load_bytes = 0;
+  int64_t static_shared_bytes = 0;
+  int barriers = 0;
+  bool spills() const { return spill_store_bytes > 0 || spill_load_bytes > 0; }
+  /// "168 registers, no spills, 0 bytes stack, 0 bytes static shared memory, 1 barrier"
+  std::string str() const;
+};
+
+/// The resources of entry `kernel` in a ptxas verbose log (the lines from "Compiling entry function
+/// 'kernel'" to the next entry), or nullopt when the log does not report that kernel.
+std::optional<KernelResources> parse_ptxas_info(std::string_view log, std::string_view kernel);
+
+/// Compiles a generated kernel with ptxas reporting and returns what it uses.
+Result<KernelResources> kernel_resources(const GeneratedKernel& k, const Target& target);
+
+}  // namespace lj::rt
