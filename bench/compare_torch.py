@@ -155,7 +155,9 @@ def run_case(case, args, workdir):
     cmd = [args.layerjit, "run", "--graph", graph, "--bind", binds, "--reference", "never", "--save", out_dir]
     print(f"== {case}: {' '.join(cmd)}", flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True)
-    sys.stdout.write("".join("   " + line + "\n" for line in done.stdout.splitlines() if "time per call" in line))
+    # layerjit's own report of the run: times, and the memory the plans need (issue 8's memory goal).
+    keep = ("time per call", "intermediate memory", "peak device memory")
+    sys.stdout.write("".join("   " + line + "\n" for line in done.stdout.splitlines() if line.startswith(keep) or "time per call" in line))
     if done.returncode != 0:
         print(done.stdout + done.stderr)
         raise SystemExit(f"compare_torch: layerjit run failed for {case} (exit {done.returncode})")
