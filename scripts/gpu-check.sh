@@ -90,6 +90,19 @@ if [[ -x "$lj" ]]; then
     grep -q "layerjit dispatch @llama_small_decode" <<<"$out"
   }
   run "LAYERJIT_LOG=dispatch" dispatch_log
+  # --weights: the weights a run saved, loaded back from the file, give the same outputs bit for bit
+  # (the other inputs come from the same seed).
+  weights_round_trip() {
+    local d
+    d=$(mktemp -d)
+    "$lj" run --small --graph llama_small_prefill --bind T=33 --save "$d/a" &&
+      "$lj" run --small --graph llama_small_prefill --bind T=33 --weights "$d/a/inputs.safetensors" --save "$d/b" &&
+      cmp "$d/a/outputs.safetensors" "$d/b/outputs.safetensors"
+    local rc=$?
+    rm -rf "$d"
+    return $rc
+  }
+  run "run --weights round trip" weights_round_trip
 fi
 [[ -x "$build/examples/run_mlp" ]] && run "example run_mlp" "$build/examples/run_mlp"
 # On Hopper the prefill matmuls and the prefill attention take the wgmma path: their SASS must hold
