@@ -12,7 +12,7 @@
 
 namespace lj {
 
-GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg) {
+GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, int sm_count) {
   const Graph& g = ctx.graph();
   const std::string xn = g.value(op.x).name, wn = g.value(op.w).name, on = g.value(op.out).name;
   LJ_CHECK(op.xt == op.wt && (op.xt == DType::BF16 || op.xt == DType::F16), g.node(op.node).loc,
@@ -61,8 +61,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   w.line("constexpr lj_i64 K = {};  // reduction length", op.k);
   if (hopper) {
     w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
-    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}> Gemm;", cx, cfg.bn, cfg.stages,
-           cfg.group_m, op.glu ? "true" : "false");
+    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}> Gemm;", cx, cfg.bn, cfg.stages,
+           cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "");
   } else {
     w.comment(fmt::format("Config: {}. {}", cfg.str(),
                           async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads."));
@@ -75,16 +75,39 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     auto fn = w.scope(ctx.signature(cfg.threads(), hopper ? 1 : 0));
     w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", hopper ? 1024 : 128);
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
-    w.line("lj_i64 m0, n0;");
-    w.line("Gemm::tile(M, m0, n0);");
+    // A persistent CTA walks the tiles: the producer thread loads each tile's k tiles and moves on,
+    // the consumers multiply and run the epilogue (the body of the loop below) for each.
+    std::optional<SourceWriter::Scope> tile_loop;
+    if (cfg.persistent) {
+      w.line("const Gemm::Role role = Gemm::begin(lj_smem);");
+      w.line("if (role == Gemm::IDLE) return;  // the producer warpgroup but its one loading thread");
+      w.line("if (role == Gemm::PRODUCER) lj_tma_prefetch(&{}), lj_tma_prefetch(&{});", tx, tw);
+      w.line("Gemm::Pipe pipe;  // the ring position, carried from tile to tile");
+      tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x; t < Gemm::tiles(M); t += gridDim.x)"));
+      w.line("lj_i64 m0, n0;");
+      w.line("Gemm::tile_at(t, M, m0, n0);");
+    } else {
+      w.line("lj_i64 m0, n0;");
+      w.line("Gemm::tile(M, m0, n0);");
+    }
     if (hopper) {
-      w.line("float acc[Gemm::ACC];");
       w.comment(print_node(g, op.node));
       if (op.glu)
         w.line("const lj_i64 b_lo = n0 / 2, b_hi = N_OUT + n0 / 2;  // W rows: gate and up of output columns n0 / 2 ..");
       else
         w.line("const lj_i64 b_lo = n0, b_hi = n0 + {};  // W rows: the tile's two halves", cfg.bn / 2);
-      w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem)) return;  // the producer warpgroup is done", tx, tw);
+      if (cfg.persistent) {
+        {
+          auto prod = w.scope("if (role == Gemm::PRODUCER)");
+          w.line("Gemm::produce(&{}, &{}, m0, b_lo, b_hi, pipe, lj_smem);", tx, tw);
+          w.line("continue;");
+        }
+        w.line("float acc[Gemm::ACC];");
+        w.line("Gemm::consume(acc, pipe, lj_smem);");
+      } else {
+        w.line("float acc[Gemm::ACC];");
+        w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem)) return;  // the producer warpgroup is done", tx, tw);
+      }
     } else {
       w.line("float acc[Gemm::MI][Gemm::NI][4] = {{}};");
       {
@@ -110,8 +133,9 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.comment("Epilogue: the tile, rounded to %" + g.value(op.y).name + "'s dtype, staged in shared memory; each thread then takes");
     w.comment(op.epilogue.empty() ? "8 consecutive outputs of a row and stores them as one access."
                                   : "8 consecutive outputs of a row, applies the fused nodes in registers and stores only %" + on + ".");
-    w.line("Gemm::stage(acc, reinterpret_cast<{}*>(lj_smem));", ty);
-    w.line("const {}* tile = reinterpret_cast<const {}*>(lj_smem);", ty, ty);
+    const std::string staged = hopper ? fmt::format("Gemm::staging<{}>(lj_smem)", ty) : fmt::format("reinterpret_cast<{}*>(lj_smem)", ty);
+    w.line("Gemm::stage(acc, {});", staged);
+    w.line("const {}* tile = {};", ty, staged);
     w.line("constexpr int CHUNKS = {} / 8;  // 8-column chunks per tile row of %{}", bn_out, on);
     if (op.glu)
       w.line("const lj_i64 n0_out = n0 / 2;  // 16 tile columns (8 gate, 8 up) per 8 outputs");
@@ -138,7 +162,9 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     std::optional<SourceWriter::Scope> batches, loop;
     if (!vec_reads.empty()) {
       w.line("constexpr int ITERS = ({} * CHUNKS + Gemm::EPI_THREADS - 1) / Gemm::EPI_THREADS;  // chunks per thread", cfg.bm);
-      w.line("constexpr int BATCH = ITERS < 8 ? ITERS : 8;  // chunks whose operands are loaded together");
+      // (A persistent kernel keeps its loop state live too: 2 chunks fit there, 4 spilled.)
+      const int batch = cfg.persistent ? 2 : 8;
+      w.line("constexpr int BATCH = ITERS < {} ? ITERS : {};  // chunks whose operands are loaded together", batch, batch);
       batches.emplace(w.scope("for (int it0 = 0; it0 < ITERS; it0 += BATCH)"));
       for (const OperandRead& rd : vec_reads) {
         raw[rd] = "pre_" + ident(g.value(rd.value).name);
@@ -214,8 +240,10 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.launch.threads = cfg.threads();
   k.arch_specific = hopper;
   k.config = cfg.str();
-  // The epilogue reuses the pipeline's buffers for the staged tile; a few configs need more for it.
-  k.launch.shared_bytes = std::max(cfg.shared_bytes(dtype_bytes(op.xt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
+  // The epilogue reuses the pipeline's buffers for the staged tile (a few configs need more for it);
+  // a persistent kernel's has its own (in shared_bytes). It launches one CTA per SM.
+  k.launch.shared_bytes = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
+  if (cfg.persistent) k.launch.max_blocks = sm_count;
   return k;
 }
 

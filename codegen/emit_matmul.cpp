@@ -193,6 +193,7 @@ namespace {
 MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, const EmitOptions& opts) {
   MatmulProblem p;
   p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes;
+  p.out_bytes = dtype_bytes(op.yt);
   p.arch_specific = opts.arch_specific;
   p.tma = tma_rows(ctx, op.x) && tma_rows(ctx, op.w);
   p.m = op.rows.constant;
@@ -224,7 +225,7 @@ GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOp
     throw UserError(fmt::format("{}: config '{}' cannot run this matmul ([M, {}] x [{}, {}]^T, {}): {}", ctx.kernel_name(),
                                 cfg.str(), p.k, p.n, p.k, dtype_name(p.dtype), why));
   }
-  return cfg.family == MatmulConfig::Family::Gemv ? emit_gemv(ctx, op, cfg) : emit_gemm_mma(ctx, op, cfg);
+  return cfg.family == MatmulConfig::Family::Gemv ? emit_gemv(ctx, op, cfg) : emit_gemm_mma(ctx, op, cfg, opts.sm_count);
 }
 
 }  // namespace lj

@@ -54,6 +54,6 @@ std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, co
 std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v);
 
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
-GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
+GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, int sm_count);
 
 }  // namespace lj

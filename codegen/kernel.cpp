@@ -20,13 +20,15 @@ int64_t LaunchRule::blocks(const Bindings& b) const {
     return v;
   };
   const int64_t work_value = value(work);
-  return value(outer) * ((work_value + per_block - 1) / per_block) * tiles_per_unit;
+  const int64_t blocks = value(outer) * ((work_value + per_block - 1) / per_block) * tiles_per_unit;
+  return max_blocks > 0 && blocks > max_blocks ? max_blocks : blocks;
 }
 
 std::string LaunchRule::str() const {
   std::string out = fmt::format("ceil({} / {})", work.str(), per_block);
   if (!(outer.symbols.empty() && outer.constant == 1)) out = fmt::format("{} * {}", outer.str(), out);
   if (tiles_per_unit != 1) out += fmt::format(" * {}", tiles_per_unit);
+  if (max_blocks > 0) out = fmt::format("min({}, {})", out, max_blocks);
   return out;
 }
 

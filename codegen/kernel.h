@@ -51,6 +51,9 @@ struct LaunchRule {
   int64_t tiles_per_unit = 1;
   int threads = 128;
   int shared_bytes = 0;
+  /// A persistent kernel's cap (one CTA per SM; its CTAs stride over the tiles): grid.x is at most
+  /// this. 0: no cap.
+  int64_t max_blocks = 0;
 
   /// grid.x for the symbol values in `b` (every symbol of `work` must be bound).
   int64_t blocks(const Bindings& b) const;
@@ -102,6 +105,8 @@ struct EmitOptions {
   std::optional<AttentionConfig> attention;
   /// Opt-in shared memory per block of the target device (limits GEMM tiles).
   int max_shared_bytes = 227 * 1024;
+  /// SMs of the target device: a persistent kernel launches this many CTAs (correct for any count).
+  int sm_count = 132;
 };
 
 /// Bytes of the kernel's scratch buffer for the symbol values in `b` (0: it has none).

@@ -9,12 +9,15 @@ namespace lj {
 
 std::string MatmulConfig::str() const {
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
-  if (family == Family::Wgmma) return fmt::format("wgmma bm={} bn={} stages={} gm={}", bm, bn, stages, group_m);
+  if (family == Family::Wgmma)
+    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}", bm, bn, stages, group_m, persistent ? " persistent" : "");
   return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}", bm, bn, bk, warps_m, warps_n, stages, group_m);
 }
 
-int MatmulConfig::shared_bytes(int elem_bytes) const {
-  if (family == Family::Wgmma) return 1024 + stages * (bm + bn) * bk * elem_bytes + 2 * stages * 8;  // + alignment, barriers
+int MatmulConfig::shared_bytes(int elem_bytes, int out_bytes) const {
+  // + alignment and barriers; persistent: + the epilogue tile (bm rows of bn + 8, as lj_gemm stages it)
+  if (family == Family::Wgmma)
+    return 1024 + stages * (bm + bn) * bk * elem_bytes + (persistent ? 128 + bm * (bn + 8) * out_bytes : 2 * stages * 8);
   return family == Family::Mma ? stages * (bm + bn) * bk * elem_bytes : 0;
 }
 
@@ -39,6 +42,10 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
     const size_t end = std::min(rest.find(' '), rest.size());
     const std::string_view item = rest.substr(0, end);
     rest = end < rest.size() ? rest.substr(end + 1) : std::string_view();
+    if (item == "persistent" && c.family == MatmulConfig::Family::Wgmma) {
+      c.persistent = true;
+      continue;
+    }
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) return fail(fmt::format("'{}' is not key=value", item));
     const std::string_view key = item.substr(0, eq), val = item.substr(eq + 1);
@@ -118,6 +125,7 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
 }
 
 std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
+  if (c.persistent && c.family != MatmulConfig::Family::Wgmma) return "persistent is an option of the wgmma family";
   if (c.family == MatmulConfig::Family::Gemv) {
     if (c.rows_per_pass > 16) return "more than 16 rows per pass (fp32 accumulators per lane)";
     if (c.loads_in_flight > 16) return "more than 16 loads in flight per lane";
@@ -133,9 +141,10 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.bn != 128 && c.bn != 256) return fmt::format("bn={} (128 or 256)", c.bn);
     if (c.bk != 64) return fmt::format("bk={} (one 128-byte swizzle row: 64)", c.bk);
     if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
-    const int smem = c.shared_bytes(dtype_bytes(p.dtype));
+    const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes);
     if (smem > p.max_shared_bytes)
-      return fmt::format("{} KiB of shared memory, the device allows {}", smem / 1024, p.max_shared_bytes / 1024);
+      return fmt::format("{} KiB of shared memory{}, the device allows {}", smem / 1024,
+                         c.persistent ? " with the epilogue tile" : "", p.max_shared_bytes / 1024);
     return "";
   }
   if (p.sm < 80) return fmt::format("mma.sync m16n8k16 needs sm_80 or newer, target is sm_{}", p.sm);

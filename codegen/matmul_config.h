@@ -21,15 +21,20 @@ struct MatmulConfig {
   int bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 2, stages = 4, group_m = 8;
   // Gemv: rows of x per pass over W, loads of W in flight per lane, warps (columns) per CTA.
   int rows_per_pass = 4, loads_in_flight = 4, warps = 8;
+  /// Wgmma: a persistent grid (one CTA per SM walking the tiles), the producer loading the next
+  /// tile's stages while the consumers run the epilogue, which stages into shared memory of its own.
+  bool persistent = false;
 
-  /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" or
-  /// "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune` print.
+  /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" (with
+  /// " persistent" when set) or "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
+  /// print.
   std::string str() const;
   int threads() const {
     return family == Family::Wgmma ? 384 : 32 * (family == Family::Mma ? warps_m * warps_n : warps);
   }
-  /// Dynamic shared memory of the tensor-core families for `elem_bytes`-wide operands (0 for Gemv).
-  int shared_bytes(int elem_bytes) const;
+  /// Dynamic shared memory of the tensor-core families for `elem_bytes`-wide operands (0 for Gemv);
+  /// a persistent wgmma kernel adds its epilogue tile of `out_bytes`-wide elements.
+  int shared_bytes(int elem_bytes, int out_bytes = 2) const;
   bool operator==(const MatmulConfig&) const = default;
 };
 
@@ -47,6 +52,7 @@ struct MatmulProblem {
   /// both 16-byte aligned.
   bool tma = false;
   int max_shared_bytes = 227 * 1024;  ///< per block, opt-in (H100/H200: 227 KiB)
+  int out_bytes = 2;                  ///< the matmul result's element size (the staged epilogue tile)
 };
 
 /// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows, 64x64 tiles up to 128, then the Hopper

@@ -44,6 +44,7 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
     if (emit) eo = *emit;
     eo.hint = b;  // the bound sizes pick each matmul's kernel family (GEMV at decode sizes)
     if (!emit) eo.sm = target.sm, eo.arch_specific = target.arch_specific;
+    eo.sm_count = ctx.info().sm_count;
     GeneratedKernel k = emit_group(g, grp, eo);
     run.bytes += group_cost(g, grp, b).bytes;
     // Rotated copies of one plan share their kernels: compile each source once per process.

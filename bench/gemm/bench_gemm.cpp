@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
       std::vector<std::map<ValueId, rt::DeviceBuffer>> pools(static_cast<size_t>(rotations));
       EmitOptions eo;
       eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+      eo.sm_count = ctx.info().sm_count;
       eo.sm = ctx.info().cc();
       eo.arch_specific = device_target(ctx).arch_specific;  // sm_90a: the wgmma GEMM
       MatmulProblem p = matmul_problem(g, plan.groups[0], [&] { EmitOptions e = eo; e.hint = b; return e; }());
@@ -222,6 +223,7 @@ graph @o_residual(%attn: bf16[M, 4096], %x: bf16[M, 4096], %w_o: param bf16[4096
         b.set("M", m);
         EmitOptions eo;
         eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+        eo.sm_count = ctx.info().sm_count;
         eo.sm = ctx.info().cc();
         eo.arch_specific = device_target(ctx).arch_specific;
         double ms[2];

@@ -351,6 +351,27 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   CHECK(default_matmul_config(h).family == MatmulConfig::Family::Mma);  // too few 128x256 tiles
   CHECK(!parse_matmul_config("gemv mt=0", &error));
   CHECK_THAT(error, Catch::Contains("positive integer"));
+
+  // Persistent: a wgmma option, printed last, parsed back; its own epilogue tile must fit too.
+  h.m = 4096;
+  auto pers = parse_matmul_config("wgmma bm=128 bn=256 stages=3 gm=8 persistent", &error);
+  REQUIRE(pers.has_value());
+  CHECK(pers->persistent);
+  CHECK(pers->str() == "wgmma bm=128 bn=256 stages=3 gm=8 persistent");
+  CHECK(reject_reason(*pers, h).empty());
+  CHECK(pers->shared_bytes(2) == 1024 + 3 * (128 + 256) * 64 * 2 + 128 + 128 * 264 * 2);
+  MatmulConfig four = *pers;
+  four.stages = 4;  // 4 x 48 KiB of ring + 66 KiB of epilogue tile
+  CHECK_THAT(reject_reason(four, h), Catch::Contains("with the epilogue tile"));
+  MatmulProblem f32_out = h;
+  f32_out.out_bytes = 4;  // the tile staged in fp32 is twice the size
+  CHECK_THAT(reject_reason(*pers, f32_out), Catch::Contains("with the epilogue tile"));
+  MatmulConfig mma_pers;
+  mma_pers.persistent = true;
+  CHECK_THAT(reject_reason(mma_pers, h), Catch::Contains("persistent is an option of the wgmma family"));
+  CHECK(!parse_matmul_config("mma bm=128 persistent", &error));
+  CHECK_THAT(error, Catch::Contains("'persistent' is not key=value"));
+  for (const MatmulConfig& c : matmul_candidates(h)) CHECK(!c.persistent);  // not a tuner candidate until measured
 }
 
 TEST_CASE("attention at prefill sizes on sm_90a gets the wgmma flash kernel reading q, k and v through tensor maps", "[codegen]") {

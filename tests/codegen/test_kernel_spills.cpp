@@ -2,6 +2,7 @@
 // layers is compiled with ptxas's report and must not spill, with one known exception (below).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <tuple>
 
 #include "codegen/kernel.h"
@@ -37,4 +38,39 @@ TEST_CASE("the Llama layers' kernels compile for sm_80, sm_90 and sm_90a without
         }
       }
     }
+}
+
+TEST_CASE("the persistent wgmma GEMM compiles for sm_90a without spills, one CTA per SM walking the tiles", "[codegen]") {
+  const Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  auto target = rt::Target::parse("sm_90a");
+  REQUIRE(target.ok());
+  int seen = 0;
+  for (const FusionGroup& grp : plan_fusion(g).groups) {
+    if (grp.kind != GroupKind::Matmul) continue;
+    for (const char* config : {"wgmma bm=128 bn=256 stages=3 gm=8 persistent", "wgmma bm=128 bn=128 stages=4 gm=8 persistent"}) {
+      EmitOptions eo;
+      eo.arch_specific = true;
+      eo.hint.set("T", 4096);
+      eo.sm_count = 132;
+      eo.matmul = parse_matmul_config(config, nullptr);
+      REQUIRE(eo.matmul.has_value());
+      const GeneratedKernel k = emit_group(g, grp, eo);
+      INFO(k.name << " " << config << "\n" << k.source);
+      CHECK(k.source.find("/*PERSISTENT*/ true> Gemm;") != std::string::npos);
+      CHECK(k.source.find("for (lj_i64 t = blockIdx.x; t < Gemm::tiles(M); t += gridDim.x)") != std::string::npos);
+      CHECK(k.source.find("Gemm::staging<") != std::string::npos);
+      Bindings b;
+      b.set("T", 4096);
+      CHECK(k.launch.blocks(b) == 132);
+      CHECK(k.launch.str().rfind("min(", 0) == 0);
+      b.set("T", 1);  // one row of tiles: one CTA per tile up to the SM count
+      CHECK(k.launch.blocks(b) == std::min<int64_t>(k.launch.tiles_per_unit, 132));
+      auto r = rt::kernel_resources(k, *target);
+      INFO((r.ok() ? r->str() : r.message()));
+      REQUIRE(r.ok());
+      CHECK(!r->spills());
+      ++seen;
+    }
+  }
+  CHECK(seen == 8);
 }

@@ -19,17 +19,21 @@
 #include "layerjit/mma.cuh"
 #include "layerjit/vec.cuh"
 
-// This CTA's tile origin (m0, n0), grouped raster over a ceil(M / BM) x TILES_N grid of tiles.
+// Tile `bid`'s origin (m0, n0), grouped raster over a ceil(M / BM) x TILES_N grid of tiles (this
+// CTA's tile when bid is blockIdx.x; a persistent CTA walks several).
 template <int BM, int BN, int GROUP_M, lj_i64 TILES_N>
-__device__ __forceinline__ void lj_grouped_tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
+__device__ __forceinline__ void lj_grouped_tile_at(lj_i64 bid, lj_i64 M, lj_i64& m0, lj_i64& n0) {
   const lj_i64 tiles_m = (M + BM - 1) / BM;
-  const lj_i64 bid = blockIdx.x;
   const lj_i64 per_group = (lj_i64)GROUP_M * TILES_N;
   const lj_i64 first = bid / per_group * GROUP_M;
   const lj_i64 rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
   const lj_i64 in_group = bid % per_group;
   m0 = (first + in_group % rows) * BM;
   n0 = in_group / rows * BN;
+}
+template <int BM, int BN, int GROUP_M, lj_i64 TILES_N>
+__device__ __forceinline__ void lj_grouped_tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
+  lj_grouped_tile_at<BM, BN, GROUP_M, TILES_N>(blockIdx.x, M, m0, n0);
 }
 
 template <class T, lj_i64 N, lj_i64 K, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, bool ASYNC>

@@ -13,6 +13,10 @@
 // Edges cost nothing here: TMA fills rows past M or N and k past K with zeros, so the last tiles need
 // no masks (the epilogue never stores outside the output).
 //
+// PERSISTENT: one CTA per SM walks the tiles (blockIdx.x, + gridDim.x, ...; the emitted kernel loops
+// over begin()'s roles): the producer runs on into the next tile's k tiles while the consumers run
+// the epilogue, which stages into an area of its own after the ring instead of reusing it.
+//
 // SwiGLU (GLU = true): the two w boxes are the gate rows [c0, c0 + BN/2) and the up rows [N_OUT + c0,
 // ...) of the same output columns; stage() interleaves them back into the 8-gate/8-up column order
 // the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
@@ -20,7 +24,7 @@
 #include "layerjit/gemm.cuh"
 #include "layerjit/wgmma.cuh"
 
-template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU>
+template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false>
 struct lj_wgmma_gemm {
   static constexpr int BM = 128, BK = 64;  // BK: one 128-byte swizzle row of 16-bit elements
   static constexpr int THREADS = 384, EPI_THREADS = 256;
@@ -28,30 +32,55 @@ struct lj_wgmma_gemm {
   static constexpr int ACC = BN / 2;  // fp32 accumulators per consumer thread (64 x BN over 128 threads)
   static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
   static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
-  // Ring buffers (1024-byte aligned for the 128-byte swizzle), then the full and empty barriers.
-  static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+  static constexpr int RING_BYTES = STAGES * STAGE_BYTES;
+  // Ring buffers (1024-byte aligned for the 128-byte swizzle), then the full and empty barriers (128
+  // bytes), then, when persistent, the epilogue tile (the ring is refilled during the epilogue).
+  static constexpr int SMEM_BYTES = 1024 + RING_BYTES + (PERSISTENT ? 128 : 2 * STAGES * 8);
   static constexpr int STAGE_LD = BN + 8;  // staged epilogue tile row, as lj_gemm's
 
   static_assert(sizeof(T) == 2, "wgmma here takes 16-bit operands");
   static_assert(BN == 128 || BN == 256, "consumer tiles are m64n128 or m64n256");
-  static_assert(STAGES >= 2, "a pipeline needs two buffers");
-  static_assert(BM * STAGE_LD * 2 <= STAGES * STAGE_BYTES, "the staged tile reuses the ring");
+  static_assert(STAGES >= 2 && 2 * STAGES * 8 <= 128, "a pipeline needs two buffers; barriers fit 128 bytes");
+  static_assert(PERSISTENT || BM * STAGE_LD * 2 <= RING_BYTES, "the staged tile reuses the ring");
+
+  // Roles after begin(): the producer thread (thread 0), the idle rest of the producer warpgroup,
+  // the 256 consumer threads.
+  enum Role { PRODUCER, IDLE, CONSUMER };
+  // A position in the ring; the producer's and each consumer's advance in step, tile after tile.
+  struct Pipe {
+    int stage = 0;
+    unsigned phase = 0;
+    __device__ __forceinline__ void advance() {
+      if (++stage == STAGES) stage = 0, phase ^= 1;
+    }
+  };
 
   static __device__ __forceinline__ int epi_thread() { return threadIdx.x - 128; }  // consumers only
 
-  static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
-    lj_grouped_tile<BM, BN, GROUP_M, TILES_N>(M, m0, n0);
+  static __device__ __forceinline__ unsigned char* aligned(unsigned char* smem_raw) {
+    return reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  }
+  static __device__ __forceinline__ unsigned long long* full_bars(unsigned char* smem_raw) {
+    return reinterpret_cast<unsigned long long*>(aligned(smem_raw) + RING_BYTES);
+  }
+  // Where the epilogue stages the tile: the start of shared memory once the ring is idle, or, in a
+  // persistent kernel, the area after the barriers.
+  template <class TY>
+  static __device__ __forceinline__ TY* staging(unsigned char* smem_raw) {
+    return reinterpret_cast<TY*>(PERSISTENT ? aligned(smem_raw) + RING_BYTES + 128 : smem_raw);
   }
 
-  // acc = x[m0 .. m0+128, :] * w[rows b_lo .. b_lo+BN/2 and b_hi .. b_hi+BN/2, :]^T for this consumer
-  // warpgroup's 64 rows. Returns false in the producer warpgroup, whose work ends with the last load.
-  static __device__ __forceinline__ bool mainloop(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
-                                                  lj_i64 b_hi, float (&acc)[ACC], unsigned char* smem_raw) {
-    unsigned char* smem = reinterpret_cast<unsigned char*>(
-        (reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
-    unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + STAGES * STAGE_BYTES);
+  static __device__ __forceinline__ lj_i64 tiles(lj_i64 M) { return (M + BM - 1) / BM * TILES_N; }
+  static __device__ __forceinline__ void tile_at(lj_i64 t, lj_i64 M, lj_i64& m0, lj_i64& n0) {
+    lj_grouped_tile_at<BM, BN, GROUP_M, TILES_N>(t, M, m0, n0);
+  }
+  static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) { tile_at(blockIdx.x, M, m0, n0); }
+
+  // Once per CTA: the barriers, then the register budgets (setmaxnreg moves registers from the
+  // producer warpgroup, 40, to the consumers, 232). Returns this thread's role.
+  static __device__ __forceinline__ Role begin(unsigned char* smem_raw) {
+    unsigned long long* full = full_bars(smem_raw);
     unsigned long long* empty = full + STAGES;
-    const int wg = threadIdx.x / 128;
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int s = 0; s < STAGES; ++s) {
@@ -61,39 +90,49 @@ struct lj_wgmma_gemm {
       lj_mbar_init_fence();
     }
     __syncthreads();
-
-    if (wg == 0) {
+    if (threadIdx.x < 128) {
       lj_setmaxnreg_dec<40>();
-      if (threadIdx.x == 0) {
-        lj_tma_prefetch(tx);
-        lj_tma_prefetch(tw);
-        int stage = 0;
-        unsigned phase = 0;
-        for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
-          lj_mbar_wait(&empty[stage], phase ^ 1);
-          lj_mbar_arrive_expect_tx(&full[stage], STAGE_BYTES);
-          unsigned char* sa = smem + stage * STAGE_BYTES;
-          const int k = (int)(kt * BK);
-          lj_tma_load_2d(sa, tx, k, (int)m0, &full[stage]);
-          lj_tma_load_2d(sa + A_BYTES, tw, k, (int)b_lo, &full[stage]);
-          lj_tma_load_2d(sa + A_BYTES + B_BYTES / 2, tw, k, (int)b_hi, &full[stage]);
-          if (++stage == STAGES) stage = 0, phase ^= 1;
-        }
-      }
-      return false;
+      return threadIdx.x == 0 ? PRODUCER : IDLE;
     }
-
     lj_setmaxnreg_inc<232>();
+    return CONSUMER;
+  }
+
+  // The producer thread: one tile's k tiles into the ring (x: 128 rows; w: two boxes of BN / 2 rows
+  // from b_lo and b_hi), each slot once its consumers have released it.
+  static __device__ __forceinline__ void produce(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
+                                                 lj_i64 b_hi, Pipe& pipe, unsigned char* smem_raw) {
+    unsigned char* smem = aligned(smem_raw);
+    unsigned long long* full = full_bars(smem_raw);
+    unsigned long long* empty = full + STAGES;
+    for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
+      lj_mbar_wait(&empty[pipe.stage], pipe.phase ^ 1);
+      lj_mbar_arrive_expect_tx(&full[pipe.stage], STAGE_BYTES);
+      unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
+      const int k = (int)(kt * BK);
+      lj_tma_load_2d(sa, tx, k, (int)m0, &full[pipe.stage]);
+      lj_tma_load_2d(sa + A_BYTES, tw, k, (int)b_lo, &full[pipe.stage]);
+      lj_tma_load_2d(sa + A_BYTES + B_BYTES / 2, tw, k, (int)b_hi, &full[pipe.stage]);
+      pipe.advance();
+    }
+  }
+
+  // A consumer warpgroup: acc = its 64 rows of the tile, 4 wgmma m64nBNk16 per k tile straight from
+  // the swizzled ring, one group of MMAs in flight, each slot released (one arrival per warp) once
+  // its MMAs have retired — the last one too, so a persistent producer can refill it.
+  static __device__ __forceinline__ void consume(float (&acc)[ACC], Pipe& pipe, unsigned char* smem_raw) {
+    const unsigned char* smem = aligned(smem_raw);
+    unsigned long long* full = full_bars(smem_raw);
+    unsigned long long* empty = full + STAGES;
 #pragma unroll
     for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
     lj_wgmma_fence_acc(acc);
-    const int a_off = (wg - 1) * 64 * 128;  // this warpgroup's 64 rows of 128 bytes
+    const int a_off = (threadIdx.x / 128 - 1) * 64 * 128;  // this warpgroup's 64 rows of 128 bytes
     const bool signals = (threadIdx.x & 31) == 0;
-    int stage = 0, prev = 0;
-    unsigned phase = 0;
+    int prev = 0;
     for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
-      lj_mbar_wait(&full[stage], phase);
-      const unsigned char* sa = smem + stage * STAGE_BYTES;
+      lj_mbar_wait(&full[pipe.stage], pipe.phase);
+      const unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
       const unsigned long long da = lj_wgmma_desc_sw128(sa + a_off), db = lj_wgmma_desc_sw128(sa + A_BYTES);
       lj_wgmma_fence();
 #pragma unroll
@@ -102,16 +141,33 @@ struct lj_wgmma_gemm {
       // At most this tile's MMAs still run: the previous tile's slot can be refilled.
       lj_wgmma_wait<1>();
       if (kt > 0 && signals) lj_mbar_arrive(&empty[prev]);
-      prev = stage;
-      if (++stage == STAGES) stage = 0, phase ^= 1;
+      prev = pipe.stage;
+      pipe.advance();
     }
     lj_wgmma_wait<0>();
     lj_wgmma_fence_acc(acc);
+    if (signals) lj_mbar_arrive(&empty[prev]);
+  }
+
+  // One tile, one CTA (the non-persistent kernel): acc = x[m0 .. m0+128, :] * w[b_lo.., b_hi..]^T for
+  // this consumer warpgroup's 64 rows. Returns false outside the consumers, whose work is done.
+  static __device__ __forceinline__ bool mainloop(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
+                                                  lj_i64 b_hi, float (&acc)[ACC], unsigned char* smem_raw) {
+    const Role role = begin(smem_raw);
+    Pipe pipe;
+    if (role == PRODUCER) {
+      lj_tma_prefetch(tx);
+      lj_tma_prefetch(tw);
+      produce(tx, tw, m0, b_lo, b_hi, pipe, smem_raw);
+    }
+    if (role != CONSUMER) return false;
+    consume(acc, pipe, smem_raw);
     return true;
   }
 
-  // Epilogue staging by the 256 consumer threads: the tile rounded to TY into [BM][STAGE_LD] at the
-  // start of shared memory (the ring is free once both consumer warpgroups have finished).
+  // Epilogue staging by the 256 consumer threads: the tile rounded to TY into [BM][STAGE_LD] at
+  // staging<TY>() (the first barrier: both consumer warpgroups are done with the ring, and with the
+  // previous tile's staged values in a persistent kernel).
   template <class TY>
   static __device__ __forceinline__ void stage(const float (&acc)[ACC], TY* tile) {
     lj_named_barrier(1, EPI_THREADS);
