@@ -52,6 +52,7 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
   eo.arch_specific = choice.target.arch_specific;
   eo.hint = opts.hint;
   eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  eo.sm_count = ctx.info().sm_count;
   // `layerjit tune`'s winners, stored under the hint's bucket for this device and target.
   std::unique_ptr<cache::TuningDb> db;
   if (opts.use_tuned) db = cache::TuningDb::open(cache::cache_options_from_env());

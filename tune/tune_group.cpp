@@ -136,6 +136,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
   eo.arch_specific = choice.target.arch_specific;
   eo.hint = out.tuned_at;
   eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  eo.sm_count = ctx.info().sm_count;
   Candidates cands = group_candidates(g, grp, eo);
   out.pruned = cands.pruned;
   std::vector<GeneratedKernel> kernels;
