@@ -47,12 +47,7 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const
   LJ_RT_ASSIGN(std::vector<int> archs, rt::supported_archs());
   // Arch-specific where the device has it (sm_90a: the wgmma GEMM).
   LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), opts.arch_specific, archs, rt::nvrtc_version()));
-  EmitOptions eo;
-  eo.sm = choice.target.sm;
-  eo.arch_specific = choice.target.arch_specific;
-  eo.hint = opts.hint;
-  eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-  eo.sm_count = ctx.info().sm_count;
+  const EmitOptions eo = rt::device_emit_options(ctx, choice.target, opts.hint);
   // `layerjit tune`'s winners, stored under the hint's bucket for this device and target.
   std::unique_ptr<cache::TuningDb> db;
   if (opts.use_tuned) db = cache::TuningDb::open(cache::cache_options_from_env());

@@ -20,6 +20,16 @@ CompileJob compile_job(const GeneratedKernel& k, const Target& target, bool want
   return job;
 }
 
+EmitOptions device_emit_options(const Context& ctx, const Target& target, const Bindings& hint) {
+  EmitOptions eo;
+  eo.sm = target.sm;
+  eo.arch_specific = target.arch_specific;
+  eo.hint = hint;
+  eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  eo.sm_count = ctx.info().sm_count;
+  return eo;
+}
+
 Result<CompiledProgram> compile_kernel(const GeneratedKernel& k, const Target& target, bool want_ptx) {
   CompileJob job = compile_job(k, target, want_ptx);
   auto r = compile(job.source, job.options, job.target);

@@ -13,6 +13,7 @@
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "runtime/kernel_args.h"
+#include "runtime/kernel_compile.h"
 #include "runtime/module.h"
 #include "tune/group_candidates.h"
 
@@ -131,12 +132,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
   LJ_RT_ASSIGN(auto archs, rt::supported_archs());
   LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()));
 
-  EmitOptions eo;
-  eo.sm = choice.target.sm;
-  eo.arch_specific = choice.target.arch_specific;
-  eo.hint = out.tuned_at;
-  eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-  eo.sm_count = ctx.info().sm_count;
+  const EmitOptions eo = rt::device_emit_options(ctx, choice.target, out.tuned_at);
   Candidates cands = group_candidates(g, grp, eo);
   out.pruned = cands.pruned;
   std::vector<GeneratedKernel> kernels;
