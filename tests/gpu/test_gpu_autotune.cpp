@@ -48,6 +48,13 @@ struct TempTuningDb {
     db = cache::TuningDb::open(co);
   }
   ~TempTuningDb() { std::filesystem::remove_all(dir); }
+  // An executable built with this DB (and kernel cache) as the one LAYERJIT_CACHE_DIR names.
+  rt::Result<exec::Executable> build(rt::Context& ctx, const Graph& g, const exec::BuildOptions& bo) const {
+    ::setenv("LAYERJIT_CACHE_DIR", dir.c_str(), 1);
+    auto e = exec::Executable::build(ctx, g, bo);
+    ::unsetenv("LAYERJIT_CACHE_DIR");
+    return e;
+  }
 };
 
 }  // namespace
@@ -143,7 +150,6 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
   TempTuningDb tdb("lj-tune-test");
-  const std::filesystem::path& dir = tdb.dir;
   cache::TuningDb* db = tdb.db.get();
   REQUIRE(db->enabled());
   // K = 1000 (a tail), N = 300 (past a tile edge), M = 700 is tuned at its bucket's top, 1024.
@@ -179,11 +185,9 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   CHECK(db->lookup(again->key)->runs == 2);
 
   // An executable built for a size of the same bucket runs the stored winner and says so.
-  ::setenv("LAYERJIT_CACHE_DIR", dir.c_str(), 1);
   exec::BuildOptions bo;
   bo.hint.set("M", 900);
-  auto e = exec::Executable::build(ctx, g, bo);
-  ::unsetenv("LAYERJIT_CACHE_DIR");
+  auto e = tdb.build(ctx, g, bo);
   LJ_REQUIRE_OK(e);
   REQUIRE(e->kernels().size() == 1);
   CHECK(e->kernels()[0].config == db->lookup(again->key)->winner.config);
@@ -199,7 +203,6 @@ TEST_CASE("tuning an attention prefill group verifies every tile set and an exec
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
   TempTuningDb tdb("lj-tune-attn");
-  const std::filesystem::path& dir = tdb.dir;
   cache::TuningDb* db = tdb.db.get();
   REQUIRE(db->enabled());
   // 8 query heads over 2 KV heads, T = 300 (tuned at 512): causal tiles crossing the diagonal and a tail.
@@ -226,11 +229,9 @@ TEST_CASE("tuning an attention prefill group verifies every tile set and an exec
   REQUIRE(r->record.has_value());
   CHECK(r->record->ok);
 
-  ::setenv("LAYERJIT_CACHE_DIR", dir.c_str(), 1);
   exec::BuildOptions bo;
   bo.hint.set("T", 400);
-  auto e = exec::Executable::build(ctx, g, bo);
-  ::unsetenv("LAYERJIT_CACHE_DIR");
+  auto e = tdb.build(ctx, g, bo);
   LJ_REQUIRE_OK(e);
   REQUIRE(e->kernels().size() == 1);
   CHECK(e->kernels()[0].config == db->lookup(r->key)->winner.config);
