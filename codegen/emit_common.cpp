@@ -38,8 +38,9 @@ std::string KernelContext::kernel_name() const {
   return fmt::format("lj_{}_g{}_{}", ident(g_.name()), grp_.id, group_kind_name(grp_.kind));
 }
 
-std::string KernelContext::buffer_param(ValueId v, bool written) {
-  ValueId buf = layout(v).buffer;
+std::string KernelContext::buffer_param(ValueId v, bool written) { return param_of_buffer(layout(v).buffer, written); }
+
+std::string KernelContext::param_of_buffer(ValueId buf, bool written) {
   for (auto& p : params_) {
     if (p.kind == KernelParam::Kind::Buffer && p.buffer == buf) {
       p.written = p.written || written;
@@ -61,18 +62,9 @@ std::string KernelContext::buffer_param(ValueId v, bool written) {
 std::string KernelContext::copy_param(ValueId v) {
   LJ_ASSERT(std::find(grp_.copies.begin(), grp_.copies.end(), v) != grp_.copies.end(), "%{} is not a copy of group {}",
             g_.value(v).name, grp_.id);
-  for (const auto& p : params_)
-    if (p.kind == KernelParam::Kind::Buffer && p.buffer == v) return p.name;
   // The copy's buffer is `v` itself; no other parameter names it, since compute_layouts places a view
   // in the buffer it aliases.
-  KernelParam p;
-  p.kind = KernelParam::Kind::Buffer;
-  p.name = "p_" + ident(g_.value(v).name);
-  p.buffer = v;
-  p.dtype = g_.value(v).type.dtype;
-  p.written = true;
-  params_.push_back(p);
-  return p.name;
+  return param_of_buffer(v, true);
 }
 
 void KernelContext::add_symbol_params() {

@@ -64,6 +64,8 @@ class KernelContext {
   void header_comment(SourceWriter& w) const;
 
  private:
+  /// The Buffer parameter of buffer `buf` (added on first use; flags merged).
+  std::string param_of_buffer(ValueId buf, bool written);
   const Graph& g_;
   const FusionGroup& grp_;
   std::vector<TensorLayout> layouts_;
