@@ -57,6 +57,15 @@ struct TempTuningDb {
   }
 };
 
+// Tunes the single group of `g` at `b`, recording into `db`.
+rt::Result<tune::GroupTuning> tune_single_group(rt::Stream& stream, const Graph& g, const Bindings& b, cache::TuningDb* db) {
+  const FusionPlan plan = plan_fusion(g);
+  REQUIRE(plan.groups.size() == 1);
+  tune::TuneSettings s;
+  s.db = db;
+  return tune::tune_group(stream, g, plan.groups[0], b, s);
+}
+
 }  // namespace
 
 TEST_CASE("the autotuner rejects a wrong candidate and survives broken ones", "[gpu][autotune]") {
@@ -154,13 +163,9 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   REQUIRE(db->enabled());
   // K = 1000 (a tail), N = 300 (past a tile edge), M = 700 is tuned at its bucket's top, 1024.
   const Graph g = matmul_graph(300, 1000);
-  const FusionPlan plan = plan_fusion(g);
-  const FusionGroup& grp = plan.groups.at(0);
   Bindings b;
   b.set("M", 700);
-  tune::TuneSettings s;
-  s.db = db;
-  auto r = tune::tune_group(*stream, g, grp, b, s);
+  auto r = tune_single_group(*stream, g, b, db);
   LJ_REQUIRE_OK(r);
   CHECK(*r->tuned_at.get("M") == 1024);
   CHECK(r->key.symbol_bucket == "M<=1024");
@@ -178,7 +183,7 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   CHECK(stored->runner_up.has_value());
 
   // Tuning again compares with the stored winner instead of starting over.
-  auto again = tune::tune_group(*stream, g, grp, b, s);
+  auto again = tune_single_group(*stream, g, b, db);
   LJ_REQUIRE_OK(again);
   REQUIRE(again->record.has_value());
   CHECK(again->record->decision != cache::TuneDecision::kFirst);
@@ -210,13 +215,9 @@ TEST_CASE("tuning an attention prefill group verifies every tile set and an exec
                           "  %o = attention(%q, %k, %v) {causal = true}\n  return %o\n}\n",
                           "<tune attention>");
   const Graph& g = m.graphs.at(0);
-  const FusionPlan plan = plan_fusion(g);
-  const FusionGroup& grp = plan.groups.at(0);
   Bindings b;
   b.set("T", 300);
-  tune::TuneSettings s;
-  s.db = db;
-  auto r = tune::tune_group(*stream, g, grp, b, s);
+  auto r = tune_single_group(*stream, g, b, db);
   LJ_REQUIRE_OK(r);
   CHECK(r->key.symbol_bucket == "T<=512");
   CHECK(r->report.results.size() >= 5);
