@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   bool sweep = false;
   const char* only_shape = nullptr;
   int64_t only_m = 0;
+  std::vector<MatmulConfig> extra;  // --config: timed beside the default where it applies
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sweep") == 0) {
       sweep = true;
@@ -102,8 +103,16 @@ int main(int argc, char** argv) {
       only_shape = argv[++i];
     } else if (std::strcmp(argv[i], "--m") == 0 && i + 1 < argc) {
       only_m = std::atoll(argv[++i]);
+    } else if (std::strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+      std::string error;
+      auto c = parse_matmul_config(argv[++i], &error);
+      if (!c) {
+        std::fprintf(stderr, "bench_gemm: --config '%s': %s\n", argv[i], error.c_str());
+        return 2;
+      }
+      extra.push_back(*c);
     } else {
-      std::fprintf(stderr, "usage: bench_gemm [--sweep] [--shape qkv|o|gate_up|down] [--m ROWS]\n");
+      std::fprintf(stderr, "usage: bench_gemm [--sweep] [--shape qkv|o|gate_up|down] [--m ROWS] [--config CONFIG]...\n");
       return 2;
     }
   }
@@ -140,6 +149,15 @@ int main(int argc, char** argv) {
         MatmulProblem plain = p;
         plain.arch_specific = false;
         timed.push_back(default_matmul_config(plain));
+      }
+      for (const MatmulConfig& c : extra) {
+        const std::string why = reject_reason(c, p);
+        if (!why.empty()) {
+          std::fprintf(stderr, "  --config %s does not apply to %s M=%lld: %s\n", c.str().c_str(), s.name,
+                       static_cast<long long>(m), why.c_str());
+        } else {
+          timed.push_back(c);
+        }
       }
       std::vector<double> times;
       for (const MatmulConfig& c : timed) {
@@ -244,6 +262,27 @@ graph @o_residual(%attn: bf16[M, 4096], %x: bf16[M, 4096], %w_o: param bf16[4096
         std::printf("| %s | %lld | %zu | %.4f | %zu | %.4f | %.2f |\n", g.name().c_str(), static_cast<long long>(m), kernels[1], ms[1],
                     kernels[0], ms[0], ms[0] / ms[1]);
         std::fflush(stdout);
+        // The fused plan again with each --config for its matmuls, against the same separate plan.
+        for (const MatmulConfig& c : m == 4096 ? extra : std::vector<MatmulConfig>{}) {
+          EmitOptions ec = eo;
+          ec.matmul = c;
+          const FusionPlan plan = plan_fusion(g);
+          double bytes = 0;
+          for (const FusionGroup& grp : plan.groups) bytes += group_cost(g, grp, b).bytes;
+          const int rotations = rt::rotations_for(static_cast<size_t>(bytes), static_cast<size_t>(ctx.info().l2_bytes));
+          std::vector<std::map<ValueId, rt::DeviceBuffer>> pools(static_cast<size_t>(rotations));
+          std::vector<PlanRun> runs;
+          try {
+            for (auto& pool : pools) runs.push_back(prepare(ctx, stream, g, plan, b, pool, &ec));
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "  --config %s on @%s: %s\n", c.str().c_str(), g.name().c_str(), e.what());
+            continue;
+          }
+          const double cm = time_plan(stream, runs);
+          std::printf("| %s (%s) | %lld | %zu | %.4f | %zu | %.4f | %.2f |\n", g.name().c_str(), c.str().c_str(), static_cast<long long>(m),
+                      plan.groups.size(), cm, kernels[0], ms[0], ms[0] / cm);
+          std::fflush(stdout);
+        }
       }
     }
   }
