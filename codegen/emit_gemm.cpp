@@ -61,8 +61,9 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   w.line("constexpr lj_i64 K = {};  // reduction length", op.k);
   if (hopper) {
     w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
-    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}> Gemm;", cx, cfg.bn, cfg.stages,
-           cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "");
+    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}> Gemm;", cx, cfg.bn, cfg.stages,
+           cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
+           cfg.pingpong ? ", /*PINGPONG*/ true" : "");
   } else {
     w.comment(fmt::format("Config: {}. {}", cfg.str(),
                           async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads."));
@@ -83,7 +84,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("if (role == Gemm::IDLE) return;  // the producer warpgroup but its one loading thread");
       w.line("if (role == Gemm::PRODUCER) lj_tma_prefetch(&{}), lj_tma_prefetch(&{});", tx, tw);
       w.line("Gemm::Pipe pipe;  // the ring position, carried from tile to tile");
-      tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x; t < Gemm::tiles(M); t += gridDim.x)"));
+      w.line("const lj_i64 n_tiles = Gemm::tiles(M);");
+      tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x, j = 0; t < n_tiles; t += gridDim.x, ++j)"));  // t: the CTA's j-th tile
       w.line("lj_i64 m0, n0;");
       w.line("Gemm::tile_at(t, M, m0, n0);");
     } else {
@@ -102,10 +104,15 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
           w.line("Gemm::produce(&{}, &{}, m0, b_lo, b_hi, pipe, lj_smem);", tx, tw);
           w.line("continue;");
         }
-        w.line("float acc[Gemm::ACC];");
-        w.line("Gemm::consume(acc, pipe, lj_smem);");
+        if (cfg.pingpong) {
+          auto other = w.scope("if (!Gemm::mine(j))");  // the other consumer warpgroup's tile
+          w.line("pipe.skip_tile();");
+          w.line("continue;");
+        }
+        w.line("float acc[Gemm::MI][Gemm::ACC];");
+        w.line("Gemm::consume(acc, pipe, lj_smem, j, t + gridDim.x < n_tiles);");
       } else {
-        w.line("float acc[Gemm::ACC];");
+        w.line("float acc[Gemm::MI][Gemm::ACC];");
         w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem)) return;  // the producer warpgroup is done", tx, tw);
       }
     } else {
@@ -134,7 +141,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.comment(op.epilogue.empty() ? "8 consecutive outputs of a row and stores them as one access."
                                   : "8 consecutive outputs of a row, applies the fused nodes in registers and stores only %" + on + ".");
     const std::string staged = hopper ? fmt::format("Gemm::staging<{}>(lj_smem)", ty) : fmt::format("reinterpret_cast<{}*>(lj_smem)", ty);
-    w.line("Gemm::stage(acc, {});", staged);
+    w.line("Gemm::stage(acc, {}{});", staged, cfg.pingpong ? ", j" : "");
     w.line("const {}* tile = {};", ty, staged);
     w.line("constexpr int CHUNKS = {} / 8;  // 8-column chunks per tile row of %{}", bn_out, on);
     if (op.glu)
@@ -226,6 +233,11 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("#pragma unroll");
       w.line("for (int j = 0; j < 8; ++j)");
       w.line("  if (n + j < N_OUT) {}[{}] = lj_from_float<{}>(out[j]);", po, at, to);
+    }
+    if (cfg.pingpong) {  // after the chunk loops, at the end of the tile's body
+      loop.reset();
+      batches.reset();
+      w.line("Gemm::epilogue_done(j, t + gridDim.x < n_tiles);");
     }
   }
 

@@ -10,12 +10,14 @@ namespace lj {
 std::string MatmulConfig::str() const {
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
   if (family == Family::Wgmma)
-    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}", bm, bn, stages, group_m, persistent ? " persistent" : "");
+    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}", bm, bn, stages, group_m,
+                       pingpong ? " pingpong" : persistent ? " persistent" : "");
   return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}", bm, bn, bk, warps_m, warps_n, stages, group_m);
 }
 
 int MatmulConfig::shared_bytes(int elem_bytes, int out_bytes) const {
-  // + alignment and barriers; persistent: + the epilogue tile (bm rows of bn + 8, as lj_gemm stages it)
+  // + alignment and barriers; persistent: + the epilogue tile (bm rows of bn + 8, as lj_gemm stages
+  // it; ping-pong's two warpgroups take turns on it)
   if (family == Family::Wgmma)
     return 1024 + stages * (bm + bn) * bk * elem_bytes + (persistent ? 128 + bm * (bn + 8) * out_bytes : 2 * stages * 8);
   return family == Family::Mma ? stages * (bm + bn) * bk * elem_bytes : 0;
@@ -44,6 +46,10 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
     rest = end < rest.size() ? rest.substr(end + 1) : std::string_view();
     if (item == "persistent" && c.family == MatmulConfig::Family::Wgmma) {
       c.persistent = true;
+      continue;
+    }
+    if (item == "pingpong" && c.family == MatmulConfig::Family::Wgmma) {
+      c.persistent = c.pingpong = true;  // the consumers take turns over a persistent CTA's tiles
       continue;
     }
     const size_t eq = item.find('=');
@@ -125,7 +131,9 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
 }
 
 std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
-  if (c.persistent && c.family != MatmulConfig::Family::Wgmma) return "persistent is an option of the wgmma family";
+  if ((c.persistent || c.pingpong) && c.family != MatmulConfig::Family::Wgmma)
+    return fmt::format("{} is an option of the wgmma family", c.pingpong ? "pingpong" : "persistent");
+  if (c.pingpong && !c.persistent) return "pingpong needs a persistent grid";
   if (c.family == MatmulConfig::Family::Gemv) {
     if (c.rows_per_pass > 16) return "more than 16 rows per pass (fp32 accumulators per lane)";
     if (c.loads_in_flight > 16) return "more than 16 loads in flight per lane";
@@ -141,6 +149,8 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.bn != 128 && c.bn != 256) return fmt::format("bn={} (128 or 256)", c.bn);
     if (c.bk != 64) return fmt::format("bk={} (one 128-byte swizzle row: 64)", c.bk);
     if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
+    if (c.pingpong && c.bn != 128)
+      return fmt::format("pingpong with bn={}: a warpgroup holds the whole 128-row tile, 2 x bn / 2 accumulators per thread (bn=128)", c.bn);
     const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes);
     if (smem > p.max_shared_bytes)
       return fmt::format("{} KiB of shared memory{}, the device allows {}", smem / 1024,
@@ -200,9 +210,17 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
                    Tile{128, 128, 2, 4}, Tile{128, 256, 2, 4}, Tile{256, 128, 4, 2}})
       for (int bk : {32, 64})
         for (int stages : {3, 4}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, stages));
-    if (wgmma_available(p))
+    if (wgmma_available(p)) {
       for (int bn : {128, 256})
         for (int stages : {3, 4, 5, 6}) all.push_back(wgmma(bn, stages));
+      // Ping-pong hides the epilogue behind the other warpgroup's MMAs (on the H200 0.91-0.92x of the
+      // 128 x 256 default on a plain GEMM, 1.03x on the MLP with its SwiGLU epilogue: docs/perf.md).
+      for (int stages : {4, 5}) {
+        MatmulConfig c = wgmma(128, stages);
+        c.persistent = c.pingpong = true;
+        all.push_back(c);
+      }
+    }
     // Few rows: thin tiles give the grid enough CTAs and deep pipelines keep W streaming.
     // (A 16 x 32 tile of one warp doubles the CTA count for N = 4096; one warp copying a 16 x 64 tile
     // needs more registers than it has: ptxas spills it.)

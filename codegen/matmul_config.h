@@ -24,9 +24,12 @@ struct MatmulConfig {
   /// Wgmma: a persistent grid (one CTA per SM walking the tiles), the producer loading the next
   /// tile's stages while the consumers run the epilogue, which stages into shared memory of its own.
   bool persistent = false;
+  /// Wgmma, persistent too: the two consumer warpgroups own whole 128 x bn tiles and take turns, one
+  /// running its epilogue while the other's MMAs run (gemm_wgmma.cuh, PINGPONG).
+  bool pingpong = false;
 
   /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" (with
-  /// " persistent" when set) or "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
+  /// " persistent" or " pingpong" when set) or "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
   /// print.
   std::string str() const;
   int threads() const {

@@ -371,7 +371,32 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   CHECK_THAT(reject_reason(mma_pers, h), Catch::Contains("persistent is an option of the wgmma family"));
   CHECK(!parse_matmul_config("mma bm=128 persistent", &error));
   CHECK_THAT(error, Catch::Contains("'persistent' is not key=value"));
-  for (const MatmulConfig& c : matmul_candidates(h)) CHECK(!c.persistent);  // not a tuner candidate until measured
+  int pingpongs = 0;
+  for (const MatmulConfig& c : matmul_candidates(h)) {
+    CHECK((!c.persistent || c.pingpong));  // plain persistent: no gain measured, not a tuner candidate
+    pingpongs += c.pingpong;
+  }
+  CHECK(pingpongs == 2);
+
+  // Ping-pong: persistent too, printed as " pingpong"; two epilogue tiles; 128-column tiles only.
+  auto pp = parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 pingpong", &error);
+  REQUIRE(pp.has_value());
+  CHECK(pp->persistent);
+  CHECK(pp->pingpong);
+  CHECK(pp->str() == "wgmma bm=128 bn=128 stages=4 gm=8 pingpong");
+  CHECK(reject_reason(*pp, h).empty());
+  CHECK(pp->shared_bytes(2) == 1024 + 4 * (128 + 128) * 64 * 2 + 128 + 128 * 136 * 2);  // one staging tile, shared
+  MatmulConfig pp_wide = *pp;
+  pp_wide.bn = 256;
+  CHECK_THAT(reject_reason(pp_wide, h), Catch::Contains("pingpong with bn=256"));
+  MatmulConfig pp_six = *pp;
+  pp_six.stages = 6;  // 6 x 32 KiB of ring + 34 KiB of epilogue tile
+  CHECK_THAT(reject_reason(pp_six, h), Catch::Contains("with the epilogue tile"));
+  pp_six.stages = 5;
+  CHECK(reject_reason(pp_six, h).empty());
+  MatmulConfig mma_pp;
+  mma_pp.pingpong = mma_pp.persistent = true;
+  CHECK_THAT(reject_reason(mma_pp, h), Catch::Contains("pingpong is an option of the wgmma family"));
 }
 
 TEST_CASE("attention at prefill sizes on sm_90a gets the wgmma flash kernel reading q, k and v through tensor maps", "[codegen]") {

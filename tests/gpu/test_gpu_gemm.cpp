@@ -57,17 +57,19 @@ std::vector<MatmulConfig> hopper_configs() {
   p.max_shared_bytes = ctx.info().max_smem_per_block_optin;
   for (const MatmulConfig& c : matmul_candidates(p))
     if (c.family == MatmulConfig::Family::Wgmma) out.push_back(c);
-  // The persistent kernel (not a tuner candidate until measured), where its epilogue tile fits.
+  // The persistent and ping-pong kernels (not tuner candidates until measured), where their epilogue
+  // tiles fit.
   for (int bn : {128, 256})
-    for (int stages : {2, 3}) {
-      MatmulConfig c = *parse_matmul_config(fmt::format("wgmma bm=128 bn={} stages={} gm=8 persistent", bn, stages), nullptr);
-      if (reject_reason(c, p).empty()) out.push_back(c);
-    }
+    for (int stages : {2, 3, 4, 5})
+      for (const char* kind : {"persistent", "pingpong"}) {
+        MatmulConfig c = *parse_matmul_config(fmt::format("wgmma bm=128 bn={} stages={} gm=8 {}", bn, stages, kind), nullptr);
+        if (reject_reason(c, p).empty()) out.push_back(c);
+      }
   return out;
 }
 
 // A persistent config runs on 3 CTAs here, so that each walks many tiles (one per SM would give the
-// small test shapes one tile per CTA and leave the tile loop untested).
+// small test shapes one tile per CTA and leave the tile loop, and ping-pong's turns, untested).
 EmitOptions hopper_options(const MatmulConfig& c) {
   EmitOptions e = hopper_options();
   e.matmul = c;

@@ -17,6 +17,14 @@
 // over begin()'s roles): the producer runs on into the next tile's k tiles while the consumers run
 // the epilogue, which stages into an area of its own after the ring instead of reusing it.
 //
+// PINGPONG (persistent too): each consumer warpgroup owns whole tiles of 128 x BN, two m64 halves
+// each, and the two take the CTA's tiles in turn: while one runs its epilogue the other's MMAs keep
+// the tensor cores busy, so the epilogue no longer stalls them. The ring's slots go to whichever
+// warpgroup's tile they hold; a warpgroup steps its ring position over the other's tiles without
+// waiting. Named barriers order the main loops (warpgroup 1's tile j + 1 starts once warpgroup 0 has
+// waited on every slot of tile j, and so on), which also keeps every mbarrier wait within one phase
+// of the barrier (parity waits cannot tell phase p from p + 2).
+//
 // SwiGLU (GLU = true): the two w boxes are the gate rows [c0, c0 + BN/2) and the up rows [N_OUT + c0,
 // ...) of the same output columns; stage() interleaves them back into the 8-gate/8-up column order
 // the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
@@ -24,12 +32,14 @@
 #include "layerjit/gemm.cuh"
 #include "layerjit/wgmma.cuh"
 
-template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false>
+template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false>
 struct lj_wgmma_gemm {
   static constexpr int BM = 128, BK = 64;  // BK: one 128-byte swizzle row of 16-bit elements
-  static constexpr int THREADS = 384, EPI_THREADS = 256;
+  static constexpr int THREADS = 384;
+  static constexpr int EPI_THREADS = PINGPONG ? 128 : 256;  // the threads that stage and store one tile
+  static constexpr int MI = PINGPONG ? 2 : 1;               // m64 halves of the tile per consumer warpgroup
   static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-  static constexpr int ACC = BN / 2;  // fp32 accumulators per consumer thread (64 x BN over 128 threads)
+  static constexpr int ACC = BN / 2;  // fp32 accumulators per thread and m64 half (64 x BN over 128 threads)
   static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
   static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
   static constexpr int RING_BYTES = STAGES * STAGE_BYTES;
@@ -42,6 +52,7 @@ struct lj_wgmma_gemm {
   static_assert(BN == 128 || BN == 256, "consumer tiles are m64n128 or m64n256");
   static_assert(STAGES >= 2 && 2 * STAGES * 8 <= 128, "a pipeline needs two buffers; barriers fit 128 bytes");
   static_assert(PERSISTENT || BM * STAGE_LD * 2 <= RING_BYTES, "the staged tile reuses the ring");
+  static_assert(!PINGPONG || PERSISTENT, "ping-pong consumers take turns over a persistent CTA's tiles");
 
   // Roles after begin(): the producer thread (thread 0), the idle rest of the producer warpgroup,
   // the 256 consumer threads.
@@ -53,9 +64,19 @@ struct lj_wgmma_gemm {
     __device__ __forceinline__ void advance() {
       if (++stage == STAGES) stage = 0, phase ^= 1;
     }
+    // Steps over one tile of the other consumer warpgroup (PINGPONG), without waiting on its slots.
+    __device__ __forceinline__ void skip_tile() {
+      const lj_i64 to = stage + K_TILES;
+      stage = (int)(to % STAGES);
+      phase ^= (unsigned)((to / STAGES) & 1);
+    }
   };
 
-  static __device__ __forceinline__ int epi_thread() { return threadIdx.x - 128; }  // consumers only
+  static __device__ __forceinline__ int consumer_wg() { return threadIdx.x / 128 - 1; }  // 0 or 1
+  // This thread's index among the EPI_THREADS that stage and store its tile (consumers only).
+  static __device__ __forceinline__ int epi_thread() { return PINGPONG ? threadIdx.x & 127 : threadIdx.x - 128; }
+  // PINGPONG: whether the CTA's j-th tile is this consumer warpgroup's.
+  static __device__ __forceinline__ bool mine(int j) { return !PINGPONG || (j & 1) == consumer_wg(); }
 
   static __device__ __forceinline__ unsigned char* aligned(unsigned char* smem_raw) {
     return reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
@@ -64,7 +85,8 @@ struct lj_wgmma_gemm {
     return reinterpret_cast<unsigned long long*>(aligned(smem_raw) + RING_BYTES);
   }
   // Where the epilogue stages the tile: the start of shared memory once the ring is idle, or, in a
-  // persistent kernel, the area after the barriers.
+  // persistent kernel, the area after the barriers (with PINGPONG the two warpgroups' epilogues take
+  // turns on it: stage() and epilogue_done()).
   template <class TY>
   static __device__ __forceinline__ TY* staging(unsigned char* smem_raw) {
     return reinterpret_cast<TY*>(PERSISTENT ? aligned(smem_raw) + RING_BYTES + 128 : smem_raw);
@@ -85,7 +107,7 @@ struct lj_wgmma_gemm {
 #pragma unroll
       for (int s = 0; s < STAGES; ++s) {
         lj_mbar_init(&full[s], 1);   // the producer's arrive.expect_tx (plus the bytes)
-        lj_mbar_init(&empty[s], 8);  // one arrival per consumer warp
+        lj_mbar_init(&empty[s], PINGPONG ? 4 : 8);  // one arrival per warp of the slot's consumer(s)
       }
       lj_mbar_init_fence();
     }
@@ -105,7 +127,7 @@ struct lj_wgmma_gemm {
     unsigned char* smem = aligned(smem_raw);
     unsigned long long* full = full_bars(smem_raw);
     unsigned long long* empty = full + STAGES;
-    for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
+    for (int kt = 0; kt < (int)K_TILES; ++kt) {
       lj_mbar_wait(&empty[pipe.stage], pipe.phase ^ 1);
       lj_mbar_arrive_expect_tx(&full[pipe.stage], STAGE_BYTES);
       unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
@@ -117,26 +139,39 @@ struct lj_wgmma_gemm {
     }
   }
 
-  // A consumer warpgroup: acc = its 64 rows of the tile, 4 wgmma m64nBNk16 per k tile straight from
-  // the swizzled ring, one group of MMAs in flight, each slot released (one arrival per warp) once
-  // its MMAs have retired — the last one too, so a persistent producer can refill it.
-  static __device__ __forceinline__ void consume(float (&acc)[ACC], Pipe& pipe, unsigned char* smem_raw) {
+  // A consumer warpgroup: acc = its rows of the tile (64, or with PINGPONG all 128 as two m64
+  // halves), 4 wgmma m64nBNk16 per k tile and half straight from the swizzled ring, one group of MMAs
+  // in flight, each slot released (one arrival per warp) once its MMAs have retired — the last one
+  // too, so a persistent producer can refill it. PINGPONG: the CTA's j-th tile waits for the other
+  // warpgroup's main loop of tile j - 1 (named barrier 3 + j % 2) and, when a tile j + 1 follows,
+  // lets it start once this one has waited on all of its slots.
+  static __device__ __forceinline__ void consume(float (&acc)[MI][ACC], Pipe& pipe, unsigned char* smem_raw, int j = 0,
+                                                 bool more = false) {
     const unsigned char* smem = aligned(smem_raw);
     unsigned long long* full = full_bars(smem_raw);
     unsigned long long* empty = full + STAGES;
 #pragma unroll
-    for (int i = 0; i < ACC; ++i) acc[i] = 0.f;
-    lj_wgmma_fence_acc(acc);
-    const int a_off = (threadIdx.x / 128 - 1) * 64 * 128;  // this warpgroup's 64 rows of 128 bytes
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+      for (int i = 0; i < ACC; ++i) acc[mi][i] = 0.f;
+      lj_wgmma_fence_acc(acc[mi]);
+    }
+    if (PINGPONG && j > 0) lj_named_barrier(3 + (j & 1), 256);
+    // The rows of 128 bytes this warpgroup multiplies: its 64 of the shared tile, or both halves.
+    const int a_off = PINGPONG ? 0 : consumer_wg() * 64 * 128;
     const bool signals = (threadIdx.x & 31) == 0;
     int prev = 0;
-    for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
+    for (int kt = 0; kt < (int)K_TILES; ++kt) {
       lj_mbar_wait(&full[pipe.stage], pipe.phase);
       const unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
-      const unsigned long long da = lj_wgmma_desc_sw128(sa + a_off), db = lj_wgmma_desc_sw128(sa + A_BYTES);
+      const unsigned long long db = lj_wgmma_desc_sw128(sa + A_BYTES);
       lj_wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) lj_wgmma_64xN<T>(acc, da + 2 * kk, db + 2 * kk);  // +32 bytes: 16 more k
+      for (int mi = 0; mi < MI; ++mi) {
+        const unsigned long long da = lj_wgmma_desc_sw128(sa + a_off + mi * 64 * 128);
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) lj_wgmma_64xN<T>(acc[mi], da + 2 * kk, db + 2 * kk);  // +32 bytes: 16 more k
+      }
       lj_wgmma_commit();
       // At most this tile's MMAs still run: the previous tile's slot can be refilled.
       lj_wgmma_wait<1>();
@@ -144,15 +179,17 @@ struct lj_wgmma_gemm {
       prev = pipe.stage;
       pipe.advance();
     }
+    if (PINGPONG && more) lj_named_arrive(3 + ((j + 1) & 1), 256);
     lj_wgmma_wait<0>();
-    lj_wgmma_fence_acc(acc);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) lj_wgmma_fence_acc(acc[mi]);
     if (signals) lj_mbar_arrive(&empty[prev]);
   }
 
   // One tile, one CTA (the non-persistent kernel): acc = x[m0 .. m0+128, :] * w[b_lo.., b_hi..]^T for
   // this consumer warpgroup's 64 rows. Returns false outside the consumers, whose work is done.
   static __device__ __forceinline__ bool mainloop(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
-                                                  lj_i64 b_hi, float (&acc)[ACC], unsigned char* smem_raw) {
+                                                  lj_i64 b_hi, float (&acc)[MI][ACC], unsigned char* smem_raw) {
     const Role role = begin(smem_raw);
     Pipe pipe;
     if (role == PRODUCER) {
@@ -165,23 +202,35 @@ struct lj_wgmma_gemm {
     return true;
   }
 
-  // Epilogue staging by the 256 consumer threads: the tile rounded to TY into [BM][STAGE_LD] at
-  // staging<TY>() (the first barrier: both consumer warpgroups are done with the ring, and with the
-  // previous tile's staged values in a persistent kernel).
+  // Epilogue staging by the EPI_THREADS that own the tile: the tile rounded to TY into
+  // [BM][STAGE_LD] at staging<TY>() (the first barrier: the tile's consumers are done with the ring,
+  // and with the previous tile's staged values in a persistent kernel). Barrier 1, or with PINGPONG
+  // 1 + the warpgroup, after the epilogue of the CTA's tile j - 1 (the other warpgroup's) has let go
+  // of the shared staging area (named barrier 5 + j % 2, see epilogue_done).
   template <class TY>
-  static __device__ __forceinline__ void stage(const float (&acc)[ACC], TY* tile) {
-    lj_named_barrier(1, EPI_THREADS);
-    const int t = threadIdx.x - 128, lane = t & 31;
-    const int r0 = (t / 128) * 64 + ((t % 128) / 32) * 16 + (lane >> 2);
+  static __device__ __forceinline__ void stage(const float (&acc)[MI][ACC], TY* tile, int j = 0) {
+    const int bar = PINGPONG ? 1 + consumer_wg() : 1;
+    if (PINGPONG && j > 0) lj_named_barrier(5 + (j & 1), 256);
+    lj_named_barrier(bar, EPI_THREADS);
+    const int lane = threadIdx.x & 31;
+    const int r0 = (PINGPONG ? 0 : consumer_wg() * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = r0 + 8 * h;
-        int c = j * 8 + (lane & 3) * 2;
-        if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
-        lj_store2<TY>(tile + r * STAGE_LD + c, acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-      }
-    lj_named_barrier(1, EPI_THREADS);
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = r0 + mi * 64 + 8 * h;
+          int c = j * 8 + (lane & 3) * 2;
+          if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
+          lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
+        }
+    lj_named_barrier(bar, EPI_THREADS);
+  }
+
+  // PINGPONG: this warpgroup's epilogue of the CTA's j-th tile has read all it staged; the tile j + 1
+  // (the other warpgroup's), when there is one, may stage.
+  static __device__ __forceinline__ void epilogue_done(int j, bool more) {
+    if (PINGPONG && more) lj_named_arrive(5 + ((j + 1) & 1), 256);
   }
 };

@@ -106,6 +106,11 @@ __device__ __forceinline__ void lj_fence_proxy_async() { asm volatile("fence.pro
 __device__ __forceinline__ void lj_named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrives on named barrier `id` without waiting: the other `threads` - (this warp group) wait there
+// with lj_named_barrier (one side signals, the other side syncs).
+__device__ __forceinline__ void lj_named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // D(64 x N, fp32 in registers) += A(64 x 16, smem) * B(N x 16, smem)^T, both K-major. The accumulator
 // layout per warp matches mma.sync's m16n8 C fragments: warp w of the warpgroup owns rows 16w..16w+15,
