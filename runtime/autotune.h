@@ -1,7 +1,8 @@
 // The autotuner's measuring core, independent of what is being tuned: given candidate kernels that
 // share one parameter list (candidate 0 is the default config, the reference), it compiles them all
 // in parallel, runs each once on the same inputs and compares its outputs with the default's, then
-// times the survivors (warm-up, CUDA events, median, inputs rotated past L2). A candidate that fails
+// times the survivors (warm-up, CUDA events, median, inputs rotated past L2) in interleaved rounds,
+// so that a clock that drops under sustained load slows all of them alike. A candidate that fails
 // to compile, to load, to launch or to match is recorded with the reason and skipped — never fatal.
 //
 // What a "config" means, and how outputs are compared, belongs to the caller (tune/ for matmul
@@ -73,7 +74,7 @@ struct AutotuneOptions {
   /// Wall-clock budget in seconds for timing (0: none). Candidates not reached are kOverBudget; the
   /// default is always measured.
   double budget_seconds = 0;
-  TimerOptions timer{5, 30, 1};
+  TimerOptions timer{5, 30, 1};  ///< warm-up before the first round; repeats spread over the rounds
   int compile_workers = 0;  ///< 0: default_compile_workers()
   /// Progress lines ("compiled 12/28", "timed 5/28, best 0.412 ms: mma ..."), for the terminal.
   std::function<void(const std::string&)> progress;
