@@ -28,6 +28,10 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // aligned view offsets); otherwise element loads fill the same shared-memory layout.
   const bool async = ctx.vector_width({op.x, op.w}, xs, 8) == 8;
   const bool hopper = cfg.family == MatmulConfig::Family::Wgmma;
+  const bool split = hopper && cfg.split_k > 1;
+  LJ_CHECK(!split || cfg.split_k <= (op.k + cfg.bk - 1) / cfg.bk, g.node(op.node).loc,
+           "{}: config '{}' splits {} k tiles of {} among {} CTAs (each needs one at least)", ctx.kernel_name(), cfg.str(),
+           (op.k + cfg.bk - 1) / cfg.bk, cfg.bk, cfg.split_k);
   // SwiGLU: the tile's columns interleave 8 gate and 8 up rows of W per 16 (see lj_gemm::for_each_glu).
   const int64_t virtual_n = op.glu ? (op.n_out + 7) / 8 * 16 : op.n;
 
@@ -43,6 +47,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     tx = ctx.tensor_map_param(op.x, *sx);
     tw = ctx.tensor_map_param(op.w, *sw);
   }
+  // Split-K: each CTA's fp32 partial (128 x bn) plus room for a completion counter per tile.
+  const std::string scratch = split ? ctx.scratch_param(int64_t{cfg.bm} * cfg.bn * 4 + 4) : "";
   const char* cx = c_type(op.xt);
   const char* to = c_type(ot);
 
@@ -61,9 +67,10 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   w.line("constexpr lj_i64 K = {};  // reduction length", op.k);
   if (hopper) {
     w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
-    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}> Gemm;", cx, cfg.bn, cfg.stages,
+    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", cx, cfg.bn, cfg.stages,
            cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
-           cfg.pingpong ? ", /*PINGPONG*/ true" : "");
+           cfg.pingpong ? ", /*PINGPONG*/ true" : "",
+           cfg.split_k > 1 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}", cfg.split_k) : "");
   } else {
     w.comment(fmt::format("Config: {}. {}", cfg.str(),
                           async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads."));
@@ -88,6 +95,10 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x, j = 0; t < n_tiles; t += gridDim.x, ++j)"));  // t: the CTA's j-th tile
       w.line("lj_i64 m0, n0;");
       w.line("Gemm::tile_at(t, M, m0, n0);");
+    } else if (split) {
+      w.line("const int split = blockIdx.x % Gemm::SPLIT;  // split-K: this CTA's share of the tile's k tiles");
+      w.line("lj_i64 m0, n0;");
+      w.line("Gemm::tile_at(blockIdx.x / Gemm::SPLIT, M, m0, n0);");
     } else {
       w.line("lj_i64 m0, n0;");
       w.line("Gemm::tile(M, m0, n0);");
@@ -113,7 +124,15 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
         w.line("Gemm::consume(acc, pipe, lj_smem, j, t + gridDim.x < n_tiles);");
       } else {
         w.line("float acc[Gemm::MI][Gemm::ACC];");
-        w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem)) return;  // the producer warpgroup is done", tx, tw);
+        w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem{})) return;  // the producer warpgroup is done", tx, tw,
+               split ? ", split" : "");
+        if (split) {
+          w.comment("Split-K: the tile's partials in scratch (SPLIT per tile), then one completion counter per tile.");
+          w.line("float* part = reinterpret_cast<float*>({}) + (lj_i64)(blockIdx.x / Gemm::SPLIT) * Gemm::SPLIT * Gemm::PART_FLOATS;", scratch);
+          w.line("unsigned* counter = reinterpret_cast<unsigned*>(reinterpret_cast<float*>({}) + (lj_i64)gridDim.x * Gemm::PART_FLOATS) +", scratch);
+          w.line("                    blockIdx.x / Gemm::SPLIT;");
+          w.line("if (!Gemm::split_reduce(acc, part, counter, split)) return;  // another CTA of the tile finishes it");
+        }
       }
     } else {
       w.line("float acc[Gemm::MI][Gemm::NI][4] = {{}};");
@@ -248,7 +267,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.params = ctx.params();
   k.launch.work = op.rows;
   k.launch.per_block = cfg.bm;
-  k.launch.tiles_per_unit = (virtual_n + cfg.bn - 1) / cfg.bn;
+  k.launch.tiles_per_unit = (virtual_n + cfg.bn - 1) / cfg.bn * (split ? cfg.split_k : 1);
   k.launch.threads = cfg.threads();
   k.arch_specific = hopper;
   k.config = cfg.str();

@@ -192,7 +192,7 @@ namespace {
 // The problem of operands already described in `ctx` (emit_matmul has them; no second analysis).
 MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, const EmitOptions& opts) {
   MatmulProblem p;
-  p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes;
+  p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes, p.sm_count = opts.sm_count;
   p.out_bytes = dtype_bytes(op.yt);
   p.arch_specific = opts.arch_specific;
   p.tma = tma_rows(ctx, op.x) && tma_rows(ctx, op.w);

@@ -10,7 +10,7 @@ namespace lj {
 std::string MatmulConfig::str() const {
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
   if (family == Family::Wgmma)
-    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}", bm, bn, stages, group_m,
+    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
                        pingpong ? " pingpong" : persistent ? " persistent" : "");
   return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}", bm, bn, bk, warps_m, warps_n, stages, group_m);
 }
@@ -73,6 +73,7 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
       else if (key == "bn") field = &c.bn;
       else if (key == "stages") field = &c.stages;
       else if (key == "gm") field = &c.group_m;
+      else if (key == "sk") field = &c.split_k;
     } else {
       if (key == "mt") field = &c.rows_per_pass;
       else if (key == "u") field = &c.loads_in_flight;
@@ -125,9 +126,19 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // qkv, o and down projections; gate_up is within 6 % of its best either way; docs/perf.md).
   if (p.m > 0 && p.m <= 32) return mma(16, 64, 64, 1, 2, 6);
   // Up to 128 rows, 64x64 tiles give the grid enough CTAs to fill the SMs (measured on an H200 at
-  // M = 128: 1.5-2.6x faster than 128x128 on the Llama-3-8B shapes; docs/perf.md).
-  if (p.m > 0 && p.m <= 128) return mma(64, 64, 64, 2, 2, 4);
-  return wgmma_available(p) ? wgmma(256, 4) : mma(128, 128, 32, 2, 2, 4);
+  // M = 128: 1.5-2.6x faster than 128x128 on the Llama-3-8B shapes; docs/perf.md). With the Hopper
+  // GEMM, only up to 64 rows (it has 128-row tiles).
+  if (p.m > 0 && p.m <= (wgmma_available(p) ? 64 : 128)) return mma(64, 64, 64, 2, 2, 4);
+  if (!wgmma_available(p)) return mma(128, 128, 32, 2, 2, 4);
+  // 128 x 256 tiles where they nearly fill the SMs; else 128 x 128 tiles, split along K into the
+  // largest power of two of CTAs per tile that still fits one wave (at M = 128 on an H200: 0.77-0.92x
+  // cuBLAS on qkv, o and down against 0.55-0.67x for the 64x64 mma.sync tiles; docs/perf.md).
+  const int64_t row_tiles = p.m > 0 ? (p.m + 127) / 128 : 32;  // unknown M: prefill-sized
+  if (row_tiles * ((p.n + 255) / 256) * 4 >= p.sm_count * 3) return wgmma(256, 4);
+  MatmulConfig c = wgmma(128, 4);
+  const int64_t tiles = row_tiles * ((p.n + 127) / 128), k_tiles = (p.k + 63) / 64;
+  while (c.split_k < 8 && tiles * c.split_k * 2 <= p.sm_count && c.split_k * 2 * 4 <= k_tiles) c.split_k *= 2;
+  return c;
 }
 
 std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
@@ -149,6 +160,10 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.bn != 128 && c.bn != 256) return fmt::format("bn={} (128 or 256)", c.bn);
     if (c.bk != 64) return fmt::format("bk={} (one 128-byte swizzle row: 64)", c.bk);
     if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
+    if (c.split_k > 1 && c.persistent) return "split-K (sk) runs one tile per CTA, not a persistent grid";
+    if (c.split_k > 16) return fmt::format("sk={} (at most 16 CTAs per output tile)", c.split_k);
+    if (p.k > 0 && c.split_k > (p.k + c.bk - 1) / c.bk)
+      return fmt::format("sk={} for {} k tiles of {} (a CTA without k tiles)", c.split_k, (p.k + c.bk - 1) / c.bk, c.bk);
     if (c.pingpong && c.bn != 128)
       return fmt::format("pingpong with bn={}: a warpgroup holds the whole 128-row tile, 2 x bn / 2 accumulators per thread (bn=128)", c.bn);
     const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes);
@@ -220,6 +235,14 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
         c.persistent = c.pingpong = true;
         all.push_back(c);
       }
+      // Split-K where the output tiles alone leave SMs idle (M = 128: 16-112 tiles of 128 x 256).
+      if (p.m > 0 && p.m <= 512)
+        for (int bn : {128, 256})
+          for (int sk : {2, 3, 4, 6, 8}) {
+            MatmulConfig c = wgmma(bn, 4);
+            c.split_k = sk;
+            all.push_back(c);
+          }
     }
     // Few rows: thin tiles give the grid enough CTAs and deep pipelines keep W streaming.
     // (A 16 x 32 tile of one warp doubles the CTA count for N = 4096; one warp copying a 16 x 64 tile

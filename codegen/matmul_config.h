@@ -27,9 +27,13 @@ struct MatmulConfig {
   /// Wgmma, persistent too: the two consumer warpgroups own whole 128 x bn tiles and take turns, one
   /// running its epilogue while the other's MMAs run (gemm_wgmma.cuh, PINGPONG).
   bool pingpong = false;
+  /// Wgmma: split-K, the k tiles of each output tile divided among `split_k` CTAs (few output tiles:
+  /// M = 128 gives 16-48 of them on the Llama shapes for 132 SMs). Each stores its fp32 partial in
+  /// scratch; the last to finish adds them up in a fixed order and runs the epilogue. Printed "sk=N".
+  int split_k = 1;
 
   /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" (with
-  /// " persistent" or " pingpong" when set) or "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
+  /// " persistent" or " pingpong" when set, " sk=N" for split-K) or "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
   /// print.
   std::string str() const;
   int threads() const {
@@ -56,10 +60,13 @@ struct MatmulProblem {
   bool tma = false;
   int max_shared_bytes = 227 * 1024;  ///< per block, opt-in (H100/H200: 227 KiB)
   int out_bytes = 2;                  ///< the matmul result's element size (the staged epilogue tile)
+  int sm_count = 132;                 ///< SMs of the target (sizes split-K in the default config)
 };
 
-/// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows, 64x64 tiles up to 128, then the Hopper
-/// GEMM where the target has it (else 128x128 mma.sync tiles). Tensor cores need bf16/f16 operands.
+/// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows, 64x64 tiles up to 64 (up to 128 without
+/// the Hopper GEMM), then the Hopper GEMM where the target has it — 128 x 256 tiles where they fill the
+/// SMs, else 128 x 128 tiles split along K until they do — else 128x128 mma.sync tiles. Tensor cores
+/// need bf16/f16 operands.
 MatmulConfig default_matmul_config(const MatmulProblem& p);
 
 /// Empty if `c` can run `p` on the target; else why not (shared memory, registers, divisibility,

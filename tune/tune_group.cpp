@@ -160,6 +160,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
       set_bytes += static_cast<size_t>(numel(resolve(g.value(p.buffer).type.shape, out.tuned_at)) * dtype_bytes(g.value(p.buffer).type.dtype));
   const int rotations = rt::rotations_for(set_bytes, static_cast<size_t>(ctx.info().l2_bytes));
   std::vector<rt::DeviceBuffer> buffers;
+  std::vector<rt::DeviceBuffer> scratch(kernels.size());
   for (int r = 0; r < rotations; ++r) {
     std::map<ValueId, CUdeviceptr> set;
     for (const KernelParam& p : kernels[0].params) {
@@ -188,8 +189,19 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
       if (auto it = set.find(v); it != set.end()) return it->second;
       return rt::Error{fmt::format("tune: a candidate reads %{}, which the default config does not", g.value(v).name)};
     };
-    src.scratch = [](size_t) -> rt::Result<CUdeviceptr> { return rt::Error{"tune: the tuned kernels have no scratch"}; };
+    // A kernel's scratch (split-K partials and counters): zeroed once, shared by its argument sets
+    // (launches run one after another and leave the counters at zero).
+    size_t current = 0;
+    src.scratch = [&](size_t bytes) -> rt::Result<CUdeviceptr> {
+      rt::DeviceBuffer& sc = scratch[current];
+      if (sc.bytes() < bytes) {
+        LJ_RT_ASSIGN(sc, rt::DeviceBuffer::allocate(ctx, bytes));
+        LJ_RT_TRY(rt::fill_zero(stream, sc.ptr(), sc.bytes()));
+      }
+      return sc.ptr();
+    };
     for (size_t i = 0; i < kernels.size(); ++i) {
+      current = i;
       LJ_RT_ASSIGN(rt::KernelArgs args, rt::pack_kernel_args(ctx, kernels[i], out.tuned_at, src));
       if (i == 0) tp.arg_sets.push_back(args);
       tp.candidates[i].arg_sets.push_back(std::move(args));

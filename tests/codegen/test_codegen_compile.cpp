@@ -347,8 +347,22 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   MatmulConfig five = hd;
   five.stages = 5;  // 5 x 48 KiB
   CHECK_THAT(reject_reason(five, h), Catch::Contains("KiB of shared memory"));
+  // M = 128: too few 128 x 256 tiles to fill 132 SMs but for gate_up; 128 x 128 tiles split along K
+  // up to one wave (qkv: 48 tiles x 2, o and down: 32 x 4). Up to 64 rows the 64x64 mma.sync tiles.
   h.m = 128;
-  CHECK(default_matmul_config(h).family == MatmulConfig::Family::Mma);  // too few 128x256 tiles
+  auto default_for = [&](int64_t n, int64_t k) {
+    MatmulProblem q = h;
+    q.n = n, q.k = k;
+    return default_matmul_config(q).str();
+  };
+  CHECK(default_for(6144, 4096) == "wgmma bm=128 bn=128 stages=4 gm=8 sk=2");
+  CHECK(default_for(4096, 4096) == "wgmma bm=128 bn=128 stages=4 gm=8 sk=4");
+  CHECK(default_for(28672, 4096) == "wgmma bm=128 bn=256 stages=4 gm=8");
+  CHECK(default_for(4096, 14336) == "wgmma bm=128 bn=128 stages=4 gm=8 sk=4");
+  CHECK(default_for(4096, 448) == "wgmma bm=128 bn=128 stages=4 gm=8");  // 7 k tiles: no split below 4 each
+  h.m = 64;
+  CHECK(default_matmul_config(h).str() == "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8");
+  h.m = 128;
   CHECK(!parse_matmul_config("gemv mt=0", &error));
   CHECK_THAT(error, Catch::Contains("positive integer"));
 
@@ -397,6 +411,31 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   MatmulConfig mma_pp;
   mma_pp.pingpong = mma_pp.persistent = true;
   CHECK_THAT(reject_reason(mma_pp, h), Catch::Contains("pingpong is an option of the wgmma family"));
+
+  // Split-K: "sk=N" after gm, one tile per CTA, at most 16 CTAs per tile and a k tile each.
+  auto sk = parse_matmul_config("wgmma bm=128 bn=256 stages=4 gm=8 sk=4", &error);
+  REQUIRE(sk.has_value());
+  CHECK(sk->split_k == 4);
+  CHECK(sk->str() == "wgmma bm=128 bn=256 stages=4 gm=8 sk=4");
+  CHECK(reject_reason(*sk, h).empty());
+  MatmulConfig sk_pers = *sk;
+  sk_pers.persistent = true;
+  CHECK_THAT(reject_reason(sk_pers, h), Catch::Contains("one tile per CTA"));
+  MatmulConfig sk_many = *sk;
+  sk_many.split_k = 17;
+  CHECK_THAT(reject_reason(sk_many, h), Catch::Contains("at most 16"));
+  MatmulProblem short_k = h;
+  short_k.k = 192;  // 3 k tiles
+  CHECK_THAT(reject_reason(*sk, short_k), Catch::Contains("sk=4 for 3 k tiles of 64"));
+  CHECK(!parse_matmul_config("mma bm=128 sk=2", &error));
+  CHECK_THAT(error, Catch::Contains("unknown key 'sk'"));
+  // Candidates at M = 128 (16 tiles of 128 x 256 for N = 4096) include split-K; at 4096 rows none.
+  MatmulProblem m128 = h;
+  m128.m = 128;
+  int splits = 0;
+  for (const MatmulConfig& c : matmul_candidates(m128)) splits += c.split_k > 1;
+  CHECK(splits == 10);
+  for (const MatmulConfig& c : matmul_candidates(h)) CHECK(c.split_k == 1);
 }
 
 TEST_CASE("attention at prefill sizes on sm_90a gets the wgmma flash kernel reading q, k and v through tensor maps", "[codegen]") {

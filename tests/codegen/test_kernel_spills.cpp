@@ -81,3 +81,36 @@ TEST_CASE("the persistent and ping-pong wgmma GEMMs compile for sm_90a without s
   }
   CHECK(seen == 12);
 }
+
+TEST_CASE("split-K wgmma GEMMs compile for sm_90a without spills, SPLIT CTAs per tile with scratch for partials", "[codegen]") {
+  const Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  auto target = rt::Target::parse("sm_90a");
+  REQUIRE(target.ok());
+  int seen = 0;
+  for (const FusionGroup& grp : plan_fusion(g).groups) {
+    if (grp.kind != GroupKind::Matmul) continue;
+    for (const char* config : {"wgmma bm=128 bn=256 stages=4 gm=8 sk=4", "wgmma bm=128 bn=128 stages=4 gm=8 sk=8"}) {
+      EmitOptions eo;
+      eo.arch_specific = true;
+      eo.hint.set("T", 128);
+      eo.matmul = parse_matmul_config(config, nullptr);
+      REQUIRE(eo.matmul.has_value());
+      const GeneratedKernel k = emit_group(g, grp, eo);
+      INFO(k.name << " " << config << "\n" << k.source);
+      CHECK(k.source.find("/*SPLIT*/ " + std::to_string(eo.matmul->split_k) + "> Gemm;") != std::string::npos);
+      CHECK(k.source.find("if (!Gemm::split_reduce(acc, part, counter, split)) return;") != std::string::npos);
+      Bindings b;
+      b.set("T", 128);
+      const int64_t tiles_n = k.launch.tiles_per_unit / eo.matmul->split_k;
+      CHECK(k.launch.blocks(b) == tiles_n * eo.matmul->split_k);
+      // Scratch: one fp32 partial of 128 x bn per CTA (and counters).
+      CHECK(scratch_bytes(k, b) == k.launch.blocks(b) * (128 * eo.matmul->bn * 4 + 4));
+      auto r = rt::kernel_resources(k, *target);
+      INFO((r.ok() ? r->str() : r.message()));
+      REQUIRE(r.ok());
+      CHECK(!r->spills());
+      ++seen;
+    }
+  }
+  CHECK(seen == 8);
+}

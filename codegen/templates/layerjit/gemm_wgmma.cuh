@@ -25,6 +25,12 @@
 // waited on every slot of tile j, and so on), which also keeps every mbarrier wait within one phase
 // of the barrier (parity waits cannot tell phase p from p + 2).
 //
+// SPLIT > 1 (split-K, one tile per CTA): SPLIT CTAs share an output tile, each multiplying its own
+// range of k tiles (kt_begin). Each stores its fp32 accumulators in scratch, the last to finish (a
+// counter per tile) adds all SPLIT partials in split order — the same order whichever CTA is last, so
+// results are reproducible — and runs the epilogue; it sets the counter back to zero for the next
+// launch.
+//
 // SwiGLU (GLU = true): the two w boxes are the gate rows [c0, c0 + BN/2) and the up rows [N_OUT + c0,
 // ...) of the same output columns; stage() interleaves them back into the 8-gate/8-up column order
 // the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
@@ -32,8 +38,10 @@
 #include "layerjit/gemm.cuh"
 #include "layerjit/wgmma.cuh"
 
-template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false>
+template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false,
+          int SPLIT_K = 1>
 struct lj_wgmma_gemm {
+  static constexpr int SPLIT = SPLIT_K;  // CTAs per output tile (split-K)
   static constexpr int BM = 128, BK = 64;  // BK: one 128-byte swizzle row of 16-bit elements
   static constexpr int THREADS = 384;
   static constexpr int EPI_THREADS = PINGPONG ? 128 : 256;  // the threads that stage and store one tile
@@ -53,6 +61,9 @@ struct lj_wgmma_gemm {
   static_assert(STAGES >= 2 && 2 * STAGES * 8 <= 128, "a pipeline needs two buffers; barriers fit 128 bytes");
   static_assert(PERSISTENT || BM * STAGE_LD * 2 <= RING_BYTES, "the staged tile reuses the ring");
   static_assert(!PINGPONG || PERSISTENT, "ping-pong consumers take turns over a persistent CTA's tiles");
+  static_assert(SPLIT >= 1 && SPLIT <= K_TILES && !(SPLIT > 1 && PERSISTENT), "split-K: one tile per CTA, a k tile each at least");
+  // Split-K: floats of one CTA's partial (the 256 consumer threads' accumulators, thread-minor).
+  static constexpr int PART_FLOATS = 256 * MI * ACC;
 
   // Roles after begin(): the producer thread (thread 0), the idle rest of the producer warpgroup,
   // the 256 consumer threads.
@@ -123,11 +134,11 @@ struct lj_wgmma_gemm {
   // The producer thread: one tile's k tiles into the ring (x: 128 rows; w: two boxes of BN / 2 rows
   // from b_lo and b_hi), each slot once its consumers have released it.
   static __device__ __forceinline__ void produce(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
-                                                 lj_i64 b_hi, Pipe& pipe, unsigned char* smem_raw) {
+                                                 lj_i64 b_hi, Pipe& pipe, unsigned char* smem_raw, int kt0 = 0, int kt1 = (int)K_TILES) {
     unsigned char* smem = aligned(smem_raw);
     unsigned long long* full = full_bars(smem_raw);
     unsigned long long* empty = full + STAGES;
-    for (int kt = 0; kt < (int)K_TILES; ++kt) {
+    for (int kt = kt0; kt < kt1; ++kt) {
       lj_mbar_wait(&empty[pipe.stage], pipe.phase ^ 1);
       lj_mbar_arrive_expect_tx(&full[pipe.stage], STAGE_BYTES);
       unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
@@ -146,7 +157,7 @@ struct lj_wgmma_gemm {
   // warpgroup's main loop of tile j - 1 (named barrier 3 + j % 2) and, when a tile j + 1 follows,
   // lets it start once this one has waited on all of its slots.
   static __device__ __forceinline__ void consume(float (&acc)[MI][ACC], Pipe& pipe, unsigned char* smem_raw, int j = 0,
-                                                 bool more = false) {
+                                                 bool more = false, int kt0 = 0, int kt1 = (int)K_TILES) {
     const unsigned char* smem = aligned(smem_raw);
     unsigned long long* full = full_bars(smem_raw);
     unsigned long long* empty = full + STAGES;
@@ -161,7 +172,7 @@ struct lj_wgmma_gemm {
     const int a_off = PINGPONG ? 0 : consumer_wg() * 64 * 128;
     const bool signals = (threadIdx.x & 31) == 0;
     int prev = 0;
-    for (int kt = 0; kt < (int)K_TILES; ++kt) {
+    for (int kt = kt0; kt < kt1; ++kt) {
       lj_mbar_wait(&full[pipe.stage], pipe.phase);
       const unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
       const unsigned long long db = lj_wgmma_desc_sw128(sa + A_BYTES);
@@ -175,7 +186,7 @@ struct lj_wgmma_gemm {
       lj_wgmma_commit();
       // At most this tile's MMAs still run: the previous tile's slot can be refilled.
       lj_wgmma_wait<1>();
-      if (kt > 0 && signals) lj_mbar_arrive(&empty[prev]);
+      if (kt > kt0 && signals) lj_mbar_arrive(&empty[prev]);
       prev = pipe.stage;
       pipe.advance();
     }
@@ -189,16 +200,58 @@ struct lj_wgmma_gemm {
   // One tile, one CTA (the non-persistent kernel): acc = x[m0 .. m0+128, :] * w[b_lo.., b_hi..]^T for
   // this consumer warpgroup's 64 rows. Returns false outside the consumers, whose work is done.
   static __device__ __forceinline__ bool mainloop(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
-                                                  lj_i64 b_hi, float (&acc)[MI][ACC], unsigned char* smem_raw) {
+                                                  lj_i64 b_hi, float (&acc)[MI][ACC], unsigned char* smem_raw, int split = 0) {
     const Role role = begin(smem_raw);
     Pipe pipe;
+    const int kt0 = kt_begin(split), kt1 = kt_begin(split + 1);
     if (role == PRODUCER) {
       lj_tma_prefetch(tx);
       lj_tma_prefetch(tw);
-      produce(tx, tw, m0, b_lo, b_hi, pipe, smem_raw);
+      produce(tx, tw, m0, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
     }
     if (role != CONSUMER) return false;
-    consume(acc, pipe, smem_raw);
+    consume(acc, pipe, smem_raw, 0, false, kt0, kt1);
+    return true;
+  }
+
+  // Split-K: the first k tile of split `s` (kt_begin(SPLIT) = K_TILES), ranges within one tile apart.
+  static __device__ __forceinline__ int kt_begin(int s) { return (int)((lj_i64)s * K_TILES / SPLIT); }
+
+  // Split-K, by the 256 consumer threads after the main loop: stores this CTA's partial into slot
+  // `split` of the tile's `part` (SPLIT x PART_FLOATS), counts the tile's finished CTAs in `counter`
+  // and returns false unless this CTA is the last; the last one sums the SPLIT partials in split order
+  // into acc and zeroes the counter. (The usual fence, then count: the
+  // partials are visible to whichever CTA counts last; it reads them past L1.)
+  static __device__ __forceinline__ bool split_reduce(float (&acc)[MI][ACC], float* part, unsigned* counter, int split) {
+    if (SPLIT == 1) return true;
+    const int t = threadIdx.x - 128;
+    float* mine = part + (lj_i64)split * PART_FLOATS;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int i = 0; i < ACC; ++i) mine[(mi * ACC + i) * 256 + t] = acc[mi][i];
+    __threadfence();
+    lj_named_barrier(1, 256);
+    __shared__ unsigned last;
+    if (t == 0) last = atomicAdd(counter, 1u) == (unsigned)(SPLIT - 1);
+    lj_named_barrier(1, 256);
+    if (!last) return false;
+    __threadfence();
+    // acc = partial 0 + partial 1 + ... (its own slot read back too): one order whichever CTA is last.
+    const float* p = part + t;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int i = 0; i < ACC; ++i) acc[mi][i] = __ldcg(p + (mi * ACC + i) * 256);
+#pragma unroll 1
+    for (int s = 1; s < SPLIT; ++s) {
+      p += PART_FLOATS;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[mi][i] += __ldcg(p + (mi * ACC + i) * 256);
+    }
+    if (t == 0) *counter = 0u;
     return true;
   }
 
