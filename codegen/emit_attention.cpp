@@ -112,10 +112,31 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   const bool decode = tok.is_const() && tok.value() * group <= 16;
   const int64_t rows = decode ? tok.value() * group : 0;
   const char* ty = c_type(qt.dtype);
-  // Decode: three stages, so a CTA of a long-context, small-batch launch (two stages per chunk) has its
-  // whole chunk in flight at once. Prefill: two m-tiles per warp (each K/V fragment read from shared
-  // memory feeds two products), a double buffer.
-  constexpr int kDecodeWarps = 4, kDecodeBn = 16, kDecodeStages = 3;
+  // Decode (by default): three stages, so a CTA of a long-context, small-batch launch (two stages per
+  // chunk) has its whole chunk in flight at once. Prefill: two m-tiles per warp (each K/V fragment
+  // read from shared memory feeds two products), a double buffer.
+  if (opts.attention && opts.attention->decode != decode)
+    throw unsupported(fmt::format("attention config '{}' is for {} kernels, this group is {}", opts.attention->str(),
+                                  opts.attention->decode ? "decode" : "prefill", decode ? "decode (one query token per sequence)" : "prefill"));
+  // The hinted batch and cache length size the decode kernel's key split (4096 keys when unknown).
+  const int64_t b_hint = batched ? hinted(qt.shape[0], opts.hint, 1) : 1;
+  int64_t c_hint = keys.constant;
+  for (const std::string& sym : keys.symbols) c_hint = opts.hint.get(sym) ? c_hint * *opts.hint.get(sym) : 0;
+  if (c_hint <= 0) c_hint = 4096;
+  const int64_t pairs = b_hint * hkv;  // (sequence, KV head) pairs
+  // Few pairs (B <= 2 at 8 KV heads): 8 warps per CTA and about 64 CTAs, else 4 warps and one wave of
+  // two CTAs per SM (measured on the H200 at C = 4096: B = 1 923 GB/s with 8 warps x 8 chunks of 512
+  // keys against 859 with 4 x 32 of 128; B = 32 3633 GB/s unsplit against 3467 with 2 chunks).
+  AttentionConfig dc = AttentionConfig::decode_default();
+  if (pairs <= 16) dc.warps = 8;
+  // (Where three stages of 8 warps' keys do not fit, e.g. sm_80's 163 KiB, two: 893 GB/s at B = 1.)
+  if (pairs <= 16 && (16 + 2 * dc.stages * dc.warps * dc.bn) * d * 2 > opts.max_shared_bytes) dc.stages = 2;
+  if (decode && opts.attention) dc = *opts.attention;
+  const int kDecodeWarps = dc.warps, kDecodeBn = dc.bn, kDecodeStages = dc.stages;
+  if (decode && (kDecodeBn % 16 != 0 || kDecodeWarps < 1 || kDecodeWarps > 16 || kDecodeStages < 2 ||
+                 (dc.chunk > 0 && dc.chunk % (kDecodeWarps * kDecodeBn) != 0)))
+    throw unsupported(fmt::format("decode config '{}': bn a multiple of 16, 1-16 warps, two stages or more, a chunk of whole stages "
+                                  "(warps x bn keys)", dc.str()));
   // The Hopper kernel: sm_90a, head_dim 64 or 128, G dividing 128 rows into whole 8-row groups of
   // tokens, a contiguous cache (no pages), and q, k, v, each readable by TMA.
   std::string no_wgmma;
@@ -138,7 +159,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     if (tk) tv = tma_token_rows(ctx, v, no_wgmma);
   }
   const bool wgmma_ok = tq && tk && tv;
-  const AttentionConfig pc = opts.attention.value_or(wgmma_ok ? AttentionConfig::hopper() : AttentionConfig{});
+  const AttentionConfig pc = !decode && opts.attention ? *opts.attention : wgmma_ok ? AttentionConfig::hopper() : AttentionConfig{};
   if (!decode && pc.wgmma && !wgmma_ok)
     throw unsupported(fmt::format("prefill config '{}' cannot run here: {}", pc.str(), no_wgmma));
   const bool hopper = !decode && pc.wgmma;
@@ -146,15 +167,15 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   int64_t per_block = 0;  // tokens per CTA (prefill) or keys per CTA (decode)
   std::string flash;
   if (decode) {
-    // Enough chunks that the whole launch is about two CTAs per SM of a 132-SM GPU for the hinted
-    // sizes; at least one stage (WARPS x BN keys) per CTA.
-    const int64_t b_hint = batched ? hinted(qt.shape[0], opts.hint, 1) : 1;
-    int64_t c_hint = keys.constant;  // keys per sequence at the hinted sizes (4096 when unknown)
-    for (const std::string& sym : keys.symbols) c_hint = opts.hint.get(sym) ? c_hint * *opts.hint.get(sym) : 0;
-    if (c_hint <= 0) c_hint = 4096;
-    const int64_t want = std::max<int64_t>(1, (264 + b_hint * hkv - 1) / (b_hint * hkv));
+    // Chunks per pair: about 64 CTAs of 8 warps for few pairs, else at most one wave of two CTAs per
+    // SM of a 132-SM GPU; at least one stage (WARPS x BN keys) per CTA.
+    const int64_t want = pairs <= 16 ? std::max<int64_t>(1, 64 / pairs) : std::max<int64_t>(1, 264 / pairs);
     const int64_t stage_keys = kDecodeWarps * kDecodeBn;
-    per_block = std::clamp<int64_t>(next_pow2((c_hint + want - 1) / want), stage_keys, 4096);
+    per_block = dc.chunk;
+    if (per_block <= 0) {  // whole stages
+      per_block = std::clamp<int64_t>(next_pow2((c_hint + want - 1) / want), stage_keys, 4096);
+      per_block = (per_block + stage_keys - 1) / stage_keys * stage_keys;
+    }
     flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}>", ty, d, rows, group, kDecodeBn, kDecodeWarps, kDecodeStages,
                         per_block, causal ? "true" : "false");
     threads = kDecodeWarps * 32;
@@ -162,7 +183,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     const int merge = static_cast<int>(kDecodeWarps * 16 * (d + 2) * 4);
     smem = std::max(pipe, merge);
     if (smem > opts.max_shared_bytes)
-      throw unsupported(fmt::format("the decode kernel needs {} bytes of shared memory, more than the {} the target allows", smem,
+      throw unsupported(fmt::format("decode config '{}' needs {} bytes of shared memory, more than the {} the target allows", dc.str(), smem,
                                     opts.max_shared_bytes));
   } else if (hopper) {
     if ((pc.bn != 64 && pc.bn != 128) || pc.stages < 2)
@@ -307,7 +328,12 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   kern.launch.tiles_per_unit = hkv;
   kern.launch.threads = threads;
   kern.launch.shared_bytes = smem;
-  kern.config = decode ? fmt::format("split-KV, {} keys per CTA", per_block) : pc.str();
+  kern.config = decode ? [&] {
+    AttentionConfig chosen = dc;
+    chosen.chunk = static_cast<int>(per_block);  // the keys per CTA it got (an explicit config: the same)
+    return chosen.str();
+  }()
+                       : pc.str();
   kern.arch_specific = hopper;
   return kern;
 }

@@ -33,10 +33,38 @@ std::string LaunchRule::str() const {
 }
 
 std::string AttentionConfig::str() const {
+  if (decode)
+    return fmt::format("decode bn={} warps={} stages={}{}", bn, warps, stages, chunk > 0 ? fmt::format(" chunk={}", chunk) : "");
   return wgmma ? fmt::format("wgmma bn={} stages={}", bn, stages) : fmt::format("{}x{}x{}x{}", bm, mt, bn, stages);
 }
 
+std::vector<AttentionConfig> decode_attention_candidates() {
+  std::vector<AttentionConfig> out{AttentionConfig::decode_default()};
+  for (int bn : {16, 32})
+    for (int warps : {4, 8})
+      for (int stages : {2, 3, 4})
+        for (int chunk : {0, 512, 1024, 4096}) {
+          AttentionConfig c = AttentionConfig::decode_default();
+          c.bn = bn, c.warps = warps, c.stages = stages, c.chunk = chunk;
+          if (chunk > 0 && chunk % (bn * warps) != 0) continue;
+          if (c.str() != out[0].str()) out.push_back(c);
+        }
+  return out;
+}
+
 std::optional<AttentionConfig> parse_attention_config(std::string_view text, std::string* error) {
+  if (text.substr(0, 7) == "decode ") {
+    AttentionConfig c = AttentionConfig::decode_default();
+    int bn = 0, warps = 0, stages = 0, chunk = 0, n = 0;
+    const std::string t(text);
+    const int got = std::sscanf(t.c_str(), "decode bn=%d warps=%d stages=%d%n chunk=%d%n", &bn, &warps, &stages, &n, &chunk, &n);
+    if (got < 3 || static_cast<size_t>(n) != t.size() || bn <= 0 || warps <= 0 || stages <= 0 || (got == 4 && chunk <= 0)) {
+      if (error) *error = fmt::format("attention config '{}': expected 'decode bn=N warps=W stages=S' (and ' chunk=C'), positive", text);
+      return std::nullopt;
+    }
+    c.bn = bn, c.warps = warps, c.stages = stages, c.chunk = got == 4 ? chunk : 0;
+    return c;
+  }
   if (text.substr(0, 6) == "wgmma ") {
     AttentionConfig c = AttentionConfig::hopper();
     int bn = 0, stages = 0;

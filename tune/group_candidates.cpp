@@ -1,5 +1,6 @@
 #include "tune/group_candidates.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -58,16 +59,29 @@ Candidates group_candidates(const Graph& g, const FusionGroup& grp, const EmitOp
   GeneratedKernel def = emit_group(g, grp, ceo);
   const std::string def_config = def.config;
   out.list.push_back(Candidate{def_config, std::move(def)});
+  const bool decode = def_config.rfind("decode ", 0) == 0;  // one query token per sequence: the split-KV kernel
   std::vector<AttentionConfig> others = {AttentionConfig{}, AttentionConfig{128, 2, 32, 2}, AttentionConfig{128, 1, 64, 2},
                                          AttentionConfig{64, 1, 64, 2}, AttentionConfig{128, 2, 32, 3}};
-  if (eo.arch_specific && eo.sm == 90)
+  if (decode) others = decode_attention_candidates();
+  if (!decode && eo.arch_specific && eo.sm == 90)
     for (AttentionConfig c : {AttentionConfig::hopper(), AttentionConfig{128, 1, 128, 3, true}, AttentionConfig{128, 1, 64, 2, true},
                               AttentionConfig{128, 1, 64, 4, true}})
       others.push_back(c);
   for (const AttentionConfig& c : others) {
     if (c.str() == def_config) continue;
     ceo.attention = c;
-    add(g, grp, ceo, c.str(), out);
+    if (!decode) {
+      add(g, grp, ceo, c.str(), out);
+      continue;
+    }
+    // Decode: named by the chunk each candidate resolves to (what the DB stores), each once.
+    Candidates one;
+    add(g, grp, ceo, c.str(), one);
+    for (std::string& p : one.pruned) out.pruned.push_back(std::move(p));
+    if (one.list.empty()) continue;
+    one.list[0].config = one.list[0].kernel.config;
+    if (std::none_of(out.list.begin(), out.list.end(), [&](const Candidate& k) { return k.config == one.list[0].config; }))
+      out.list.push_back(std::move(one.list[0]));
   }
   attention_tolerance(g.value(g.node(grp.nodes[0]).results[0]).type.dtype, out);
   return out;

@@ -7,8 +7,10 @@
 // decode caches are rotated through enough copies that no repeat finds them in L2. bench/attention/
 // sdpa.py times PyTorch's scaled_dot_product_attention on the same shapes for the ratio.
 // On Hopper the wgmma prefill kernel (the sm_90a default) is timed first, then the mma.sync default;
-// `--sweep` also times both families with other tile configs.
+// `--sweep` also times both families with other tile configs; `--sweep-decode` times the decode kernel's
+// tile sets (the autotuner's decode candidates) instead of the prefill cases.
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,13 @@ Graph parse_one(const std::string& text) {
 
 int main(int argc, char** argv) {
   g_program = "bench_attention";
-  const bool sweep = argc > 1 && std::string(argv[1]) == "--sweep";
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (!mode.empty() && mode != "--sweep" && mode != "--sweep-decode") {
+    std::fprintf(stderr, "usage: bench_attention [--sweep | --sweep-decode]\n");
+    return 2;
+  }
+  const bool sweep = mode == "--sweep";
+  const bool sweep_decode = mode == "--sweep-decode";  // the decode kernel's tile sets only
   rt::Context* ctx_p = context_or_skip();
   if (!ctx_p) return 77;
   rt::Context& ctx = *ctx_p;
@@ -59,6 +67,7 @@ graph @prefill(%q: bf16[T, 32, 128], %k: bf16[T, 8, 128], %v: bf16[T, 8, 128]) {
         configs.push_back(c);
   }
   for (int64_t s : {2048, 8192}) {
+    if (sweep_decode) break;
     for (const AttentionConfig& cfg : configs) {
       Bindings b;
       b.set("T", s);
@@ -90,16 +99,31 @@ graph @decode(%q: bf16[B, 1, 32, 128], %kc: bf16[B, C, 8, 128], %vc: bf16[B, C, 
     const double kv_bytes = 2.0 * static_cast<double>(batch * c) * 8 * 128 * 2;
     const int rotations = rt::rotations_for(static_cast<size_t>(kv_bytes), static_cast<size_t>(ctx.info().l2_bytes));
     std::vector<std::map<ValueId, rt::DeviceBuffer>> pools(static_cast<size_t>(rotations));
-    std::vector<PlanRun> runs;
     const std::vector<int> last(static_cast<size_t>(batch), static_cast<int>(c - 1));  // the new token fills the cache
-    for (auto& pool : pools) {
-      runs.push_back(prepare(ctx, stream, decode, plan_fusion(decode), b, pool));
-      must_ok(rt::copy_to_device(stream, pool.at(pos).ptr(), last.data(), last.size() * 4), "positions");
+    // The default, then with --sweep-decode every decode tile set (those the emitter refuses say why).
+    std::vector<std::optional<AttentionConfig>> dconfigs{std::nullopt};
+    if (sweep_decode)
+      for (const AttentionConfig& dc : decode_attention_candidates()) dconfigs.push_back(dc);
+    for (const std::optional<AttentionConfig>& dc : dconfigs) {
+      EmitOptions eo;
+      eo.sm = ctx.info().cc();
+      eo.hint = b;
+      eo.attention = dc;
+      std::vector<PlanRun> runs;
+      try {
+        for (auto& pool : pools) {
+          runs.push_back(prepare(ctx, stream, decode, plan_fusion(decode), b, pool, &eo));
+          must_ok(rt::copy_to_device(stream, pool.at(pos).ptr(), last.data(), last.size() * 4), "positions");
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "  %s: %s\n", dc->str().c_str(), e.what());
+        continue;
+      }
+      must_ok(stream.synchronize(), "positions");
+      const double ms = time_plan(stream, runs);
+      std::printf("| decode B=%lld ctx=%lld | split-KV decode %s | %.4f | | %.0f |\n", static_cast<long long>(batch),
+                  static_cast<long long>(c), runs[0].config.c_str(), ms, kv_bytes / (ms * 1e-3) / 1e9);
     }
-    must_ok(stream.synchronize(), "positions");
-    const double ms = time_plan(stream, runs);
-    std::printf("| decode B=%lld ctx=%lld | split-KV decode | %.4f | | %.0f |\n", static_cast<long long>(batch),
-                static_cast<long long>(c), ms, kv_bytes / (ms * 1e-3) / 1e9);
   }
   return 0;
 }

@@ -47,6 +47,7 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
     eo.sm_count = ctx.info().sm_count;
     GeneratedKernel k = emit_group(g, grp, eo);
     run.bytes += group_cost(g, grp, b).bytes;
+    run.config += (run.config.empty() ? "" : "; ") + (k.config.empty() ? std::string("-") : k.config);
     // Rotated copies of one plan share their kernels: compile each source once per process.
     static std::map<std::string, std::string> images;
     auto it = images.find(k.source);

@@ -48,6 +48,7 @@ struct PlanRun {
   std::vector<Launchable> kernels;
   std::vector<rt::DeviceBuffer> scratch;  ///< the kernels' scratch buffers (zeroed once)
   double bytes = 0;  ///< the plan's minimum device-memory traffic (group_cost)
+  std::string config;  ///< the configs the kernels were emitted with ("; "-separated, "-" for none)
 };
 
 /// Compiles and sets up every group of `plan` for the sizes in `b` (also the emit hint). Buffers come

@@ -114,23 +114,33 @@ TEST_CASE("attention groups: flash prefill over query tiles, split-KV decode ove
     CHECK(scratch_bytes(k, b) == 0);
   }
   {
-    // One token: the 4 query rows of a KV head in one tile; keys split so that B=1 fills the GPU.
+    // One token: the 4 query rows of a KV head in one tile; at B=1 the keys split into 8 chunks of 512
+    // per KV head, CTAs of 8 warps (64 CTAs).
     EmitOptions eo;
     eo.hint.set("B", 1);
     eo.hint.set("C", 4096);
     GeneratedKernel k = emit_group(decode, attention_group(decode), eo);
     INFO(k.source);
-    CHECK(k.source.find("lj_flash_decode<lj_bf16, 128, 4, 4, 16, 4, 3, 128, true>") != std::string::npos);
+    CHECK(k.source.find("lj_flash_decode<lj_bf16, 128, 4, 4, 16, 8, 3, 512, true>") != std::string::npos);
+    CHECK(k.launch.threads == 256);
     Bindings b;
     b.set("B", 3);
     b.set("C", 4000);
-    const int64_t blocks = 3 * ((4000 + 127) / 128) * 8;
+    const int64_t blocks = 3 * ((4000 + 511) / 512) * 8;
     CHECK(k.launch.blocks(b) == blocks);
-    CHECK(k.launch.str() == "B * ceil(C / 128) * 8");
+    CHECK(k.launch.str() == "B * ceil(C / 512) * 8");
     CHECK(scratch_bytes(k, b) == blocks * (4 * (128 + 2) * 4 + 4));
-    // 16 sequences x 8 KV heads need fewer splits: chunks of 2048 keys.
+    // 16 sequences x 8 KV heads need fewer splits: chunks of 2048 keys, 4 warps; 32 none.
     eo.hint.set("B", 16);
     CHECK(emit_group(decode, attention_group(decode), eo).launch.per_block == 2048);
+    CHECK(emit_group(decode, attention_group(decode), eo).launch.threads == 128);
+    eo.hint.set("B", 32);
+    CHECK(emit_group(decode, attention_group(decode), eo).launch.per_block == 4096);
+    // On sm_80 (163 KiB) three stages of 8 warps do not fit: two.
+    eo.hint.set("B", 1);
+    eo.sm = 80;
+    eo.max_shared_bytes = 163 * 1024;
+    CHECK(emit_group(decode, attention_group(decode), eo).config == "decode bn=16 warps=8 stages=2 chunk=512");
   }
 }
 
@@ -557,4 +567,41 @@ TEST_CASE("attention configs print and parse back; malformed text is refused", "
     CHECK(!parse_attention_config(bad, &error).has_value());
     CHECK(error.find("expected 'wgmma bn=N stages=S'") != std::string::npos);
   }
+  // Decode tile sets: "decode bn=N warps=W stages=S" and an optional " chunk=C".
+  for (const AttentionConfig& c : decode_attention_candidates()) {
+    INFO(c.str());
+    const std::optional<AttentionConfig> back = parse_attention_config(c.str(), nullptr);
+    REQUIRE(back.has_value());
+    CHECK(back->decode);
+    CHECK(back->str() == c.str());
+  }
+  CHECK(decode_attention_candidates()[0].str() == "decode bn=16 warps=4 stages=3");
+  for (const char* bad : {"decode bn=16 warps=4", "decode bn=16 warps=4 stages=3 chunk=", "decode bn=16 warps=4 stages=3 chunk=0",
+                          "decode bn=16 warps=4 stages=3x", "decode bn=-16 warps=4 stages=3"}) {
+    INFO(bad);
+    std::string error;
+    CHECK(!parse_attention_config(bad, &error).has_value());
+    CHECK(error.find("expected 'decode bn=N warps=W stages=S'") != std::string::npos);
+  }
+  // A decode set for a prefill group (and the reverse) is refused with the reason; a chunk must be
+  // whole stages.
+  const Graph prefill = llama_prefill(LlamaConfig::llama3_8b());
+  const Graph decode = llama_decode(LlamaConfig::llama3_8b());
+  auto attention_of = [](const Graph& g) {
+    for (const FusionGroup& grp : plan_fusion(g).groups)
+      if (grp.kind == GroupKind::Attention) return grp;
+    throw std::runtime_error("no attention group");
+  };
+  EmitOptions eo;
+  eo.attention = AttentionConfig::decode_default();
+  CHECK_THROWS_WITH(emit_group(prefill, attention_of(prefill), eo), Catch::Contains("is for decode kernels, this group is prefill"));
+  eo.attention = AttentionConfig{};
+  CHECK_THROWS_WITH(emit_group(decode, attention_of(decode), eo), Catch::Contains("is for prefill kernels, this group is decode"));
+  eo.attention = *parse_attention_config("decode bn=16 warps=4 stages=3 chunk=96", nullptr);
+  CHECK_THROWS_WITH(emit_group(decode, attention_of(decode), eo), Catch::Contains("a chunk of whole stages"));
+  eo.attention = *parse_attention_config("decode bn=32 warps=4 stages=2 chunk=1024", nullptr);
+  eo.hint.set("B", 1);
+  const GeneratedKernel k = emit_group(decode, attention_of(decode), eo);
+  CHECK(k.config == "decode bn=32 warps=4 stages=2 chunk=1024");
+  CHECK(k.source.find("lj_flash_decode<lj_bf16, 128, 4, 4, 32, 4, 2, 1024, true>") != std::string::npos);
 }

@@ -179,6 +179,33 @@ TEST_CASE("split-KV decode matches the reference: C in {1, 7, 64, 127, 1000}, B 
       }
 }
 
+TEST_CASE("every decode tile set the tuner tries matches the reference (chunks of whole stages, C not a multiple of them)",
+          "[gpu][attention]") {
+  Graph gr = decode_graph(1, 32, 4, 128, true, "bf16");
+  uint64_t seed = 1300;
+  int ran = 0;
+  for (const AttentionConfig& cfg : decode_attention_candidates()) {
+    for (int64_t c : {127, 1000, 4099}) {
+      Bindings b;
+      b.set("B", 3);
+      b.set("C", c);
+      EmitOptions emit;
+      emit.hint = b;
+      emit.attention = cfg;
+      INFO("config " << cfg.str() << ", C = " << c);
+      try {
+        (void)emit_group(gr, plan_fusion(gr).groups[0], emit);
+      } catch (const UserError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("shared memory"));  // the only refusal: rings too deep for the SM
+        break;
+      }
+      check(gr, b, ++seed, emit);
+      ++ran;
+    }
+  }
+  CHECK(ran >= 60);
+}
+
 TEST_CASE("decode of two new tokens per sequence (16 rows of 8 query heads) masks the second token's future", "[gpu][attention]") {
   Graph gr = decode_graph(2, 16, 8, 128, true, "bf16");
   for (int64_t c : {2, 7, 127, 1000}) {
@@ -195,7 +222,7 @@ TEST_CASE("decode results agree across split counts within fp32 rounding", "[gpu
   b.set("B", 2);
   b.set("C", 4000);
   EmitOptions many, few;
-  many.hint = b;  // 2 x 8 (sequence, KV head) pairs: chunks of 256 keys, 16 per sequence
+  many.hint = b;  // 2 x 8 (sequence, KV head) pairs: 8 warps, chunks of 1024 keys, 4 per sequence
   Bindings big = b;
   big.set("B", 512);  // a large batch needs no splitting: chunks of 4096 keys, one per sequence
   few.hint = big;
@@ -206,13 +233,18 @@ TEST_CASE("decode results agree across split counts within fp32 rounding", "[gpu
   const HostTensor& x = a.begin()->second;
   const HostTensor& y = c.begin()->second;
   REQUIRE(x.data.size() == y.data.size());
-  // The fp32 sums differ only in order, so the stored bf16 values are equal or one rounding step apart.
+  // The fp32 sums differ only in order, so the stored bf16 values are equal or one rounding step apart
+  // — or, for outputs near zero (means of values in [-1, 1) that cancel), a few steps of a tiny value:
+  // the fp32 reordering error of a mean over 4000 keys is far below 1/4096 in absolute terms.
   size_t apart = 0, differ = 0;
+  double worst = 0;
   for (size_t i = 0; i < x.data.size(); ++i) {
+    const double diff = std::fabs(x.data[i] - y.data[i]);
     if (x.data[i] != y.data[i]) ++differ;
-    if (std::fabs(x.data[i] - y.data[i]) > std::max(std::fabs(x.data[i]), std::fabs(y.data[i])) / 128) ++apart;
+    if (diff > std::max(std::fabs(x.data[i]), std::fabs(y.data[i])) / 128 + 1.0 / 4096) ++apart;
+    worst = std::max(worst, diff);
   }
-  INFO(differ << " of " << x.data.size() << " outputs differ by one bf16 step");
+  INFO(differ << " of " << x.data.size() << " outputs differ, by at most " << worst);
   CHECK(apart == 0);
   CHECK(differ * 20 < x.data.size());
 }

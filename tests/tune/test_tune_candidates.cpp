@@ -66,10 +66,27 @@ TEST_CASE("tuner: matmul candidates are the pruner's, the default first", "[tune
   for (size_t i = 0; i < want.size(); ++i) CHECK(c.list[i].config == want[i].str());
 }
 
+TEST_CASE("tuner: decode attention candidates are the decode tile sets, the emitter's default first", "[tune]") {
+  const Graph decode = llama_decode(LlamaConfig::llama3_8b());
+  const FusionPlan plan = plan_fusion(decode);
+  EmitOptions eo = target(true);
+  eo.hint.set("B", 32);
+  eo.hint.set("C", 4096);
+  const tune::Candidates c = tune::group_candidates(decode, group_of(plan, GroupKind::Attention), eo);
+  REQUIRE(c.list.size() > 10);
+  // B = 32 sequences x 8 KV heads: 256 CTAs of the whole cache each are one wave of two per SM.
+  CHECK(c.list[0].config == "decode bn=16 warps=4 stages=3 chunk=4096");
+  for (const tune::Candidate& k : c.list) {
+    INFO(k.config);
+    CHECK(k.config.rfind("decode bn=", 0) == 0);
+    CHECK(parse_attention_config(k.config, nullptr).has_value());
+  }
+}
+
 TEST_CASE("tuner: groups without configs say why", "[tune]") {
   const Graph decode = llama_decode(LlamaConfig::llama3_8b());
   const FusionPlan plan = plan_fusion(decode);
-  CHECK_THAT(tune::untunable_reason(decode, group_of(plan, GroupKind::Attention)), Catch::Contains("decode attention"));
+  CHECK(tune::untunable_reason(decode, group_of(plan, GroupKind::Attention)).empty());  // the decode kernel's tiles
   CHECK_THAT(tune::untunable_reason(decode, group_of(plan, GroupKind::RowReduce)), Catch::Contains("only matmul and attention"));
   CHECK(tune::untunable_reason(decode, group_of(plan, GroupKind::Matmul)).empty());
 }
