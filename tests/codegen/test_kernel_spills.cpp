@@ -40,6 +40,21 @@ TEST_CASE("the Llama layers' kernels compile for sm_80, sm_90 and sm_90a without
     }
 }
 
+namespace {
+
+// Emission for sm_90a (132 SMs) of the prefill layer at T = `t` with the matmul config `config`.
+EmitOptions sm90a_with(const char* config, int64_t t) {
+  EmitOptions eo;
+  eo.arch_specific = true;
+  eo.hint.set("T", t);
+  eo.sm_count = 132;
+  eo.matmul = parse_matmul_config(config, nullptr);
+  REQUIRE(eo.matmul.has_value());
+  return eo;
+}
+
+}  // namespace
+
 TEST_CASE("the persistent and ping-pong wgmma GEMMs compile for sm_90a without spills, one CTA per SM walking the tiles", "[codegen]") {
   const Graph g = llama_prefill(LlamaConfig::llama3_8b());
   auto target = rt::Target::parse("sm_90a");
@@ -49,12 +64,7 @@ TEST_CASE("the persistent and ping-pong wgmma GEMMs compile for sm_90a without s
     if (grp.kind != GroupKind::Matmul) continue;
     for (const char* config : {"wgmma bm=128 bn=256 stages=3 gm=8 persistent", "wgmma bm=128 bn=128 stages=4 gm=8 persistent",
                                "wgmma bm=128 bn=128 stages=4 gm=8 pingpong"}) {
-      EmitOptions eo;
-      eo.arch_specific = true;
-      eo.hint.set("T", 4096);
-      eo.sm_count = 132;
-      eo.matmul = parse_matmul_config(config, nullptr);
-      REQUIRE(eo.matmul.has_value());
+      const EmitOptions eo = sm90a_with(config, 4096);
       const GeneratedKernel k = emit_group(g, grp, eo);
       INFO(k.name << " " << config << "\n" << k.source);
       CHECK(k.source.find(eo.matmul->pingpong ? "/*PERSISTENT*/ true, /*PINGPONG*/ true> Gemm;" : "/*PERSISTENT*/ true> Gemm;") != std::string::npos);
@@ -90,11 +100,7 @@ TEST_CASE("split-K wgmma GEMMs compile for sm_90a without spills, SPLIT CTAs per
   for (const FusionGroup& grp : plan_fusion(g).groups) {
     if (grp.kind != GroupKind::Matmul) continue;
     for (const char* config : {"wgmma bm=128 bn=256 stages=4 gm=8 sk=4", "wgmma bm=128 bn=128 stages=4 gm=8 sk=8"}) {
-      EmitOptions eo;
-      eo.arch_specific = true;
-      eo.hint.set("T", 128);
-      eo.matmul = parse_matmul_config(config, nullptr);
-      REQUIRE(eo.matmul.has_value());
+      const EmitOptions eo = sm90a_with(config, 128);
       const GeneratedKernel k = emit_group(g, grp, eo);
       INFO(k.name << " " << config << "\n" << k.source);
       CHECK(k.source.find("/*SPLIT*/ " + std::to_string(eo.matmul->split_k) + "> Gemm;") != std::string::npos);
