@@ -28,7 +28,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // aligned view offsets); otherwise element loads fill the same shared-memory layout.
   const bool async = ctx.vector_width({op.x, op.w}, xs, 8) == 8;
   const bool hopper = cfg.family == MatmulConfig::Family::Wgmma;
-  const bool split = hopper && cfg.split_k > 1;
+  const bool split = cfg.split_k > 1;
   LJ_CHECK(!split || cfg.split_k <= (op.k + cfg.bk - 1) / cfg.bk, g.node(op.node).loc,
            "{}: config '{}' splits {} k tiles of {} among {} CTAs (each needs one at least)", ctx.kernel_name(), cfg.str(),
            (op.k + cfg.bk - 1) / cfg.bk, cfg.bk, cfg.split_k);
@@ -53,6 +53,16 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const char* to = c_type(ot);
 
   SourceWriter w;
+  // Split-K, after the main loop: the tile's partials in scratch (SPLIT per tile), then one completion
+  // counter per tile; only the CTA that completes the tile goes on to the epilogue.
+  auto emit_split_reduce = [&] {
+    if (!split) return;
+    w.comment("Split-K: the tile's partials in scratch (SPLIT per tile), then one completion counter per tile.");
+    w.line("float* part = reinterpret_cast<float*>({}) + (lj_i64)(blockIdx.x / Gemm::SPLIT) * Gemm::SPLIT * Gemm::PART_FLOATS;", scratch);
+    w.line("unsigned* counter = reinterpret_cast<unsigned*>(reinterpret_cast<float*>({}) + (lj_i64)gridDim.x * Gemm::PART_FLOATS) +", scratch);
+    w.line("                    blockIdx.x / Gemm::SPLIT;");
+    w.line("if (!Gemm::split_reduce(acc, part, counter, split)) return;  // another CTA of the tile finishes it");
+  };
   ctx.header_comment(w);
   w.line("#include \"layerjit/{}\"", hopper ? "gemm_wgmma.cuh" : "gemm.cuh");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
@@ -74,8 +84,9 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   } else {
     w.comment(fmt::format("Config: {}. {}", cfg.str(),
                           async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads."));
-    w.line("typedef lj_gemm<{}, N, K, /*BM*/ {}, /*BN*/ {}, /*BK*/ {}, /*WM*/ {}, /*WN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, {}> Gemm;",
-           cx, cfg.bm, cfg.bn, cfg.bk, cfg.warps_m, cfg.warps_n, cfg.stages, cfg.group_m, async ? "true" : "false");
+    w.line("typedef lj_gemm<{}, N, K, /*BM*/ {}, /*BN*/ {}, /*BK*/ {}, /*WM*/ {}, /*WN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, {}{}> Gemm;",
+           cx, cfg.bm, cfg.bn, cfg.bk, cfg.warps_m, cfg.warps_n, cfg.stages, cfg.group_m, async ? "true" : "false",
+           split ? fmt::format(", /*SPLIT*/ {}", cfg.split_k) : "");
   }
   w.blank();
   {
@@ -126,13 +137,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
         w.line("float acc[Gemm::MI][Gemm::ACC];");
         w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem{})) return;  // the producer warpgroup is done", tx, tw,
                split ? ", split" : "");
-        if (split) {
-          w.comment("Split-K: the tile's partials in scratch (SPLIT per tile), then one completion counter per tile.");
-          w.line("float* part = reinterpret_cast<float*>({}) + (lj_i64)(blockIdx.x / Gemm::SPLIT) * Gemm::SPLIT * Gemm::PART_FLOATS;", scratch);
-          w.line("unsigned* counter = reinterpret_cast<unsigned*>(reinterpret_cast<float*>({}) + (lj_i64)gridDim.x * Gemm::PART_FLOATS) +", scratch);
-          w.line("                    blockIdx.x / Gemm::SPLIT;");
-          w.line("if (!Gemm::split_reduce(acc, part, counter, split)) return;  // another CTA of the tile finishes it");
-        }
+        emit_split_reduce();
       }
     } else {
       w.line("float acc[Gemm::MI][Gemm::NI][4] = {{}};");
@@ -152,7 +157,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
         w.line("return {};", row_address(w, ctx, op.w, "n", "0", "wc"));
       }
       w.comment(print_node(g, op.node));
-      w.line("Gemm::mainloop({}, {}, x_row, w_row, M, m0, n0, acc, reinterpret_cast<{}*>(lj_smem));", px, pw, cx);
+      w.line("Gemm::mainloop({}, {}, x_row, w_row, M, m0, n0, acc, reinterpret_cast<{}*>(lj_smem){});", px, pw, cx, split ? ", split" : "");
+      emit_split_reduce();
     }
     const char* ty = c_type(op.yt);
     const int bn_out = op.glu ? cfg.bn / 2 : cfg.bn;

@@ -12,7 +12,8 @@ std::string MatmulConfig::str() const {
   if (family == Family::Wgmma)
     return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
                        pingpong ? " pingpong" : persistent ? " persistent" : "");
-  return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}", bm, bn, bk, warps_m, warps_n, stages, group_m);
+  return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}{}", bm, bn, bk, warps_m, warps_n, stages, group_m,
+                     split_k > 1 ? fmt::format(" sk={}", split_k) : "");
 }
 
 int MatmulConfig::shared_bytes(int elem_bytes, int out_bytes) const {
@@ -68,6 +69,7 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
       else if (key == "wn") field = &c.warps_n;
       else if (key == "stages") field = &c.stages;
       else if (key == "gm") field = &c.group_m;
+      else if (key == "sk") field = &c.split_k;
     } else if (c.family == MatmulConfig::Family::Wgmma) {
       if (key == "bm") field = &c.bm;
       else if (key == "bn") field = &c.bn;
@@ -145,6 +147,10 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   if ((c.persistent || c.pingpong) && c.family != MatmulConfig::Family::Wgmma)
     return fmt::format("{} is an option of the wgmma family", c.pingpong ? "pingpong" : "persistent");
   if (c.pingpong && !c.persistent) return "pingpong needs a persistent grid";
+  if (c.split_k > 1 && c.family == MatmulConfig::Family::Gemv) return "split-K (sk) is an option of the tensor-core families";
+  if (c.split_k > 16) return fmt::format("sk={} (at most 16 CTAs per output tile)", c.split_k);
+  if (c.split_k > 1 && p.k > 0 && c.split_k > (p.k + c.bk - 1) / c.bk)
+    return fmt::format("sk={} for {} k tiles of {} (a CTA without k tiles)", c.split_k, (p.k + c.bk - 1) / c.bk, c.bk);
   if (c.family == MatmulConfig::Family::Gemv) {
     if (c.rows_per_pass > 16) return "more than 16 rows per pass (fp32 accumulators per lane)";
     if (c.loads_in_flight > 16) return "more than 16 loads in flight per lane";
@@ -161,9 +167,6 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.bk != 64) return fmt::format("bk={} (one 128-byte swizzle row: 64)", c.bk);
     if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
     if (c.split_k > 1 && c.persistent) return "split-K (sk) runs one tile per CTA, not a persistent grid";
-    if (c.split_k > 16) return fmt::format("sk={} (at most 16 CTAs per output tile)", c.split_k);
-    if (p.k > 0 && c.split_k > (p.k + c.bk - 1) / c.bk)
-      return fmt::format("sk={} for {} k tiles of {} (a CTA without k tiles)", c.split_k, (p.k + c.bk - 1) / c.bk, c.bk);
     if (c.pingpong && c.bn != 128)
       return fmt::format("pingpong with bn={}: a warpgroup holds the whole 128-row tile, 2 x bn / 2 accumulators per thread (bn=128)", c.bn);
     const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes);
@@ -243,6 +246,19 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
             c.split_k = sk;
             all.push_back(c);
           }
+    }
+    // Few output tiles: split-K for the mma.sync tiles too (sm_80 has no wgmma).
+    if (p.m > 0 && p.m <= 512) {
+      for (int sk : {2, 4}) {
+        MatmulConfig c = mma(64, 64, 64, 2, 2, 4);
+        c.split_k = sk;
+        all.push_back(c);
+      }
+      for (int sk : {2, 4, 8}) {
+        MatmulConfig c = mma(128, 128, 32, 2, 2, 4);
+        c.split_k = sk;
+        all.push_back(c);
+      }
     }
     // Few rows: thin tiles give the grid enough CTAs and deep pipelines keep W streaming.
     // (A 16 x 32 tile of one warp doubles the CTA count for N = 4096; one warp copying a 16 x 64 tile

@@ -27,9 +27,10 @@ struct MatmulConfig {
   /// Wgmma, persistent too: the two consumer warpgroups own whole 128 x bn tiles and take turns, one
   /// running its epilogue while the other's MMAs run (gemm_wgmma.cuh, PINGPONG).
   bool pingpong = false;
-  /// Wgmma: split-K, the k tiles of each output tile divided among `split_k` CTAs (few output tiles:
-  /// M = 128 gives 16-48 of them on the Llama shapes for 132 SMs). Each stores its fp32 partial in
-  /// scratch; the last to finish adds them up in a fixed order and runs the epilogue. Printed "sk=N".
+  /// Mma and Wgmma: split-K, the k tiles of each output tile divided among `split_k` CTAs (few output
+  /// tiles: M = 128 gives 16-48 of 128 x 256 on the Llama shapes for 132 SMs). Each stores its fp32
+  /// partial in scratch; the last to finish adds them up in a fixed order and runs the epilogue
+  /// (templates/layerjit/split_k.cuh). Printed "sk=N".
   int split_k = 1;
 
   /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" (with

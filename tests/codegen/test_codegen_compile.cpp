@@ -437,14 +437,25 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   MatmulProblem short_k = h;
   short_k.k = 192;  // 3 k tiles
   CHECK_THAT(reject_reason(*sk, short_k), Catch::Contains("sk=4 for 3 k tiles of 64"));
-  CHECK(!parse_matmul_config("mma bm=128 sk=2", &error));
+  // The mma.sync family splits too (bk-wide k tiles); the GEMV does not.
+  auto mma_sk = parse_matmul_config("mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=4", &error);
+  REQUIRE(mma_sk.has_value());
+  CHECK(mma_sk->str() == "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=4");
+  CHECK(reject_reason(*mma_sk, h).empty());
+  CHECK_THAT(reject_reason(*mma_sk, short_k), Catch::Contains("sk=4 for 3 k tiles of 64"));
+  MatmulConfig gemv_sk;
+  gemv_sk.family = MatmulConfig::Family::Gemv;
+  gemv_sk.split_k = 2;
+  CHECK_THAT(reject_reason(gemv_sk, h), Catch::Contains("tensor-core families"));
+  CHECK(!parse_matmul_config("gemv mt=4 sk=2", &error));
   CHECK_THAT(error, Catch::Contains("unknown key 'sk'"));
-  // Candidates at M = 128 (16 tiles of 128 x 256 for N = 4096) include split-K; at 4096 rows none.
+  // Candidates at M = 128 (16 tiles of 128 x 256 for N = 4096) include split-K of both families (10
+  // wgmma, 5 mma.sync); at 4096 rows none.
   MatmulProblem m128 = h;
   m128.m = 128;
   int splits = 0;
   for (const MatmulConfig& c : matmul_candidates(m128)) splits += c.split_k > 1;
-  CHECK(splits == 10);
+  CHECK(splits == 15);
   for (const MatmulConfig& c : matmul_candidates(h)) CHECK(c.split_k == 1);
 }
 

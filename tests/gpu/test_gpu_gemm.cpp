@@ -81,8 +81,15 @@ EmitOptions hopper_options(const MatmulConfig& c) {
   return e;
 }
 
-// Split-K needs a k tile of 64 for each CTA of a tile.
-bool split_fits(const MatmulConfig& c, int64_t k) { return c.split_k <= (k + 63) / 64; }
+// Split-K needs a k tile (bk wide) for each CTA of a tile.
+bool split_fits(const MatmulConfig& c, int64_t k) { return c.split_k <= (k + c.bk - 1) / c.bk; }
+
+// Split-K configs of the mma.sync family (tuner candidates for up to 512 rows).
+std::vector<MatmulConfig> mma_splits() {
+  return {*parse_matmul_config("mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=2", nullptr),
+          *parse_matmul_config("mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8 sk=4", nullptr),
+          *parse_matmul_config("mma bm=64 bn=64 bk=32 wm=2 wn=2 stages=3 gm=8 sk=3", nullptr)};
+}
 
 }  // namespace
 
@@ -94,6 +101,21 @@ TEST_CASE("tensor-core GEMM matches the reference for M, N, K in {1, 7, 127, 129
       Graph g = matmul_graph(n, k, "bf16");
       for (int64_t m : kOdd) check(g, m, emit, ++seed);
     }
+}
+
+TEST_CASE("split-K mma.sync GEMMs match the reference for M, N, K in {1, 7, 127, 129, 1000}", "[gpu][gemm]") {
+  uint64_t seed = 1700;
+  for (const MatmulConfig& c : mma_splits())
+    for (int64_t n : kOdd)
+      for (int64_t k : kOdd) {
+        if (!split_fits(c, k)) continue;
+        Graph g = matmul_graph(n, k, "bf16");
+        for (int64_t m : kOdd) {
+          EmitOptions emit;
+          emit.matmul = c;
+          check(g, m, emit, ++seed);
+        }
+      }
 }
 
 TEST_CASE("GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}", "[gpu][gemm]") {
@@ -134,7 +156,7 @@ TEST_CASE("every config the pruner accepts computes the same product", "[gpu][ge
       continue;
     }
     check(aligned, 300, emit, ++seed);
-    check(unaligned, 129, emit, ++seed);
+    if (split_fits(cfg, 129)) check(unaligned, 129, emit, ++seed);
   }
 }
 
@@ -216,6 +238,11 @@ graph @quantized(%x: bf16[M, 256], %w: param bf16[96, 256], %s: f32[96]) {
       gemv.matmul = MatmulConfig{};
       gemv.matmul->family = MatmulConfig::Family::Gemv;
       check(g, rows, gemv, ++seed);
+      for (const MatmulConfig& c : mma_splits()) {  // split-K of the mma.sync family, any rows
+        EmitOptions split;
+        split.matmul = c;
+        if (split_fits(c, matmul_problem(g, plan_fusion(g).groups[0], split).k)) check(g, rows, split, ++seed);
+      }
       for (const MatmulConfig& c : tma ? hopper : std::vector<MatmulConfig>{})  // rows TMA can load
         if (split_fits(c, matmul_problem(g, plan_fusion(g).groups[0], hopper_options()).k)) check(g, rows, hopper_options(c), ++seed);
     }

@@ -17,6 +17,7 @@
 // within a group), which keeps the working set of the CTAs in flight in L2.
 #pragma once
 #include "layerjit/mma.cuh"
+#include "layerjit/split_k.cuh"
 #include "layerjit/vec.cuh"
 
 // Tile `bid`'s origin (m0, n0), grouped raster over a ceil(M / BM) x TILES_N grid of tiles (this
@@ -36,8 +37,11 @@ __device__ __forceinline__ void lj_grouped_tile(lj_i64 M, lj_i64& m0, lj_i64& n0
   lj_grouped_tile_at<BM, BN, GROUP_M, TILES_N>(blockIdx.x, M, m0, n0);
 }
 
-template <class T, lj_i64 N, lj_i64 K, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, bool ASYNC>
+// SPLIT_K > 1: SPLIT_K CTAs per output tile, each multiplying its range of k tiles (kt_begin), the
+// last to finish adding up the partials (split_k.cuh) and running the epilogue.
+template <class T, lj_i64 N, lj_i64 K, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, bool ASYNC, int SPLIT_K = 1>
 struct lj_gemm {
+  static constexpr int SPLIT = SPLIT_K;
   static constexpr int EPI_THREADS = WM * WN * 32;  // threads of the epilogue: all of them
   static __device__ __forceinline__ int epi_thread() { return threadIdx.x; }
   static constexpr int THREADS = WM * WN * 32;
@@ -55,6 +59,8 @@ struct lj_gemm {
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "a warp tile is whole 16x16 ldmatrix blocks");
   static_assert(BM * CHUNKS % THREADS == 0 && BN * CHUNKS % THREADS == 0, "every thread copies the same chunk count");
   static_assert(STAGES >= 2, "a pipeline needs two buffers");
+  static_assert(SPLIT >= 1 && SPLIT <= K_TILES, "split-K: a k tile per CTA at least");
+  static constexpr int PART_FLOATS = THREADS * MI * NI * 4;  // split-K: one CTA's partial
 
   // Element offset of chunk c of tile row `row`. Rows of CHUNKS chunks share 128-byte lines 8 / CHUNKS
   // at a time; XOR-ing the chunk index with the row's position among the 8 rows an ldmatrix reads
@@ -65,6 +71,17 @@ struct lj_gemm {
 
   static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
     lj_grouped_tile<BM, BN, GROUP_M, TILES_N>(M, m0, n0);
+  }
+  static __device__ __forceinline__ void tile_at(lj_i64 t, lj_i64 M, lj_i64& m0, lj_i64& n0) {
+    lj_grouped_tile_at<BM, BN, GROUP_M, TILES_N>(t, M, m0, n0);
+  }
+  // Split-K: the first k tile of split `s` (kt_begin(SPLIT) = K_TILES), ranges within one tile apart.
+  static __device__ __forceinline__ lj_i64 kt_begin(int s) { return (lj_i64)s * K_TILES / SPLIT; }
+  // Split-K after the main loop (all threads): false unless this CTA finished its tile last.
+  static __device__ __forceinline__ bool split_reduce(float (&acc)[MI][NI][4], float* part, unsigned* counter, int split) {
+    if (SPLIT == 1) return true;
+    return lj_split_k_reduce<SPLIT, MI * NI * 4, THREADS>(reinterpret_cast<float(&)[MI * NI * 4]>(acc), part, counter, split,
+                                                         threadIdx.x, 0);
   }
 
   // One 16-byte chunk of a tile row: `avail` elements of it exist in memory (<= 0: none).
@@ -87,8 +104,9 @@ struct lj_gemm {
   // (w_row may remap columns to rows, e.g. interleaving gate and up rows, and returns -1 for none).
   template <class XRow, class WRow>
   static __device__ __forceinline__ void mainloop(const T* __restrict__ x, const T* __restrict__ w, XRow x_row, WRow w_row,
-                                                  lj_i64 M, lj_i64 m0, lj_i64 n0, float (&acc)[MI][NI][4], T* smem) {
+                                                  lj_i64 M, lj_i64 m0, lj_i64 n0, float (&acc)[MI][NI][4], T* smem, int split = 0) {
     const int tid = threadIdx.x;
+    const lj_i64 kt0 = kt_begin(split), kt1 = kt_begin(split + 1);  // this CTA's k tiles
     // Each thread copies the same chunks of every k tile: row starts and masks are computed once.
     const T* a_row[A_LOADS];
     const T* b_row[B_LOADS];
@@ -165,15 +183,15 @@ struct lj_gemm {
     // wait below always counts the same number of groups.
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < K_TILES) load(s, s);
+      if (kt0 + s < kt1) load(s, kt0 + s);
       lj_cp_async_commit();
     }
     // Ring positions as wrapped int counters: a 64-bit modulo per k tile costs more than the wrap.
     int read_stage = 0, write_stage = STAGES - 1;
-    for (lj_i64 kt = 0; kt < K_TILES; ++kt) {
+    for (lj_i64 kt = kt0; kt < kt1; ++kt) {
       lj_cp_async_wait<STAGES - 2>();  // tile kt has landed (this thread's copies)
       __syncthreads();                 // ... everyone's, and everyone is done with tile kt - 1's buffer
-      if (kt + STAGES - 1 < K_TILES) load(write_stage, kt + STAGES - 1);
+      if (kt + STAGES - 1 < kt1) load(write_stage, kt + STAGES - 1);
       lj_cp_async_commit();
       compute(read_stage);
       read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;

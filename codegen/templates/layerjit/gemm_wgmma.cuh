@@ -36,6 +36,7 @@
 // the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
 #pragma once
 #include "layerjit/gemm.cuh"
+#include "layerjit/split_k.cuh"
 #include "layerjit/wgmma.cuh"
 
 template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false,
@@ -217,42 +218,11 @@ struct lj_wgmma_gemm {
   // Split-K: the first k tile of split `s` (kt_begin(SPLIT) = K_TILES), ranges within one tile apart.
   static __device__ __forceinline__ int kt_begin(int s) { return (int)((lj_i64)s * K_TILES / SPLIT); }
 
-  // Split-K, by the 256 consumer threads after the main loop: stores this CTA's partial into slot
-  // `split` of the tile's `part` (SPLIT x PART_FLOATS), counts the tile's finished CTAs in `counter`
-  // and returns false unless this CTA is the last; the last one sums the SPLIT partials in split order
-  // into acc and zeroes the counter. (The usual fence, then count: the
-  // partials are visible to whichever CTA counts last; it reads them past L1.)
+  // Split-K, by the 256 consumer threads after the main loop (split_k.cuh, named barrier 1): false
+  // unless this CTA finished its tile last; the last one's acc then holds the whole sum.
   static __device__ __forceinline__ bool split_reduce(float (&acc)[MI][ACC], float* part, unsigned* counter, int split) {
     if (SPLIT == 1) return true;
-    const int t = threadIdx.x - 128;
-    float* mine = part + (lj_i64)split * PART_FLOATS;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int i = 0; i < ACC; ++i) mine[(mi * ACC + i) * 256 + t] = acc[mi][i];
-    __threadfence();
-    lj_named_barrier(1, 256);
-    __shared__ unsigned last;
-    if (t == 0) last = atomicAdd(counter, 1u) == (unsigned)(SPLIT - 1);
-    lj_named_barrier(1, 256);
-    if (!last) return false;
-    __threadfence();
-    // acc = partial 0 + partial 1 + ... (its own slot read back too): one order whichever CTA is last.
-    const float* p = part + t;
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int i = 0; i < ACC; ++i) acc[mi][i] = __ldcg(p + (mi * ACC + i) * 256);
-#pragma unroll 1
-    for (int s = 1; s < SPLIT; ++s) {
-      p += PART_FLOATS;
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int i = 0; i < ACC; ++i) acc[mi][i] += __ldcg(p + (mi * ACC + i) * 256);
-    }
-    if (t == 0) *counter = 0u;
-    return true;
+    return lj_split_k_reduce<SPLIT, MI * ACC, 256>(reinterpret_cast<float(&)[MI * ACC]>(acc), part, counter, split, threadIdx.x - 128, 1);
   }
 
   // Epilogue staging by the EPI_THREADS that own the tile: the tile rounded to TY into

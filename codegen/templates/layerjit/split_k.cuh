@@ -1,0 +1,37 @@
+// Split-K completion, shared by the GEMM families (gemm.cuh, gemm_wgmma.cuh): SPLIT CTAs multiply the
+// same output tile over their own ranges of k, each holding N fp32 accumulators in each of THREADS
+// threads. Each stores its accumulators into its slot of the tile's `part` area (SPLIT x N x THREADS
+// floats, thread-minor so that a warp's stores are coalesced), fences and counts itself on the tile's
+// `counter`; the CTA that counts last sums the SPLIT slots in split order — the same order whichever
+// CTA is last, so results are reproducible — into its accumulators, zeroes the counter for the next
+// launch and returns true (it runs the epilogue); the others return false.
+#pragma once
+#include "layerjit/types.cuh"
+
+// `t`: this thread's index among the THREADS that hold accumulators; `bar`: a named barrier they all
+// (and only they) take part in (0 when they are the whole CTA).
+template <int SPLIT, int N, int THREADS>
+__device__ __forceinline__ bool lj_split_k_reduce(float (&acc)[N], float* part, unsigned* counter, int split, int t, int bar) {
+  float* mine = part + (lj_i64)split * N * THREADS + t;
+#pragma unroll
+  for (int i = 0; i < N; ++i) mine[i * THREADS] = acc[i];
+  __threadfence();
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
+  __shared__ unsigned last;
+  if (t == 0) last = atomicAdd(counter, 1u) == (unsigned)(SPLIT - 1);
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
+  if (!last) return false;
+  __threadfence();
+  // Past L1 (another SM wrote them): slot 0, then + slot 1, ... (this CTA's own read back too).
+  const float* p = part + t;
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] = __ldcg(p + i * THREADS);
+#pragma unroll 1
+  for (int s = 1; s < SPLIT; ++s) {
+    p += N * THREADS;
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[i] += __ldcg(p + i * THREADS);
+  }
+  if (t == 0) *counter = 0u;
+  return true;
+}
