@@ -47,7 +47,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     tx = ctx.tensor_map_param(op.x, *sx);
     tw = ctx.tensor_map_param(op.w, *sw);
   }
-  // Split-K: each CTA's fp32 partial (128 x bn) plus room for a completion counter per tile.
+  // Split-K: each CTA's fp32 partial (bm x bn) plus room for a completion counter per tile.
   const std::string scratch = split ? ctx.scratch_param(int64_t{cfg.bm} * cfg.bn * 4 + 4) : "";
   const char* cx = c_type(op.xt);
   const char* to = c_type(ot);
