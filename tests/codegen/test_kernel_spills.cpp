@@ -42,6 +42,19 @@ TEST_CASE("the Llama layers' kernels compile for sm_80, sm_90 and sm_90a without
 
 namespace {
 
+rt::Target sm90a() {
+  auto target = rt::Target::parse("sm_90a");
+  REQUIRE(target.ok());
+  return *target;
+}
+
+std::vector<FusionGroup> matmul_groups(const Graph& g) {
+  std::vector<FusionGroup> out;
+  for (const FusionGroup& grp : plan_fusion(g).groups)
+    if (grp.kind == GroupKind::Matmul) out.push_back(grp);
+  return out;
+}
+
 // Emission for sm_90a (132 SMs) of the prefill layer at T = `t` with the matmul config `config`.
 EmitOptions sm90a_with(const char* config, int64_t t) {
   EmitOptions eo;
@@ -57,11 +70,9 @@ EmitOptions sm90a_with(const char* config, int64_t t) {
 
 TEST_CASE("the persistent and ping-pong wgmma GEMMs compile for sm_90a without spills, one CTA per SM walking the tiles", "[codegen]") {
   const Graph g = llama_prefill(LlamaConfig::llama3_8b());
-  auto target = rt::Target::parse("sm_90a");
-  REQUIRE(target.ok());
+  const rt::Target target = sm90a();
   int seen = 0;
-  for (const FusionGroup& grp : plan_fusion(g).groups) {
-    if (grp.kind != GroupKind::Matmul) continue;
+  for (const FusionGroup& grp : matmul_groups(g)) {
     for (const char* config : {"wgmma bm=128 bn=256 stages=3 gm=8 persistent", "wgmma bm=128 bn=128 stages=4 gm=8 persistent",
                                "wgmma bm=128 bn=128 stages=4 gm=8 pingpong"}) {
       const EmitOptions eo = sm90a_with(config, 4096);
@@ -76,7 +87,7 @@ TEST_CASE("the persistent and ping-pong wgmma GEMMs compile for sm_90a without s
       CHECK(k.launch.str().rfind("min(", 0) == 0);
       b.set("T", 1);  // one row of tiles: one CTA per tile up to the SM count
       CHECK(k.launch.blocks(b) == std::min<int64_t>(k.launch.tiles_per_unit, 132));
-      auto r = rt::kernel_resources(k, *target);
+      auto r = rt::kernel_resources(k, target);
       INFO((r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());
       // Known: ping-pong holds a whole 128 x 128 tile's accumulators per thread (128 registers) under
@@ -95,11 +106,9 @@ TEST_CASE("the persistent and ping-pong wgmma GEMMs compile for sm_90a without s
 TEST_CASE("split-K GEMMs (wgmma and mma.sync) compile without spills or stack, SPLIT CTAs per tile with scratch for partials",
           "[codegen]") {
   const Graph g = llama_prefill(LlamaConfig::llama3_8b());
-  auto target = rt::Target::parse("sm_90a");
-  REQUIRE(target.ok());
+  const rt::Target target = sm90a();
   int seen = 0;
-  for (const FusionGroup& grp : plan_fusion(g).groups) {
-    if (grp.kind != GroupKind::Matmul) continue;
+  for (const FusionGroup& grp : matmul_groups(g)) {
     for (const char* config : {"wgmma bm=128 bn=256 stages=4 gm=8 sk=4", "wgmma bm=128 bn=128 stages=4 gm=8 sk=8",
                                "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=4", "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8 sk=8"}) {
       const EmitOptions eo = sm90a_with(config, 128);
@@ -113,7 +122,7 @@ TEST_CASE("split-K GEMMs (wgmma and mma.sync) compile without spills or stack, S
       CHECK(k.launch.blocks(b) == (128 + eo.matmul->bm - 1) / eo.matmul->bm * k.launch.tiles_per_unit);
       // Scratch: one fp32 partial of bm x bn per CTA (and counters).
       CHECK(scratch_bytes(k, b) == k.launch.blocks(b) * (eo.matmul->bm * eo.matmul->bn * 4 + 4));
-      auto r = rt::kernel_resources(k, *target);
+      auto r = rt::kernel_resources(k, target);
       INFO((r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());
       CHECK(!r->spills());
