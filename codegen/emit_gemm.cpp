@@ -8,13 +8,17 @@
 #include <optional>
 
 #include "codegen/emit_matmul.h"
+#include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 
 namespace lj {
 
 GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, int sm_count) {
   const Graph& g = ctx.graph();
-  const std::string xn = g.value(op.x).name, wn = g.value(op.w).name, on = g.value(op.out).name;
+  // A RoPE epilogue stores segments of y as heads (op.segments), not one value.
+  const bool rope = !op.segments.empty();
+  const ValueId stored = rope ? op.y : op.out;
+  const std::string xn = g.value(op.x).name, wn = g.value(op.w).name, on = g.value(stored).name;
   LJ_CHECK(op.xt == op.wt && (op.xt == DType::BF16 || op.xt == DType::F16), g.node(op.node).loc,
            "{}: the tensor-core GEMM multiplies bf16 or f16 operands of one dtype, got %{}: {} and %{}: {}", ctx.kernel_name(),
            xn, dtype_name(op.xt), wn, dtype_name(op.wt));
@@ -22,8 +26,15 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
            "{}: SwiGLU pairs gate and up tiles of 8 columns: config '{}' gives warps {} columns", ctx.kernel_name(), cfg.str(),
            cfg.bn / cfg.warps_n);
   const Shape& xs = g.value(op.x).type.shape;
-  const Shape& os = g.value(op.out).type.shape;
-  const DType ot = g.value(op.out).type.dtype;
+  const Shape& os = g.value(stored).type.shape;
+  const DType ot = g.value(stored).type.dtype;
+  // Half-style rotation pairs columns d and d + D/2 of a head: a tile of whole heads holds both; a
+  // narrower tile takes BN/2 columns from each half of one head instead (pair columns: W rows and
+  // output columns permuted alike).
+  const bool pairs = rope && !op.rope_interleaved && cfg.bn % op.rope_dim != 0;
+  LJ_CHECK(!rope || op.rope_interleaved || cfg.bn % op.rope_dim == 0 || op.rope_dim % cfg.bn == 0, g.node(op.node).loc,
+           "{}: config '{}' has tiles of {} columns, which neither hold whole heads of {} nor divide one (RoPE pairs)",
+           ctx.kernel_name(), cfg.str(), cfg.bn, op.rope_dim);
   // cp.async moves 16-byte chunks: every row of x and W must start 16-byte aligned (K % 8 == 0 and
   // aligned view offsets); otherwise element loads fill the same shared-memory layout.
   const bool async = ctx.vector_width({op.x, op.w}, xs, 8) == 8;
@@ -36,7 +47,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int64_t virtual_n = op.glu ? (op.n_out + 7) / 8 * 16 : op.n;
 
   ctx.add_group_params();
-  const std::string px = ctx.buffer_param(op.x, false), pw = ctx.buffer_param(op.w, false), po = ctx.buffer_param(op.out, true);
+  const std::string px = ctx.buffer_param(op.x, false), pw = ctx.buffer_param(op.w, false), po = rope ? "" : ctx.buffer_param(op.out, true);
   std::string tx, tw;  // Hopper: tensor maps of x's and W's rows (TMA)
   if (hopper) {
     std::optional<TensorMapSpec> sx = tma_rows(ctx, op.x), sw = tma_rows(ctx, op.w);
@@ -75,6 +86,11 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("constexpr lj_i64 N_OUT = N;");
   }
   w.line("constexpr lj_i64 K = {};  // reduction length", op.k);
+  if (rope) {
+    w.line("constexpr lj_i64 D = {}, HALF = {};  // RoPE: heads of D columns, {}", op.rope_dim, op.rope_dim / 2,
+           op.rope_interleaved ? "pairs (2i, 2i + 1)" : "pairs (i, i + HALF)");
+    if (pairs) w.line("constexpr lj_i64 BN = {};  // a tile: BN / 2 pairs, their first columns, then their second", cfg.bn);
+  }
   if (hopper) {
     w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", cx, cfg.bn, cfg.stages,
@@ -118,6 +134,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.comment(print_node(g, op.node));
       if (op.glu)
         w.line("const lj_i64 b_lo = n0 / 2, b_hi = N_OUT + n0 / 2;  // W rows: gate and up of output columns n0 / 2 ..");
+      else if (pairs)
+        w.line("const lj_i64 b_lo = n0 / 2 / HALF * D + n0 / 2 % HALF, b_hi = b_lo + HALF;  // W rows: both columns of pairs n0 / 2 ..");
       else
         w.line("const lj_i64 b_lo = n0, b_hi = n0 + {};  // W rows: the tile's two halves", cfg.bn / 2);
       if (cfg.persistent) {
@@ -151,6 +169,9 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
           w.line("const lj_i64 c = (v >> 4) * 8 + (v & 7);  // output column");
           w.line("if (c >= N_OUT) return -1;");
           w.line("const lj_i64 n = c + ((v >> 3) & 1) * N_OUT;  // gate rows first, then up rows");
+        } else if (pairs) {
+          w.line("const lj_i64 j = v % BN, pr = v / BN * (BN / 2) + j % (BN / 2);  // the column's pair");
+          w.line("const lj_i64 n = pr / HALF * D + pr % HALF + (j >= BN / 2 ? HALF : 0);");
         } else {
           w.line("const lj_i64 n = v;");
         }
@@ -175,7 +196,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const lj_i64 n0_out = n0;");
     // Full 16-byte stores where every row of the output starts aligned and N_OUT % 8 == 0 (then a
     // chunk that starts inside the row ends inside it); else element stores up to N_OUT.
-    const bool full = ctx.vector_width({op.out}, os, 8) == 8;
+    const bool full = !rope && ctx.vector_width({op.out}, os, 8) == 8;
     // Epilogue operands that vary along the row (a residual, a bias) are read 8 at a time where
     // their rows allow 16-byte accesses too; the rest element by element in the loop below.
     std::vector<OperandRead> vec_reads;
@@ -184,7 +205,12 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
         if (rd.axis < 0 && ctx.varies_innermost(rd.value, os) && ctx.vector_width({rd.value}, os, 8) == 8) vec_reads.push_back(rd);
     auto chunk_of = [&](const std::string& i) {
       w.line("const int row = {} / CHUNKS, cb = {} % CHUNKS;", i, i);
-      w.line("const lj_i64 m = m0 + row, n = n0_out + cb * 8;");
+      if (pairs) {
+        w.line("const lj_i64 pr = n0 / 2 + cb * 8 % (BN / 2);  // the chunk's first pair");
+        w.line("const lj_i64 m = m0 + row, n = pr / HALF * D + pr % HALF + (cb * 8 >= BN / 2 ? HALF : 0);");
+      } else {
+        w.line("const lj_i64 m = m0 + row, n = n0_out + cb * 8;");
+      }
     };
     // Those reads are issued 8 chunks at a time before any is used: one memory latency per 8 chunks
     // instead of one per chunk (the loop is not software-pipelined by the compiler, and a residual GEMM
@@ -224,6 +250,25 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       chunk_of("i");
     }
     w.line("if (m >= M || n >= N_OUT) continue;");
+    if (rope) {
+      // Each thread's 8 columns and their 8 partners, both from the staged tile.
+      w.line("float y[8], yp[8];");
+      w.line("lj_load<{}, 8>(tile + row * Gemm::STAGE_LD + cb * 8, y);", ty);
+      if (op.rope_interleaved) {
+        w.line("#pragma unroll");
+        w.line("for (int j = 0; j < 8; ++j) yp[j] = y[j ^ 1];");
+      } else if (pairs) {
+        w.line("lj_load<{}, 8>(tile + row * Gemm::STAGE_LD + (cb * 8 + BN / 2) % BN, yp);", ty);
+      } else {
+        w.line("lj_load<{}, 8>(tile + row * Gemm::STAGE_LD + cb * 8 + (n % D < HALF ? HALF : -HALF), yp);", ty);
+      }
+      std::vector<ValueId> dests;
+      for (const MatmulOperands::Segment& sg : op.segments)
+        for (const auto* ds : {&sg.plain, &sg.rotated})
+          for (const MatmulOperands::Dest& d : *ds) dests.push_back(d.value >= 0 ? d.value : g.node(d.cache_write).results[0]);
+      const Shape& hs = g.value(head_pieces(g, op.y).front().heads).type.shape;
+      emit_rope_stores(w, ctx, op, "m", "n", 8, "y", "yp", ctx.vector_width(dests, hs, 8) == 8);
+    } else {
     std::vector<std::string> acc;
     if (op.glu) {
       w.line("float gate[8], up[8];");
@@ -258,6 +303,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("#pragma unroll");
       w.line("for (int j = 0; j < 8; ++j)");
       w.line("  if (n + j < N_OUT) {}[{}] = lj_from_float<{}>(out[j]);", po, at, to);
+    }
     }
     if (cfg.pingpong) {  // after the chunk loops, at the end of the tile's body
       loop.reset();

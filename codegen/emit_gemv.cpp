@@ -20,8 +20,12 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   const ValueId x = op.x, wt = op.w;
   // SwiGLU: a warp owns output column n and reads both W rows behind it (gate n, up N + n).
   const int64_t N = op.n_out, K = op.k;
+  // RoPE epilogue: a warp owns the two columns of a rotation pair (two rows of W, as with SwiGLU).
+  const bool rope = !op.segments.empty();
+  const bool two_rows = op.glu || rope;
+  const int64_t units = rope ? N / 2 : N;  // warps' worth of work: columns, or pairs of them
   const Shape& xs = g.value(x).type.shape;
-  const DType xt = op.xt, wdt = op.wt, ot = g.value(op.out).type.dtype;
+  const DType xt = op.xt, wdt = op.wt, ot = g.value(rope ? op.y : op.out).type.dtype;
   const int widest = std::max(dtype_bytes(xt), dtype_bytes(wdt));
   // V: 16 bytes per load where every row of x and W starts aligned; a K that no width divides (or
   // a view at an odd offset) falls back to narrower loads, down to scalars.
@@ -32,13 +36,13 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   // MT: rows of x per pass over W (default 4: few enough accumulators for several CTAs per SM); a
   // constant M below that needs no more.
   const int mt = rows.symbols.empty() ? static_cast<int>(std::clamp<int64_t>(rows.constant, 1, cfg.rows_per_pass)) : cfg.rows_per_pass;
-  const int warps = static_cast<int>(std::min<int64_t>(cfg.warps, N));
+  const int warps = static_cast<int>(std::min<int64_t>(cfg.warps, units));
   const int threads = warps * 32;
   const int64_t step = int64_t{32} * vec * unroll;
   const bool k_tail = K % step != 0;
 
   ctx.add_group_params();
-  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = ctx.buffer_param(op.out, true);
+  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = rope ? "" : ctx.buffer_param(op.out, true);
   const char* tx = c_type(xt);
   const char* tw = c_type(wdt);
   const std::string xn = g.value(x).name, wn = g.value(wt).name;
@@ -49,15 +53,19 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   w.line("#include \"layerjit/reduce.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
-  if (op.glu)
+  if (op.glu) {
     w.line("constexpr lj_i64 N = {};  // output columns: silu(gate) * up, gate rows [0, N) and up rows [N, 2N) of %{}", N, wn);
-  else
+  } else if (rope) {
+    w.line("constexpr lj_i64 N = {};  // columns of %{}: rows of %{}, taken in rotation pairs", N, g.value(op.y).name, wn);
+    w.line("constexpr lj_i64 D = {}, HALF = {};  // RoPE: heads of D columns, {}", op.rope_dim, op.rope_dim / 2,
+           op.rope_interleaved ? "pairs (2i, 2i + 1)" : "pairs (i, i + HALF)");
+  } else
     w.line("constexpr lj_i64 N = {};  // output columns: rows of %{}", N, wn);
   w.line("constexpr lj_i64 K = {};  // reduction length", K);
   w.line("constexpr int MT = {};  // rows of %{} per pass over %{}: fp32 accumulators per lane", mt, xn, wn);
   w.line("constexpr int V = {};  // elements per load ({} bytes)", vec, vec * widest);
   w.line("constexpr int U = {};  // loads of %{} in flight per lane", unroll, wn);
-  w.line("constexpr int WARPS = {};  // columns per CTA: one per warp", warps);
+  w.line("constexpr int WARPS = {};  // {} per CTA: one per warp", warps, rope ? "column pairs" : "columns");
   w.line("constexpr lj_i64 STEP = 32LL * V * U;  // elements of a row one warp reads per iteration");
   w.line("constexpr lj_i64 K_MAIN = K / STEP * STEP;  // the part of each row read without masking");
   w.line("typedef lj_pack<{}, V> XPack;", tx);
@@ -102,11 +110,21 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     auto fn = w.scope(ctx.signature(threads));
     w.comment(print_node(g, grp.nodes[0]));
     w.line("const int lane = threadIdx.x & 31;");
-    w.line("const lj_i64 n = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);");
-    w.line("if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
+    if (rope) {
+      w.line("const lj_i64 pr = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);  // the warp's pair of columns");
+      w.line("if (pr >= N / 2) return;  // a whole warp: the shuffles below never see an exited lane");
+      if (op.rope_interleaved)
+        w.line("const lj_i64 n = 2 * pr, n2 = n + 1;");
+      else
+        w.line("const lj_i64 n = pr / HALF * D + pr % HALF, n2 = n + HALF;");
+    } else {
+      w.line("const lj_i64 n = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);");
+      w.line("if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
+    }
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(rows), xn);
     w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, "n", "0", "wc"));
-    if (op.glu) w.line("const {}* __restrict__ w_up = {} + {};", tw, pw, row_address(w, ctx, wt, "(N + n)", "0", "wu"));
+    if (two_rows)
+      w.line("const {}* __restrict__ w_up = {} + {};", tw, pw, row_address(w, ctx, wt, rope ? "n2" : "(N + n)", "0", "wu"));
     w.comment("Rows of %" + xn + " in chunks of MT; %" + wn + " is streamed once per chunk.");
     auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += MT)");
     w.line("const int rows = M - m0 < MT ? (int)(M - m0) : MT;");
@@ -117,11 +135,11 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
       w.line("const lj_i64 m = m0 + (i < rows ? i : 0);  // rows past M are never read");
       w.line("x_row[i] = {};", row_address(w, ctx, x, "m", "0", "xc"));
     }
-    w.put(op.glu ? "float acc[MT], acc_up[MT];" : "float acc[MT];");
+    w.put(two_rows ? "float acc[MT], acc_up[MT];" : "float acc[MT];");
     {
       auto sw = w.scope("switch (rows)");
       for (int r = 1; r <= mt; ++r) {
-        if (op.glu)
+        if (two_rows)
           w.line("case {}: lj_gemv_pass<{}>(w_row, {}, x_row, lane, acc); lj_gemv_pass<{}>(w_up, {}, x_row, lane, acc_up); break;", r,
                  r, px, r, px);
         else
@@ -132,12 +150,23 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
     w.line("if (i >= rows) break;  // uniform across the warp");
     w.line("const float sum = lj_warp_sum(acc[i]);");
-    if (op.glu) w.line("const float sum_up = lj_warp_sum(acc_up[i]);");
+    if (two_rows) w.line("const float sum_up = lj_warp_sum(acc_up[i]);");
     w.line("const lj_i64 m = m0 + i;");
     auto store = w.scope("if (lane == 0)");
+    if (rope) {
+      w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),
+             rounded_expr(op.yt, "sum_up"), g.value(op.y).name);
+      {
+        auto first = w.scope("");
+        emit_rope_stores(w, ctx, op, "m", "n", 1, "ya", "yb", false);
+      }
+      auto second = w.scope("");
+      emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false);
+    } else {
     emit_epilogue_element(w, ctx, op, "m", "n", op.glu ? std::vector<std::string>{"sum", "sum_up"} : std::vector<std::string>{"sum"},
                           "r", "");
     w.line("{}[{}] = lj_from_float<{}>(r);  // %{}", po, row_address(w, ctx, op.out, "m", "n", "yc"), c_type(ot), g.value(op.out).name);
+    }
   }
 
   GeneratedKernel k;
@@ -145,7 +174,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   k.name = ctx.kernel_name();
   k.source = w.str();
   k.params = ctx.params();
-  k.launch.work.constant = N;
+  k.launch.work.constant = units;
   k.launch.per_block = warps;
   k.launch.threads = threads;
   k.config = cfg.str();

@@ -50,6 +50,60 @@ bool reads(const Node& n, ValueId v) { return std::find(n.operands.begin(), n.op
 
 }  // namespace
 
+namespace {
+
+bool contains(const std::vector<ValueId>& xs, ValueId v) { return std::find(xs.begin(), xs.end(), v) != xs.end(); }
+
+// The segments of a RoPE epilogue (MatmulOperands::segments), from the group the planner formed.
+void rope_segments(const KernelContext& ctx, MatmulOperands& op) {
+  const Graph& g = ctx.graph();
+  const FusionGroup& grp = ctx.group();
+  auto unsupported = [&](const std::string& why) {
+    return UserError(fmt::format("{}: the matmul kernels cannot implement this RoPE epilogue: {}", ctx.kernel_name(), why));
+  };
+  const std::vector<HeadPiece> pieces = head_pieces(g, op.y);
+  if (pieces.empty()) throw unsupported(fmt::format("%{} is not split into heads", g.value(op.y).name));
+  size_t used = 1;  // the matmul
+  auto writes_of = [&](ValueId v, std::vector<MatmulOperands::Dest>& out) {
+    for (NodeId n : grp.nodes) {
+      const Node& node = g.node(n);
+      if (node.kind != OpKind::KvCacheWrite || node.operands[1] != v) continue;
+      if (node.operands.size() != 3) throw unsupported("a paged cache write");
+      if (op.pos >= 0 && node.operands[2] != op.pos) throw unsupported("cache writes at different positions");
+      op.pos = node.operands[2];
+      out.push_back({-1, n});
+      ++used;
+    }
+  };
+  for (const HeadPiece& p : pieces) {
+    MatmulOperands::Segment s;
+    s.c0 = p.c0, s.c1 = p.c1, s.d = p.d;
+    for (NodeId n : grp.nodes)
+      if (g.node(n).kind == OpKind::Rope && g.node(n).operands[0] == p.heads) s.rope = n;
+    if (contains(grp.outputs, p.heads)) s.plain.push_back({p.heads, -1});
+    writes_of(p.heads, s.plain);
+    if (s.rope >= 0) {
+      const Node& r = g.node(s.rope);
+      const bool interleaved = r.attrs.get_string("style") == "interleaved";
+      const int64_t dim = g.value(r.operands[1]).type.shape.back().value() * 2;
+      if (op.cos >= 0 && (r.operands[1] != op.cos || r.operands[2] != op.sin || interleaved != op.rope_interleaved))
+        throw unsupported("ropes with different tables or pairings");
+      op.cos = r.operands[1], op.sin = r.operands[2], op.rope_interleaved = interleaved, op.rope_dim = dim;
+      if (s.d != dim) throw unsupported(fmt::format("heads of {} rotated as heads of {}", s.d, dim));
+      if (contains(grp.outputs, r.results[0])) s.rotated.push_back({r.results[0], -1});
+      writes_of(r.results[0], s.rotated);
+      ++used;
+    }
+    op.segments.push_back(s);
+  }
+  if (used != grp.nodes.size()) throw unsupported("nodes besides the matmul, its ropes and cache writes");
+  for (const MatmulOperands::Segment& s : op.segments)
+    if ((s.c1 - s.c0) % op.rope_dim != 0) throw unsupported("a piece that is not whole heads of the rotation");
+  op.out = -1;
+}
+
+}  // namespace
+
 MatmulOperands matmul_operands(const KernelContext& ctx) {
   const Graph& g = ctx.graph();
   const FusionGroup& grp = ctx.group();
@@ -75,8 +129,12 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   op.out = op.y;
   op.n_out = op.n;
 
-  size_t i = 1;
   const std::vector<NodeId>& nodes = grp.nodes;
+  if (std::any_of(nodes.begin(), nodes.end(), [&](NodeId n) { return g.node(n).kind == OpKind::Rope; })) {
+    rope_segments(ctx, op);
+    return op;
+  }
+  size_t i = 1;
   if (i < nodes.size() && g.node(nodes[i]).kind == OpKind::Silu) {
     const Node* split = halves_split(g, op.y);
     if (!split || g.node(nodes[i]).operands[0] != split->results[0] || i + 1 >= nodes.size())
@@ -165,6 +223,82 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
   }
 }
 
+void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
+                      int width, const std::string& y, const std::string& partner, bool vector) {
+  const Graph& g = ctx.graph();
+  const int64_t half = op.rope_dim / 2;
+  // The row's position, checked once for every cache written.
+  if (op.pos >= 0) {
+    w.line("const lj_i64 pos = {}[{}];  // %{}", ctx.buffer_param(op.pos, false), ctx.address(op.pos, g.value(op.pos).type.shape, {m}),
+           g.value(op.pos).name);
+    std::vector<std::string> checked;
+    for (const MatmulOperands::Segment& s : op.segments)
+      for (const auto* dests : {&s.plain, &s.rotated})
+        for (const MatmulOperands::Dest& d : *dests) {
+          if (d.cache_write < 0) continue;
+          const Shape& cs = g.value(g.node(d.cache_write).operands[0]).type.shape;
+          const std::string cap = product_expr(dim_as_product(cs[1]));
+          if (std::find(checked.begin(), checked.end(), cap) != checked.end()) continue;
+          checked.push_back(cap);
+          // An out-of-range position would write outside the cache: stop the kernel loudly instead.
+          w.line("if (pos < 0 || pos >= {}) __trap();  // %{}: position outside the cache", cap,
+                 g.value(g.node(d.cache_write).results[0]).name);
+        }
+  }
+  auto store = [&](const MatmulOperands::Dest& d, const std::string& vals) {
+    std::string p, at;
+    const char* t = nullptr;
+    if (d.value >= 0) {
+      p = ctx.buffer_param(d.value, true);
+      at = ctx.address(d.value, g.value(d.value).type.shape, {m, "h", "d"});
+      t = c_type(g.value(d.value).type.dtype);
+      w.comment(fmt::format("%{}", g.value(d.value).name));
+    } else {
+      const Node& wn = g.node(d.cache_write);
+      const ValueId cache = wn.results[0];
+      p = ctx.buffer_param(cache, true);
+      at = ctx.address(cache, g.value(cache).type.shape, {m, "pos", "h", "d"});
+      t = c_type(g.value(cache).type.dtype);
+      w.comment(print_node(g, d.cache_write));
+    }
+    if (vector && width > 1) {
+      w.line("lj_store<{}, {}>({} + {}, {});", t, width, p, at, vals);
+    } else {
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < {}; ++j) {}[{} + j] = lj_from_float<{}>({}[j]);", width, p, at, t, vals);
+    }
+  };
+  for (size_t k = 0; k < op.segments.size(); ++k) {
+    const MatmulOperands::Segment& s = op.segments[k];
+    const bool last = k + 1 == op.segments.size();
+    auto seg = w.scope(k == 0 ? (last ? std::string("") : fmt::format("if ({} < {})", n, s.c1))
+                              : last ? std::string("else") : fmt::format("else if ({} < {})", n, s.c1));
+    const std::string col = s.c0 == 0 ? n : fmt::format("({} - {})", n, s.c0);
+    w.line("const lj_i64 h = {} / {}, d = {} % {};  // head and element of the run's first column", col, s.d, col, s.d);
+    for (const MatmulOperands::Dest& d : s.plain) store(d, y);
+    if (s.rope < 0) continue;
+    w.comment(print_node(g, s.rope));
+    w.line("float rot[{}];", width);
+    {
+      w.line("#pragma unroll");
+      auto j_loop = w.scope(fmt::format("for (int j = 0; j < {}; ++j)", width));
+      if (op.rope_interleaved) {
+        w.line("const bool first = (d + j) % 2 == 0;  // 2i of the pair (2i, 2i + 1)");
+        w.line("const lj_i64 fi = (d + j) / 2;  // the pair's frequency");
+      } else {
+        w.line("const bool first = d < {};  // i of the pair (i, i + {})", half, half);
+        w.line("const lj_i64 fi = (d + j) % {};  // the pair's frequency", half);
+      }
+      const Shape& ts = g.value(op.cos).type.shape;
+      w.line("const float c = {}[{}], s = {}[{}];", ctx.buffer_param(op.cos, false), ctx.address(op.cos, ts, {m, "fi"}),
+             ctx.buffer_param(op.sin, false), ctx.address(op.sin, ts, {m, "fi"}));
+      // The same expressions as the rope kernel (emit_rope_kv_write.cpp), so fused and unfused agree bit for bit.
+      w.line("rot[j] = first ? fmaf({}[j], c, -{}[j] * s) : fmaf({}[j], c, {}[j] * s);", y, partner, y, partner);
+    }
+    for (const MatmulOperands::Dest& d : s.rotated) store(d, "rot");
+  }
+}
+
 std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v) {
   const Shape& s = ctx.graph().value(v).type.shape;
   const TensorLayout& l = ctx.layout(v);
@@ -194,6 +328,7 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   MatmulProblem p;
   p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes, p.sm_count = opts.sm_count;
   p.out_bytes = dtype_bytes(op.yt);
+  if (!op.segments.empty() && !op.rope_interleaved) p.rope_pair_dim = op.rope_dim;
   p.arch_specific = opts.arch_specific;
   p.tma = tma_rows(ctx, op.x) && tma_rows(ctx, op.w);
   p.m = op.rows.constant;

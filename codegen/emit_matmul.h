@@ -24,8 +24,26 @@ struct MatmulOperands {
   bool glu = false;                ///< SwiGLU: W rows [0, n_out) are the gate, [n_out, n) the up projection
   ValueId gate = -1, up = -1;      ///< glu: the split's two halves of y (never stored)
   std::vector<NodeId> epilogue;    ///< fused nodes after the matmul, in graph order
-  ValueId out = -1;                ///< the value the kernel stores (y without an epilogue)
+  ValueId out = -1;                ///< the value the kernel stores (y without an epilogue); -1 with segments
   int64_t n_out = 0;               ///< columns of `out`
+
+  /// RoPE in the epilogue (the planner's grow_rope_projection): y is cut into heads (head_pieces) and
+  /// never stored; each segment of columns is stored as heads, rotated where a rope reads it, into
+  /// values and KV-cache entries. The tile config pairs columns so that a thread holds both values of
+  /// each pair it rotates (pair_columns).
+  struct Dest {
+    ValueId value = -1;     ///< a [rows, H, D] value: a rope's result or a dense heads view
+    NodeId cache_write = -1;  ///< or a kv_cache_write at the positions `pos`
+  };
+  struct Segment {
+    int64_t c0 = 0, c1 = 0, d = 0;  ///< columns of y; the heads' head_dim
+    NodeId rope = -1;               ///< rotates the segment (-1: stored as computed)
+    std::vector<Dest> plain, rotated;
+  };
+  std::vector<Segment> segments;
+  int64_t rope_dim = 0;  ///< D of the rotation: pairs lie within heads of D columns
+  bool rope_interleaved = false;
+  ValueId cos = -1, sin = -1, pos = -1;
 };
 
 /// Checks the group is a matmul with an epilogue the kernels implement (constant W dims, K-contiguous
@@ -40,6 +58,13 @@ MatmulOperands matmul_operands(const KernelContext& ctx);
 void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
                            const std::string& n, const std::vector<std::string>& acc, const std::string& result,
                            const std::string& stem, const std::map<OperandRead, std::string>& preloaded = {});
+
+/// Emits the stores of `width` consecutive output columns of row `m` starting at column `n` (an
+/// expression; the run lies in one head and one half of it) for a RoPE epilogue: `y` is an array
+/// of the values rounded to y's dtype, `partner` of the other element of each one's rotation pair.
+/// `vector` allows one `width`-wide store per destination (proven aligned by the caller).
+void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
+                      int width, const std::string& y, const std::string& partner, bool vector);
 
 /// The group inputs the epilogue reads, each with how it is read (a per-channel scale follows its axis).
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op);

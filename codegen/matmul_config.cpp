@@ -157,6 +157,8 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.warps > 32) return "more than 32 warps per CTA";
     return "";
   }
+  if (const int64_t d = p.rope_pair_dim; d > 0 && c.bn % d != 0 && d % c.bn != 0)
+    return fmt::format("bn={} neither holds whole heads of {} nor divides one: a tile would miss half of some RoPE pairs", c.bn, d);
   if (c.family == MatmulConfig::Family::Wgmma) {
     if (p.sm != 90 || !p.arch_specific)
       return fmt::format("wgmma needs the sm_90a target, target is sm_{}{}", p.sm, p.arch_specific ? "a" : "");

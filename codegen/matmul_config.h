@@ -62,6 +62,9 @@ struct MatmulProblem {
   int max_shared_bytes = 227 * 1024;  ///< per block, opt-in (H100/H200: 227 KiB)
   int out_bytes = 2;                  ///< the matmul result's element size (the staged epilogue tile)
   int sm_count = 132;                 ///< SMs of the target (sizes split-K in the default config)
+  /// RoPE in the epilogue with half-style pairs (d, d + D/2): D, which a tile's width must divide or
+  /// be a multiple of so that each tile holds both columns of its pairs; 0 without.
+  int64_t rope_pair_dim = 0;
 };
 
 /// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows, 64x64 tiles up to 64 (up to 128 without

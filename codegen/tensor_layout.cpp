@@ -127,7 +127,7 @@ std::vector<DimProduct> reshape_strides(const Shape& from, const std::vector<Dim
 
 }  // namespace
 
-std::vector<TensorLayout> compute_layouts(const Graph& g) {
+std::vector<TensorLayout> compute_layouts(const Graph& g, const std::vector<ValueId>& dense) {
   std::vector<TensorLayout> out(g.values().size());
   for (ValueId id = 0; id < static_cast<ValueId>(g.values().size()); ++id) {
     const ValueInfo& v = g.value(id);
@@ -135,7 +135,7 @@ std::vector<TensorLayout> compute_layouts(const Graph& g) {
     l.offset = DimProduct{0, {}, false};
     l.strides = dense_strides(v.type.shape);
     l.buffer = id;
-    if (v.producer < 0) continue;
+    if (v.producer < 0 || std::find(dense.begin(), dense.end(), id) != dense.end()) continue;
     const Node& n = g.node(v.producer);
     if (n.kind == OpKind::Split) {
       const TensorLayout& src = out[static_cast<size_t>(n.operands[0])];
@@ -161,7 +161,7 @@ std::vector<TensorLayout> compute_layouts(const Graph& g) {
 }
 
 std::vector<TensorLayout> plan_layouts(const Graph& g, const FusionPlan& plan) {
-  std::vector<TensorLayout> out = compute_layouts(g);
+  std::vector<TensorLayout> out = compute_layouts(g, plan.dense_views);
   for (const OutputView& ov : plan.output_views) {
     if (ov.copied_by < 0) continue;
     TensorLayout& l = out[static_cast<size_t>(ov.value)];

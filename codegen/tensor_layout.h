@@ -20,11 +20,12 @@ struct TensorLayout {
 };
 
 /// Layouts of every value of `g`. A kv_cache_write result aliases its cache operand (the write is in
-/// place). Throws UserError if a reshape of a strided view cannot be
-/// expressed as a view (it would need a copy), naming the value.
-std::vector<TensorLayout> compute_layouts(const Graph& g);
+/// place); a view in `dense` (FusionPlan::dense_views) owns a dense buffer, and views of it alias
+/// that. Throws UserError if a reshape of a strided view cannot be expressed as a view (it would
+/// need a copy), naming the value.
+std::vector<TensorLayout> compute_layouts(const Graph& g, const std::vector<ValueId>& dense = {});
 
-/// Layouts as a run of `plan` leaves the values: compute_layouts(g), except that each returned view
+/// Layouts as a run of `plan` leaves the values: compute_layouts(g, plan.dense_views), except that each returned view
 /// the plan copies (OutputView::copied_by >= 0) is the dense buffer of its own the copy fills. Kernels
 /// read values through compute_layouts (a copied view's readers still read it in place); memory
 /// planning, binding and downloading outputs go through these.

@@ -39,6 +39,9 @@ struct FusionGroup {
   /// Returned views the kernel copies into buffers of their own (see OutputView); each is also in
   /// `inputs`, read in place in the buffer it aliases. Only rope_kv_write kernels copy.
   std::vector<ValueId> copies;
+  /// Views in buffers of their own (FusionPlan::dense_views), carried by every group so that each
+  /// kernel addresses them as the plan lays them out.
+  std::vector<ValueId> dense_views;
   std::vector<std::string> why;    // the legality decisions that formed the group, for `plan`
 };
 
@@ -59,6 +62,10 @@ struct FusionPlan {
   std::vector<FusionGroup> groups;  // in a valid execution order
   std::vector<NodeId> views;        // reshape/split nodes: aliases, no kernel, no traffic
   std::vector<OutputView> output_views;  // every distinct graph output made by a view, in output order
+  /// Views whose own dense buffer the group making them stores into, because what they view is never
+  /// stored: the v heads of a QKV projection whose epilogue applies RoPE (%qkv stays on chip, %v is
+  /// read by attention and returned). Readers read them there; views of them alias them.
+  std::vector<ValueId> dense_views;
   bool fused = true;
 };
 

@@ -137,8 +137,9 @@ bool same_iteration_space(const Graph& g, NodeId a, NodeId b) {
   return ta.shape == tb.shape;
 }
 
-ValueId memory_owner(const Graph& g, ValueId v) {
+ValueId memory_owner(const Graph& g, ValueId v, const std::vector<ValueId>& dense_views) {
   for (NodeId p = g.value(v).producer; p >= 0; p = g.value(v).producer) {
+    if (std::find(dense_views.begin(), dense_views.end(), v) != dense_views.end()) break;
     const OpKind k = g.node(p).kind;
     if (!is_view(k) && k != OpKind::KvCacheWrite) break;
     v = g.node(p).operands[0];
@@ -183,6 +184,39 @@ bool fits_row_copy(const Graph& g, const FusionGroup& grp, ValueId v) {
   for (size_t k = 1; k < s.size(); ++k)
     if (!s[k].is_const()) return false;
   return s[0] == rope_group_rows(g, grp);
+}
+
+std::vector<HeadPiece> head_pieces(const Graph& g, ValueId y) {
+  const TensorType& yt = g.value(y).type;
+  auto readers = [&](ValueId v) {
+    std::vector<NodeId> out;
+    for (NodeId id = 0; id < static_cast<NodeId>(g.nodes().size()); ++id) {
+      const Node& n = g.node(id);
+      if (std::find(n.operands.begin(), n.operands.end(), v) != n.operands.end()) out.push_back(id);
+    }
+    return out;
+  };
+  auto returned = [&](ValueId v) { return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end(); };
+  if (yt.rank() != 2 || !yt.shape[1].is_const() || returned(y)) return {};
+  const std::vector<NodeId> users = readers(y);
+  if (users.size() != 1 || g.node(users[0]).kind != OpKind::Split) return {};
+  const Node& split = g.node(users[0]);
+  if (split.attrs.get_int("axis") != 1 && split.attrs.get_int("axis") != -1) return {};
+  std::vector<HeadPiece> out;
+  int64_t c0 = 0;
+  for (ValueId piece : split.results) {
+    const std::vector<NodeId> r = readers(piece);
+    if (r.size() != 1 || g.node(r[0]).kind != OpKind::Reshape || returned(piece)) return {};
+    const ValueId heads = g.node(r[0]).results[0];
+    const Shape& hs = g.value(heads).type.shape;
+    const int64_t width = g.value(piece).type.shape[1].value();
+    if (hs.size() != 3 || hs[0] != yt.shape[0] || !hs[1].is_const() || !hs[2].is_const()) return {};
+    HeadPiece p;
+    p.c0 = c0, p.c1 = c0 + width, p.piece = piece, p.heads = heads, p.h = hs[1].value(), p.d = hs[2].value();
+    out.push_back(p);
+    c0 += width;
+  }
+  return out;
 }
 
 }  // namespace lj

@@ -44,8 +44,9 @@ bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>
 bool same_iteration_space(const Graph& g, NodeId a, NodeId b);
 
 /// The value whose memory `v` occupies: a view aliases its operand, an in-place cache write its
-/// cache (the rule codegen's compute_layouts lays buffers out by); `v` itself otherwise.
-ValueId memory_owner(const Graph& g, ValueId v);
+/// cache (the rule codegen's compute_layouts lays buffers out by); `v` itself otherwise. A view in
+/// `dense_views` (FusionPlan::dense_views) owns its memory.
+ValueId memory_owner(const Graph& g, ValueId v, const std::vector<ValueId>& dense_views = {});
 /// `part` holds fewer elements than `whole` at every symbol value: `whole`'s symbols include
 /// `part`'s and its constant factor is larger (a [T, 8, 128] slice of a [T, 6144] buffer). A copy
 /// of `part` frees memory only then.
@@ -58,5 +59,19 @@ Dim rope_group_rows(const Graph& g, const FusionGroup& grp);
 /// `v` fits a row copy in group `grp`: [rows, H, D] or [rows, D] with the group's rows and constant
 /// trailing dims (each CTA copies its row's H x D elements).
 bool fits_row_copy(const Graph& g, const FusionGroup& grp, ValueId v);
+
+/// One piece of a projection cut into attention heads: columns [c0, c1) of y [rows, N], split off
+/// along the last axis and reshaped to heads [rows, H, D].
+struct HeadPiece {
+  int64_t c0 = 0, c1 = 0;
+  ValueId piece = -1;  ///< the split's result [rows, c1 - c0]
+  ValueId heads = -1;  ///< its reshape [rows, H, D]
+  int64_t h = 0, d = 0;
+};
+/// y's pieces when y [rows, N] is read only by one split along its last axis whose every result is
+/// read only by one reshape to [rows, H, D] (the QKV projection: q, k and v heads); empty otherwise.
+/// Neither y nor a piece may be a graph output. The planner's RoPE-in-epilogue fusion and the matmul
+/// emitter both walk this structure.
+std::vector<HeadPiece> head_pieces(const Graph& g, ValueId y);
 
 }  // namespace lj

@@ -31,7 +31,7 @@ FusionGroup* find_copier(const Graph& g, FusionPlan& plan, ValueId view, ValueId
   for (FusionGroup& grp : plan.groups) {
     if (!copies_rows(grp.kind)) continue;
     const bool reads_owner =
-        std::any_of(grp.inputs.begin(), grp.inputs.end(), [&](ValueId in) { return memory_owner(g, in) == owner; });
+        std::any_of(grp.inputs.begin(), grp.inputs.end(), [&](ValueId in) { return memory_owner(g, in, plan.dense_views) == owner; });
     if (!reads_owner) continue;
     if (fits_row_copy(g, grp, view)) return &grp;
     if (!reader) reader = &grp;
@@ -58,9 +58,14 @@ void plan_output_view_copies(const Graph& g, FusionPlan& plan, const FusionOptio
     seen.push_back(v);
     OutputView ov;
     ov.value = v;
-    ov.buffer = memory_owner(g, v);
+    ov.buffer = memory_owner(g, v, plan.dense_views);
     const std::string buf = vname(g, ov.buffer);
-    if (g.value(ov.buffer).producer < 0) {
+    if (contains(plan.dense_views, ov.buffer)) {
+      const auto maker = std::find_if(plan.groups.begin(), plan.groups.end(),
+                                      [&](const FusionGroup& grp) { return contains(grp.outputs, ov.buffer); });
+      ov.why = fmt::format("{} has a buffer of its own{}: what it views is never stored", ov.buffer == v ? buf : "its source " + buf,
+                           maker == plan.groups.end() ? "" : fmt::format(", stored by group {} ({})", maker->id, group_kind_name(maker->kind)));
+    } else if (g.value(ov.buffer).producer < 0) {
       ov.why = fmt::format("stays a view of graph input {}: the caller's memory, which a copy would not free", buf);
     } else if (contains(g.outputs(), ov.buffer)) {
       ov.why = fmt::format("stays a view of {}: {} is returned too, so its buffer lives to the end of the run anyway", buf, buf);

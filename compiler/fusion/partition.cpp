@@ -1,4 +1,7 @@
 // plan_fusion: covers a graph with fusion groups by pattern, largest first:
+//   0. RoPE in a projection's epilogue: a matmul whose output is cut into heads (the QKV projection)
+//      rotates the heads a rope reads and writes them, and the KV-cache entries at the table's
+//      positions, straight from its accumulators; the projection itself never reaches memory;
 //   1. RoPE: a rope_table, every rope using its tables, and every kv_cache_write at the same
 //      positions (one kernel computes the angles, rotates q and k, writes the caches);
 //   2. matmuls with their epilogue: SwiGLU of the two halves of a gate/up projection, then pointwise
@@ -43,6 +46,8 @@ class Partitioner {
     for (NodeId n = 0; n < num_nodes(); ++n)
       if (is_view(kind(n))) plan.views.push_back(n);
     if (opts_.fuse) {
+      for (NodeId n = 0; n < num_nodes() && opts_.matmul_epilogues; ++n)
+        if (kind(n) == OpKind::Matmul) grow_rope_projection(n);
       for (NodeId n = 0; n < num_nodes(); ++n)
         if (kind(n) == OpKind::RopeTable && owner(n) == kUnassigned) grow_rope(n);
       for (NodeId n = 0; n < num_nodes() && opts_.matmul_epilogues; ++n)
@@ -56,6 +61,7 @@ class Partitioner {
     }
     for (NodeId n = 0; n < num_nodes(); ++n)
       if (!is_view(kind(n)) && owner(n) == kUnassigned) single(n);
+    plan.dense_views = dense_;
     plan.groups = order_and_finish();
     plan_output_view_copies(g_, plan, opts_);
     return plan;
@@ -100,16 +106,88 @@ class Partitioner {
     return true;
   }
 
+  // RoPE in the epilogue of a projection cut into heads (head_pieces: the QKV projection's q, k and v).
+  // Every rope of a piece's heads must use the tables of one rope_table and a half or interleaved
+  // pairing within heads of the table's dim D, and every piece must be whole heads of D: then each
+  // CTA's tile (or each GEMV warp's pair of columns) holds both values of every pair it rotates. The
+  // tables stay a kernel of their own (2 x rows x D/2 floats, read back from L2 by the epilogue); a
+  // cosine per element computed in double in the epilogue would cost more than the RoPE kernel
+  // this saves. Cache writes at the table's positions of a rotated or plain piece join too.
+  void grow_rope_projection(NodeId mm) {
+    const ValueId y = g_.node(mm).results[0];
+    const std::vector<HeadPiece> pieces = head_pieces(g_, y);
+    if (pieces.empty()) return;
+    NodeId table = -1;
+    std::string style;
+    std::vector<NodeId> ropes, writes;
+    auto refuse = [&](std::string why) { rope_refusals_[mm] = std::move(why); };
+    for (const HeadPiece& p : pieces) {
+      for (NodeId u : uses_.users(p.heads)) {
+        const Node& n = g_.node(u);
+        if (n.kind != OpKind::Rope || n.operands[0] != p.heads) continue;
+        const NodeId t = producer(n.operands[1]);
+        if (t < 0 || kind(t) != OpKind::RopeTable || producer(n.operands[2]) != t)
+          return refuse(fmt::format("{} reads tables that no rope_table computes", nname(u)));
+        if (table >= 0 && t != table) return refuse("its ropes use the tables of different rope_table nodes");
+        if (!style.empty() && n.attrs.get_string("style") != style) return refuse("its ropes pair elements differently");
+        table = t, style = n.attrs.get_string("style");
+        ropes.push_back(u);
+      }
+    }
+    if (ropes.empty()) return;
+    const int64_t dim = g_.node(table).attrs.get_int("dim");
+    const ValueId pos = g_.node(table).operands[0];
+    if (g_.value(pos).type.shape[0] != g_.value(y).type.shape[0])
+      return refuse(fmt::format("its rows are not the positions {} of the tables", vname(pos)));
+    for (const HeadPiece& p : pieces)
+      if ((p.c1 - p.c0) % dim != 0)
+        return refuse(fmt::format("{} is not whole heads of {} (the rotation's head_dim)", vname(p.piece), dim));
+    // Cache writes at the table's positions of what the epilogue holds: a rotated piece or a plain one.
+    for (const HeadPiece& p : pieces) {
+      std::vector<ValueId> held = {p.heads};
+      for (NodeId r : ropes)
+        if (g_.node(r).operands[0] == p.heads) held.push_back(g_.node(r).results[0]);
+      for (ValueId v : held)
+        for (NodeId u : uses_.users(v)) {
+          const Node& n = g_.node(u);
+          if (n.kind == OpKind::KvCacheWrite && n.operands[1] == v && n.operands.size() == 3 && n.operands[2] == pos) writes.push_back(u);
+        }
+    }
+    const int gid = new_group(GroupKind::Matmul, mm);
+    for (NodeId r : ropes)
+      try_absorb(gid, r, fmt::format("RoPE in the epilogue: {} never reaches memory; each tile holds both halves of the pairs it rotates, "
+                                     "with cos/sin read from {} and {}",
+                                     vname(y), vname(g_.node(table).results[0]), vname(g_.node(table).results[1])));
+    for (NodeId wn : writes) try_absorb(gid, wn, fmt::format("cache write at {} from the epilogue's registers", vname(pos)));
+    // A piece read by another kernel or returned is stored whole, in a buffer of its own.
+    for (const HeadPiece& p : pieces) {
+      bool read_outside = uses_.is_output(p.heads);
+      for (NodeId u : uses_.users(p.heads)) read_outside = read_outside || owner(u) != gid;
+      if (!read_outside) continue;
+      dense_.push_back(p.heads);
+      note(gid, fmt::format("stores {} ({}) in a buffer of its own: {} is never stored, and {} is read {}", vname(p.heads),
+                            g_.value(p.heads).type.str(), vname(y), vname(p.heads),
+                            uses_.is_output(p.heads) ? "by the caller" : "by another kernel"));
+    }
+  }
+
   void grow_rope(NodeId table) {
     int gid = new_group(GroupKind::RopeKvWrite, table);
-    note(gid, fmt::format("cos/sin tables computed in-kernel from {}, never stored", vname(g_.node(table).operands[0])));
     const Node& t = g_.node(table);
     ValueId pos = t.operands[0];
+    bool rotates = false;
     for (ValueId r : t.results)
       for (NodeId u : uses_.users(r))
-        if (kind(u) == OpKind::Rope) try_absorb(gid, u, "rotation");
+        if (kind(u) == OpKind::Rope) rotates = try_absorb(gid, u, "rotation") || rotates;
     for (NodeId u : uses_.users(pos))
       if (kind(u) == OpKind::KvCacheWrite && g_.node(u).operands[2] == pos) try_absorb(gid, u, "cache write at the same positions");
+    const bool stored = std::any_of(t.results.begin(), t.results.end(), [&](ValueId r) {
+      const auto& users = uses_.users(r);
+      return uses_.is_output(r) || std::any_of(users.begin(), users.end(), [&](NodeId u) { return owner(u) != gid; });
+    });
+    note(gid, stored ? fmt::format("cos/sin tables computed from {} and stored for the kernels that read them{}",
+                                   vname(pos), rotates ? "" : " (a projection's RoPE epilogue)")
+                     : fmt::format("cos/sin tables computed in-kernel from {}, never stored", vname(pos)));
   }
 
   // Epilogue of a matmul: SwiGLU of its two halves (split -> silu(first) * second), then a chain of
@@ -117,6 +195,7 @@ class Partitioner {
   // Every step's input must have no other reader: the kernel keeps it in registers only.
   void grow_matmul(NodeId mm) {
     int gid = new_group(GroupKind::Matmul, mm);
+    if (auto it = rope_refusals_.find(mm); it != rope_refusals_.end()) note(gid, "RoPE not fused into the epilogue: " + it->second);
     ValueId cur = g_.node(mm).results[0];
     auto sole_user = [&](ValueId v) -> NodeId {
       const auto& users = uses_.users(v);
@@ -300,6 +379,8 @@ class Partitioner {
       }
       return false;
     };
+    // A dense view is stored by the group that makes it (below), not through the value it views.
+    auto dense = [&](ValueId v) { return std::find(dense_.begin(), dense_.end(), v) != dense_.end(); };
     std::function<bool(ValueId)> escapes = [&](ValueId v) {
       if (uses_.is_output(v)) return true;
       for (NodeId u : uses_.users(v)) {
@@ -308,7 +389,7 @@ class Partitioner {
           continue;
         }
         for (ValueId r : g_.node(u).results)
-          if (escapes(r)) return true;
+          if (!dense(r) && escapes(r)) return true;
       }
       return false;
     };
@@ -317,6 +398,9 @@ class Partitioner {
         if (!made_inside(v) && std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end()) grp.inputs.push_back(v);
       for (ValueId r : g_.node(n).results) (escapes(r) ? grp.outputs : grp.internal).push_back(r);
     }
+    for (ValueId d : dense_)
+      if (made_inside(d)) grp.outputs.push_back(d);
+    grp.dense_views = dense_;
   }
 
 
@@ -325,6 +409,8 @@ class Partitioner {
   UseMap uses_;
   std::vector<int> owner_;
   std::vector<FusionGroup> groups_;
+  std::vector<ValueId> dense_;                  // FusionPlan::dense_views
+  std::map<NodeId, std::string> rope_refusals_;  // why a projection's ropes stayed out of its epilogue
 };
 
 }  // namespace

@@ -1,6 +1,8 @@
 // What a copied returned view means below the planner, on the CPU: the RoPE kernel gets a written
 // parameter for the view's own buffer while every reader still reads the view in place,
-// plan_layouts moves only copied views, and a copy no kernel can make is a clear error.
+// plan_layouts moves only copied views, and a copy no kernel can make is a clear error. The Llama
+// layer's %v is copied only with its matmuls planned alone: fused, the QKV projection's RoPE
+// epilogue stores %v in a buffer of its own (a dense view) and %qkv never exists.
 #include <algorithm>
 
 #include <catch2/catch.hpp>
@@ -28,11 +30,17 @@ const KernelParam* buffer_param_of(const GeneratedKernel& k, ValueId buffer) {
   return nullptr;
 }
 
+FusionOptions matmuls_alone() {
+  FusionOptions fo;
+  fo.matmul_epilogues = false;
+  return fo;
+}
+
 }  // namespace
 
 TEST_CASE("the RoPE kernel stores the copy of %v, and attention still reads %v inside %qkv", "[exec][output_views]") {
   const Graph g = llama_prefill(LlamaConfig::llama3_8b());
-  const FusionPlan plan = plan_fusion(g);
+  const FusionPlan plan = plan_fusion(g, matmuls_alone());
   const ValueId v = value_named(g, "v"), qkv = value_named(g, "qkv");
   EmitOptions eo;
   eo.hint.set("T", 4096);
@@ -64,8 +72,8 @@ TEST_CASE("plan_layouts gives copied returned views, and only those, a dense buf
   const Graph g = llama_prefill(LlamaConfig::small());
   const ValueId v = value_named(g, "v"), qkv = value_named(g, "qkv");
   const std::vector<TensorLayout> in_place = compute_layouts(g);
-  const std::vector<TensorLayout> copied = plan_layouts(g, plan_fusion(g));
-  FusionOptions off;
+  const std::vector<TensorLayout> copied = plan_layouts(g, plan_fusion(g, matmuls_alone()));
+  FusionOptions off = matmuls_alone();
   off.copy_output_views = false;
   const std::vector<TensorLayout> pinned = plan_layouts(g, plan_fusion(g, off));
   CHECK(in_place[static_cast<size_t>(v)].buffer == qkv);
@@ -78,6 +86,11 @@ TEST_CASE("plan_layouts gives copied returned views, and only those, a dense buf
     if (static_cast<ValueId>(i) == v) continue;
     CHECK(copied[i].buffer == in_place[i].buffer);
   }
+  // Fused, %v is a dense view: the same buffer of its own, written by the QKV projection.
+  const FusionPlan fused = plan_fusion(g);
+  CHECK(fused.dense_views == std::vector<ValueId>{v});
+  CHECK(plan_layouts(g, fused)[static_cast<size_t>(v)].buffer == v);
+  CHECK(compute_layouts(g, fused.dense_views)[static_cast<size_t>(v)].strides == dense_strides(g.value(v).type.shape));
 }
 
 TEST_CASE("a copy the kernel cannot make is a clear error", "[exec][output_views]") {

@@ -249,6 +249,107 @@ graph @quantized(%x: bf16[M, 256], %w: param bf16[96, 256], %s: f32[96]) {
   }
 }
 
+TEST_CASE("RoPE in the projection's epilogue matches the reference in every kernel family", "[gpu][gemm][rope]") {
+  // Each graph plans as the table's kernel and ONE matmul group that rotates q and k (and writes the
+  // caches, or stores v in a buffer of its own). Head dims 64, 128 and 256 put both columns of a pair
+  // in one tile (tiles of whole heads) or pair them (tiles narrower than a head: BN / 2 pairs); the
+  // tables are random inputs here, so any mix-up of cos, sin or the pairing shows.
+  Module m = parse_module(R"(
+graph @rope_prefill(%x: bf16[T, 200], %pos: i32[T], %w: param bf16[384, 200]) {
+  %qkv = matmul(%x, %w)
+  %qf, %kf, %vf = split(%qkv) {axis = 1, sizes = [256, 64, 64]}
+  %qh = reshape(%qf) {shape = [T, 4, 64]}
+  %kh = reshape(%kf) {shape = [T, 1, 64]}
+  %v = reshape(%vf) {shape = [T, 1, 64]}
+  %c, %s = rope_table(%pos) {dim = 64, theta = 10000.0}
+  %q = rope(%qh, %c, %s) {style = "half"}
+  %k = rope(%kh, %c, %s) {style = "half"}
+  return %q, %k, %v
+}
+graph @rope_decode(%x: bf16[T, 136], %pos: i32[T], %kc: bf16[T, C, 1, 128], %vc: bf16[T, C, 1, 128], %w: param bf16[512, 136]) {
+  %qkv = matmul(%x, %w)
+  %qf, %kf, %vf = split(%qkv) {axis = 1, sizes = [256, 128, 128]}
+  %qh = reshape(%qf) {shape = [T, 2, 128]}
+  %kh = reshape(%kf) {shape = [T, 1, 128]}
+  %vh = reshape(%vf) {shape = [T, 1, 128]}
+  %c, %s = rope_table(%pos) {dim = 128, theta = 500000.0}
+  %q = rope(%qh, %c, %s) {style = "half"}
+  %k = rope(%kh, %c, %s) {style = "half"}
+  %kc2 = kv_cache_write(%kc, %k, %pos)
+  %vc2 = kv_cache_write(%vc, %vh, %pos)
+  return %q, %kc2, %vc2
+}
+graph @rope_wide(%x: bf16[T, 64], %pos: i32[T], %w: param bf16[768, 64]) {
+  %qkv = matmul(%x, %w)
+  %qf, %kf, %vf = split(%qkv) {axis = 1, sizes = [256, 256, 256]}
+  %qh = reshape(%qf) {shape = [T, 1, 256]}
+  %kh = reshape(%kf) {shape = [T, 1, 256]}
+  %v = reshape(%vf) {shape = [T, 1, 256]}
+  %c, %s = rope_table(%pos) {dim = 256}
+  %q = rope(%qh, %c, %s) {style = "half"}
+  %k = rope(%kh, %c, %s) {style = "half"}
+  return %q, %k, %v
+}
+graph @rope_gptj(%x: bf16[T, 127], %pos: i32[T], %w: param bf16[192, 127]) {
+  %qk = matmul(%x, %w)
+  %qf, %kf = split(%qk) {axis = 1, sizes = [128, 64]}
+  %qh = reshape(%qf) {shape = [T, 2, 64]}
+  %kh = reshape(%kf) {shape = [T, 1, 64]}
+  %c, %s = rope_table(%pos) {dim = 64}
+  %q = rope(%qh, %c, %s) {style = "interleaved"}
+  %k = rope(%kh, %c, %s) {style = "interleaved"}
+  return %q, %k
+}
+)",
+                          "<rope epilogues>");
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  std::vector<MatmulConfig> configs;
+  for (const char* c : {"mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8",
+                        "mma bm=16 bn=64 bk=64 wm=1 wn=2 stages=6 gm=8", "mma bm=64 bn=32 bk=32 wm=2 wn=1 stages=3 gm=8",
+                        "gemv mt=4 u=4 warps=8", "gemv mt=2 u=2 warps=3"})
+    configs.push_back(*parse_matmul_config(c, nullptr));
+  for (const MatmulConfig& c : mma_splits()) configs.push_back(c);
+  // Hopper: the default's 128 x 256 tiles, split-K, and the two consumer schedules (each an epilogue
+  // path of its own); the full list runs in the test above for plain epilogues.
+  std::vector<MatmulConfig> hopper;
+  if (ctx.info().cc() == 90)
+    for (const char* c : {"wgmma bm=128 bn=256 stages=4 gm=8", "wgmma bm=128 bn=128 stages=4 gm=8 sk=2",
+                          "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=128 bn=256 stages=3 gm=8 persistent"})
+      hopper.push_back(*parse_matmul_config(c, nullptr));
+  uint64_t seed = 1700;
+  for (const Graph& g : m.graphs) {
+    const FusionPlan plan = plan_fusion(g);
+    REQUIRE(plan.groups.size() == 2);
+    const FusionGroup& grp = plan.groups[1];
+    REQUIRE(grp.kind == GroupKind::Matmul);
+    REQUIRE(grp.nodes.size() >= 3);  // the matmul and its ropes (and cache writes)
+    const int64_t k = matmul_problem(g, grp, EmitOptions{}).k;
+    for (int64_t rows : {1, 7, 129, 300}) {
+      auto run = [&](const EmitOptions& emit) {
+        lj_test::GroupCase c;
+        c.graph = &g;
+        c.bind.set("T", rows);
+        c.bind.set("C", 5);
+        c.seed = ++seed;
+        c.emit = emit;
+        INFO(g.name() << ", T = " << rows << ", config " << (emit.matmul ? emit.matmul->str() : "default"));
+        lj_test::check_group(ctx, *stream, c, grp);
+      };
+      run(EmitOptions{});
+      for (const MatmulConfig& c : configs) {
+        EmitOptions e;
+        e.matmul = c;
+        if (reject_reason(c, matmul_problem(g, grp, e)).empty() && split_fits(c, k)) run(e);
+      }
+      if (matmul_problem(g, grp, hopper_options()).tma)
+        for (const MatmulConfig& c : hopper)
+          if (reject_reason(c, matmul_problem(g, grp, hopper_options(c))).empty() && split_fits(c, k)) run(hopper_options(c));
+    }
+  }
+}
+
 TEST_CASE("the Hopper GEMM (TMA + wgmma) matches the reference on odd shapes", "[gpu][gemm][wgmma]") {
   const std::vector<MatmulConfig> configs = hopper_configs();
   if (configs.empty()) {

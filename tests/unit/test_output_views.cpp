@@ -46,10 +46,34 @@ const OutputView& view_of(const FusionPlan& p, const Graph& g, const std::string
 
 }  // namespace
 
-TEST_CASE("the prefill layer's returned %v is copied out of %qkv by the RoPE kernel", "[fusion][output_views]") {
+TEST_CASE("the prefill layer's returned %v is stored by the QKV projection in a buffer of its own", "[fusion][output_views]") {
+  // RoPE in the projection's epilogue: %qkv never reaches memory, so %v cannot stay a view of it.
   for (const LlamaConfig& c : {LlamaConfig::llama3_8b(), LlamaConfig::small()}) {
     const Graph g = llama_prefill(c);
     const FusionPlan p = plan_fusion(g);
+    const ValueId v = value_named(g, "v");
+    CHECK(p.dense_views == std::vector<ValueId>{v});
+    REQUIRE(p.output_views.size() == 1);
+    const OutputView& ov = p.output_views[0];
+    CHECK(ov.value == v);
+    CHECK(ov.buffer == v);
+    CHECK(ov.copied_by == -1);
+    CHECK_THAT(ov.why, Catch::StartsWith("%v has a buffer of its own, stored by group 2 (matmul)"));
+    for (const FusionGroup& grp : p.groups) {
+      CHECK(grp.copies.empty());
+      if (grp.kind == GroupKind::Matmul && contains(grp.outputs, v)) CHECK(contains(grp.internal, value_named(g, "qkv")));
+      if (grp.kind == GroupKind::Attention) CHECK(contains(grp.inputs, v));
+    }
+  }
+}
+
+TEST_CASE("without matmul epilogues the prefill layer's returned %v is copied out of %qkv by the RoPE kernel",
+          "[fusion][output_views]") {
+  FusionOptions no_epilogues;
+  no_epilogues.matmul_epilogues = false;
+  for (const LlamaConfig& c : {LlamaConfig::llama3_8b(), LlamaConfig::small()}) {
+    const Graph g = llama_prefill(c);
+    const FusionPlan p = plan_fusion(g, no_epilogues);
     const ValueId v = value_named(g, "v"), qkv = value_named(g, "qkv");
     REQUIRE(p.output_views.size() == 1);
     const OutputView& ov = p.output_views[0];
