@@ -13,7 +13,8 @@
 
 namespace lj {
 
-GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, int sm_count) {
+GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts) {
+  const int sm_count = opts.sm_count;
   const Graph& g = ctx.graph();
   // A RoPE epilogue stores segments of y as heads (op.segments), not one value.
   const bool rope = !op.segments.empty();
@@ -32,6 +33,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // narrower tile takes BN/2 columns from each half of one head instead (pair columns: W rows and
   // output columns permuted alike).
   const bool pairs = rope && !op.rope_interleaved && cfg.bn % op.rope_dim != 0;
+  bool table_smem = false;  // the RoPE tables of the tile staged in shared memory (below)
   LJ_CHECK(!rope || op.rope_interleaved || cfg.bn % op.rope_dim == 0 || op.rope_dim % cfg.bn == 0, g.node(op.node).loc,
            "{}: config '{}' has tiles of {} columns, which neither hold whole heads of {} nor divide one (RoPE pairs)",
            ctx.kernel_name(), cfg.str(), cfg.bn, op.rope_dim);
@@ -189,6 +191,33 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     const std::string staged = hopper ? fmt::format("Gemm::staging<{}>(lj_smem)", ty) : fmt::format("reinterpret_cast<{}*>(lj_smem)", ty);
     w.line("Gemm::stage(acc, {}{});", staged, cfg.pingpong ? ", j" : "");
     w.line("const {}* tile = {};", ty, staged);
+    // RoPE: the cos/sin rows of the tile's BM rows go to shared memory beside the staged tile, each
+    // element loaded once; read from L2 once per chunk instead, the epilogue's loads made the fused
+    // QKV projection 38 us slower than the GEMM and RoPE kernels it replaced (T=4096, H200). Not in a
+    // persistent kernel (its ring refills during the epilogue) or where the ring is too small.
+    const int64_t half = op.rope_dim / 2;
+    const int64_t staged_bytes = (int64_t{cfg.bm} * (cfg.bn + 8) * dtype_bytes(op.yt) + 127) / 128 * 128;  // 32-byte table reads
+    const int64_t table_bytes = int64_t{cfg.bm} * half * 8;
+    const int64_t ring_bytes = hopper ? int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2 : opts.max_shared_bytes;
+    table_smem = rope && !cfg.persistent && staged_bytes + table_bytes <= ring_bytes;
+    if (table_smem) {
+      const Shape& ts = g.value(op.cos).type.shape;
+      const bool vec4 = half % 4 == 0 && ctx.vector_width({op.cos, op.sin}, ts, 4) == 4;
+      w.comment("The cos/sin rows of the tile's rows, beside the staged tile: each loaded once.");
+      w.line("float* lj_cos_t = reinterpret_cast<float*>(lj_smem + {});  // [{}][{}]", staged_bytes, cfg.bm, half);
+      w.line("float* lj_sin_t = lj_cos_t + {};", int64_t{cfg.bm} * half);
+      {
+        auto loop = w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {}; i += Gemm::EPI_THREADS)", int64_t{cfg.bm} * half / (vec4 ? 4 : 1)));
+        const int v = vec4 ? 4 : 1;
+        w.line("const int r = i / {}, f = i % {} * {};", half / v, half / v, v);
+        w.line("float c[{}] = {{}}, s[{}] = {{}};", v, v);
+        w.line("if (m0 + r < M) lj_load<float, {}>({} + {}, c), lj_load<float, {}>({} + {}, s);", v, ctx.buffer_param(op.cos, false),
+               ctx.address(op.cos, ts, {"(m0 + r)", "f"}), v, ctx.buffer_param(op.sin, false), ctx.address(op.sin, ts, {"(m0 + r)", "f"}));
+        w.line("lj_store<float, {}>(lj_cos_t + r * {} + f, c);", v, half);
+        w.line("lj_store<float, {}>(lj_sin_t + r * {} + f, s);", v, half);
+      }
+      w.line("Gemm::epi_sync();");
+    }
     w.line("constexpr int CHUNKS = {} / 8;  // 8-column chunks per tile row of %{}", bn_out, on);
     if (op.glu)
       w.line("const lj_i64 n0_out = n0 / 2;  // 16 tile columns (8 gate, 8 up) per 8 outputs");
@@ -267,7 +296,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
         for (const auto* ds : {&sg.plain, &sg.rotated})
           for (const MatmulOperands::Dest& d : *ds) dests.push_back(d.value >= 0 ? d.value : g.node(d.cache_write).results[0]);
       const Shape& hs = g.value(head_pieces(g, op.y).front().heads).type.shape;
-      emit_rope_stores(w, ctx, op, "m", "n", 8, "y", "yp", ctx.vector_width(dests, hs, 8) == 8);
+      emit_rope_stores(w, ctx, op, "m", "n", 8, "y", "yp", ctx.vector_width(dests, hs, 8) == 8, table_smem ? "row" : "");
     } else {
     std::vector<std::string> acc;
     if (op.glu) {
@@ -326,6 +355,9 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // The epilogue reuses the pipeline's buffers for the staged tile (a few configs need more for it);
   // a persistent kernel's has its own (in shared_bytes). It launches one CTA per SM.
   k.launch.shared_bytes = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
+  if (table_smem)
+    k.launch.shared_bytes = std::max(k.launch.shared_bytes, (cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt) + 127) / 128 * 128 +
+                                                                static_cast<int>(cfg.bm * op.rope_dim / 2 * 8));
   if (cfg.persistent) k.launch.max_blocks = sm_count;
   return k;
 }

@@ -224,7 +224,7 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
 }
 
 void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
-                      int width, const std::string& y, const std::string& partner, bool vector) {
+                      int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row) {
   const Graph& g = ctx.graph();
   const int64_t half = op.rope_dim / 2;
   // The row's position, checked once for every cache written.
@@ -279,6 +279,17 @@ void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
     if (s.rope < 0) continue;
     w.comment(print_node(g, s.rope));
     w.line("float rot[{}];", width);
+    // Half-style runs of 8 from staged tables: the 8 frequencies are consecutive, two 16-byte reads each.
+    if (!table_row.empty() && !op.rope_interleaved && width == 8) {
+      w.line("float c[8], s[8];");
+      w.line("lj_load<float, 8>(lj_cos_t + {} * {} + d % {}, c);", table_row, half, half);
+      w.line("lj_load<float, 8>(lj_sin_t + {} * {} + d % {}, s);", table_row, half, half);
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < 8; ++j) rot[j] = d < {} ? fmaf({}[j], c[j], -{}[j] * s[j]) : fmaf({}[j], c[j], {}[j] * s[j]);", half, y,
+             partner, y, partner);
+      for (const MatmulOperands::Dest& d : s.rotated) store(d, "rot");
+      continue;
+    }
     {
       w.line("#pragma unroll");
       auto j_loop = w.scope(fmt::format("for (int j = 0; j < {}; ++j)", width));
@@ -290,8 +301,11 @@ void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
         w.line("const lj_i64 fi = (d + j) % {};  // the pair's frequency", half);
       }
       const Shape& ts = g.value(op.cos).type.shape;
-      w.line("const float c = {}[{}], s = {}[{}];", ctx.buffer_param(op.cos, false), ctx.address(op.cos, ts, {m, "fi"}),
-             ctx.buffer_param(op.sin, false), ctx.address(op.sin, ts, {m, "fi"}));
+      if (!table_row.empty())
+        w.line("const float c = lj_cos_t[{} * {} + fi], s = lj_sin_t[{} * {} + fi];", table_row, half, table_row, half);
+      else
+        w.line("const float c = {}[{}], s = {}[{}];", ctx.buffer_param(op.cos, false), ctx.address(op.cos, ts, {m, "fi"}),
+               ctx.buffer_param(op.sin, false), ctx.address(op.sin, ts, {m, "fi"}));
       // The same expressions as the rope kernel (emit_rope_kv_write.cpp), so fused and unfused agree bit for bit.
       w.line("rot[j] = first ? fmaf({}[j], c, -{}[j] * s) : fmaf({}[j], c, {}[j] * s);", y, partner, y, partner);
     }
@@ -360,7 +374,7 @@ GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOp
     throw UserError(fmt::format("{}: config '{}' cannot run this matmul ([M, {}] x [{}, {}]^T, {}): {}", ctx.kernel_name(),
                                 cfg.str(), p.k, p.n, p.k, dtype_name(p.dtype), why));
   }
-  return cfg.family == MatmulConfig::Family::Gemv ? emit_gemv(ctx, op, cfg) : emit_gemm_mma(ctx, op, cfg, opts.sm_count);
+  return cfg.family == MatmulConfig::Family::Gemv ? emit_gemv(ctx, op, cfg) : emit_gemm_mma(ctx, op, cfg, opts);
 }
 
 }  // namespace lj

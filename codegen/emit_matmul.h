@@ -63,8 +63,10 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
 /// expression; the run lies in one head and one half of it) for a RoPE epilogue: `y` is an array
 /// of the values rounded to y's dtype, `partner` of the other element of each one's rotation pair.
 /// `vector` allows one `width`-wide store per destination (proven aligned by the caller).
+/// `table_row`, when not empty, is the row of the tile whose cos/sin the kernel staged in shared
+/// memory as `lj_cos_t` / `lj_sin_t` [rows][D/2] (emit_rope_table_stage); else they are read from memory.
 void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
-                      int width, const std::string& y, const std::string& partner, bool vector);
+                      int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row = "");
 
 /// The group inputs the epilogue reads, each with how it is read (a per-channel scale follows its axis).
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op);
@@ -79,6 +81,6 @@ std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, co
 std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v);
 
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
-GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, int sm_count);
+GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts);
 
 }  // namespace lj

@@ -206,6 +206,8 @@ struct lj_gemm {
   // in different banks. The kernel then reads the tile back a row chunk of 8 columns per thread, so
   // the epilogue's loads and the stores to device memory are 16-byte accesses along rows.
   static constexpr int STAGE_LD = BN + 8;
+  // A barrier among the threads of the epilogue (all of them), after they fill shared memory together.
+  static __device__ __forceinline__ void epi_sync() { __syncthreads(); }
   template <class TY>
   static __device__ __forceinline__ void stage(const float (&acc)[MI][NI][4], TY* tile) {
     __syncthreads();  // every warp is done reading the pipeline buffers

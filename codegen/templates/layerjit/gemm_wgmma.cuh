@@ -251,6 +251,10 @@ struct lj_wgmma_gemm {
     lj_named_barrier(bar, EPI_THREADS);
   }
 
+  // A barrier among the threads of one tile's epilogue, after they fill shared memory together (the
+  // RoPE tables of the tile's rows beside the staged tile).
+  static __device__ __forceinline__ void epi_sync() { lj_named_barrier(PINGPONG ? 1 + consumer_wg() : 1, EPI_THREADS); }
+
   // PINGPONG: this warpgroup's epilogue of the CTA's j-th tile has read all it staged; the tile j + 1
   // (the other warpgroup's), when there is one, may stage.
   static __device__ __forceinline__ void epilogue_done(int j, bool more) {
