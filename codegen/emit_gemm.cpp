@@ -79,6 +79,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   ctx.header_comment(w);
   w.line("#include \"layerjit/{}\"", hopper ? "gemm_wgmma.cuh" : "gemm.cuh");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
+  if (rope && hopper) w.line("#include \"layerjit/mma.cuh\"  // cp.async of the RoPE tables");
   w.blank();
   if (op.glu) {
     w.line("constexpr lj_i64 N_OUT = {};  // output columns: silu(gate) * up", op.n_out);
@@ -206,13 +207,28 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.comment("The cos/sin rows of the tile's rows, beside the staged tile: each loaded once.");
       w.line("float* lj_cos_t = reinterpret_cast<float*>(lj_smem + {});  // [{}][{}]", staged_bytes, cfg.bm, half);
       w.line("float* lj_sin_t = lj_cos_t + {};", int64_t{cfg.bm} * half);
-      {
-        auto loop = w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {}; i += Gemm::EPI_THREADS)", int64_t{cfg.bm} * half / (vec4 ? 4 : 1)));
-        const int v = vec4 ? 4 : 1;
+      const int v = vec4 ? 4 : 1;
+      const int64_t items = int64_t{cfg.bm} * half / v;
+      const std::string cp = ctx.buffer_param(op.cos, false), sp = ctx.buffer_param(op.sin, false);
+      const std::string ca = ctx.address(op.cos, ts, {"(m0 + r)", "f"}), sa = ctx.address(op.sin, ts, {"(m0 + r)", "f"});
+      if (vec4) {
+        // cp.async: every copy of the thread in flight at once and no registers held (loads into
+        // registers first spilled in the wgmma kernel; one load-store trip at a time waited for L2
+        // once per trip).
+        {
+          auto loop = w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {}; i += Gemm::EPI_THREADS)", items));
+          w.line("const int r = i / {}, f = i % {} * 4;", half / 4, half / 4);
+          w.line("const bool in = m0 + r < M;  // rows past M: zeros");
+          w.line("lj_cp_async16(lj_cos_t + r * {} + f, in ? {} + {} : {}, in ? 16 : 0);", half, cp, ca, cp);
+          w.line("lj_cp_async16(lj_sin_t + r * {} + f, in ? {} + {} : {}, in ? 16 : 0);", half, sp, sa, sp);
+        }
+        w.line("lj_cp_async_commit();");
+        w.line("lj_cp_async_wait<0>();");
+      } else {
+        auto loop = w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {}; i += Gemm::EPI_THREADS)", items));
         w.line("const int r = i / {}, f = i % {} * {};", half / v, half / v, v);
         w.line("float c[{}] = {{}}, s[{}] = {{}};", v, v);
-        w.line("if (m0 + r < M) lj_load<float, {}>({} + {}, c), lj_load<float, {}>({} + {}, s);", v, ctx.buffer_param(op.cos, false),
-               ctx.address(op.cos, ts, {"(m0 + r)", "f"}), v, ctx.buffer_param(op.sin, false), ctx.address(op.sin, ts, {"(m0 + r)", "f"}));
+        w.line("if (m0 + r < M) lj_load<float, {}>({} + {}, c), lj_load<float, {}>({} + {}, s);", v, cp, ca, v, sp, sa);
         w.line("lj_store<float, {}>(lj_cos_t + r * {} + f, c);", v, half);
         w.line("lj_store<float, {}>(lj_sin_t + r * {} + f, s);", v, half);
       }
