@@ -156,12 +156,13 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     if (rope) {
       w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),
              rounded_expr(op.yt, "sum_up"), g.value(op.y).name);
+      // The pair's two columns; the row's position (for cache writes) is loaded and checked once.
       {
         auto first = w.scope("");
         emit_rope_stores(w, ctx, op, "m", "n", 1, "ya", "yb", false);
+        auto second = w.scope("");
+        emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false, "", false);
       }
-      auto second = w.scope("");
-      emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false);
     } else {
     emit_epilogue_element(w, ctx, op, "m", "n", op.glu ? std::vector<std::string>{"sum", "sum_up"} : std::vector<std::string>{"sum"},
                           "r", "");

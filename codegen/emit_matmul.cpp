@@ -224,11 +224,12 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
 }
 
 void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
-                      int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row) {
+                      int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row,
+                      bool load_position) {
   const Graph& g = ctx.graph();
   const int64_t half = op.rope_dim / 2;
   // The row's position, checked once for every cache written.
-  if (op.pos >= 0) {
+  if (op.pos >= 0 && load_position) {
     w.line("const lj_i64 pos = {}[{}];  // %{}", ctx.buffer_param(op.pos, false), ctx.address(op.pos, g.value(op.pos).type.shape, {m}),
            g.value(op.pos).name);
     std::vector<std::string> checked;

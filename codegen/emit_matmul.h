@@ -64,9 +64,12 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
 /// of the values rounded to y's dtype, `partner` of the other element of each one's rotation pair.
 /// `vector` allows one `width`-wide store per destination (proven aligned by the caller).
 /// `table_row`, when not empty, is the row of the tile whose cos/sin the kernel staged in shared
-/// memory as `lj_cos_t` / `lj_sin_t` [rows][D/2] (emit_rope_table_stage); else they are read from memory.
+/// memory as `lj_cos_t` / `lj_sin_t` [rows][D/2]; else they are read from memory. Cache writes need
+/// the row's position `pos`: loaded and checked here unless `load_position` is false (the caller's
+/// earlier call did it in an enclosing scope).
 void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
-                      int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row = "");
+                      int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row = "",
+                      bool load_position = true);
 
 /// The group inputs the epilogue reads, each with how it is read (a per-channel scale follows its axis).
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op);
