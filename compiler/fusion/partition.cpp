@@ -136,6 +136,9 @@ class Partitioner {
     }
     if (ropes.empty()) return;
     const int64_t dim = g_.node(table).attrs.get_int("dim");
+    // The tensor-core epilogues rotate runs of 8 columns that must lie in one half of a head.
+    if (style == "half" && dim / 2 % 8 != 0)
+      return refuse(fmt::format("half of its head_dim {} is not a multiple of 8, the epilogue's run of columns", dim));
     const ValueId pos = g_.node(table).operands[0];
     if (g_.value(pos).type.shape[0] != g_.value(y).type.shape[0])
       return refuse(fmt::format("its rows are not the positions {} of the tables", vname(pos)));
