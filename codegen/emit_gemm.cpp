@@ -33,7 +33,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // narrower tile takes BN/2 columns from each half of one head instead (pair columns: W rows and
   // output columns permuted alike).
   const bool pairs = rope && !op.rope_interleaved && cfg.bn % op.rope_dim != 0;
-  bool table_smem = false;  // the RoPE tables of the tile staged in shared memory (below)
+  bool table_smem = false;   // the RoPE tables of the tile staged in shared memory (below)
+  int64_t table_end = 0;     // then: where they end, past the staged tile
   LJ_CHECK(!rope || op.rope_interleaved || cfg.bn % op.rope_dim == 0 || op.rope_dim % cfg.bn == 0, g.node(op.node).loc,
            "{}: config '{}' has tiles of {} columns, which neither hold whole heads of {} nor divide one (RoPE pairs)",
            ctx.kernel_name(), cfg.str(), cfg.bn, op.rope_dim);
@@ -201,6 +202,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     const int64_t table_bytes = int64_t{cfg.bm} * half * 8;
     const int64_t ring_bytes = hopper ? int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2 : opts.max_shared_bytes;
     table_smem = rope && !cfg.persistent && staged_bytes + table_bytes <= ring_bytes;
+    table_end = staged_bytes + table_bytes;
     if (table_smem) {
       const Shape& ts = g.value(op.cos).type.shape;
       const bool vec4 = half % 4 == 0 && ctx.vector_width({op.cos, op.sin}, ts, 4) == 4;
@@ -372,8 +374,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // a persistent kernel's has its own (in shared_bytes). It launches one CTA per SM.
   k.launch.shared_bytes = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
   if (table_smem)
-    k.launch.shared_bytes = std::max(k.launch.shared_bytes, (cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt) + 127) / 128 * 128 +
-                                                                static_cast<int>(cfg.bm * op.rope_dim / 2 * 8));
+    k.launch.shared_bytes = std::max(k.launch.shared_bytes, static_cast<int>(table_end));
   if (cfg.persistent) k.launch.max_blocks = sm_count;
   return k;
 }
