@@ -253,6 +253,7 @@ std::string pointwise_expr(const Node& n, const std::vector<std::string>& a) {
       return fmt::format("lj_to_float(lj_from_float<{}>({} / {}))", c_type(n.attrs.get_dtype("dtype")), a[0], a[1]);
     case OpKind::Matmul:
     case OpKind::RmsNorm:
+    case OpKind::RmsScale:
     case OpKind::LayerNorm:
     case OpKind::RopeTable:
     case OpKind::Rope:

@@ -149,9 +149,15 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     w.line("#pragma unroll");
     auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
     w.line("if (i >= rows) break;  // uniform across the warp");
-    w.line("const float sum = lj_warp_sum(acc[i]);");
-    if (two_rows) w.line("const float sum_up = lj_warp_sum(acc_up[i]);");
     w.line("const lj_i64 m = m0 + i;");
+    // A folded RMSNorm: the row's sums times its factor, before the one rounding.
+    std::string rs = row_scale_expr(w, ctx, op, "m", "sc");
+    if (!rs.empty()) {
+      w.line("const float rs = {};  // %{}", rs, g.value(op.row_scale).name);
+      rs = " * rs";
+    }
+    w.line("const float sum = lj_warp_sum(acc[i]){};", rs);
+    if (two_rows) w.line("const float sum_up = lj_warp_sum(acc_up[i]){};", rs);
     auto store = w.scope("if (lane == 0)");
     if (rope) {
       w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),

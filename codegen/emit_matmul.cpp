@@ -115,6 +115,7 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   op.node = grp.nodes[0];
   const Node& mm = g.node(op.node);
   op.x = mm.operands[0], op.w = mm.operands[1], op.y = mm.results[0];
+  if (mm.operands.size() == 3) op.row_scale = mm.operands[2];
   const Shape& xs = g.value(op.x).type.shape;
   const Shape& ws = g.value(op.w).type.shape;
   LJ_CHECK(ws[0].is_const() && ws[1].is_const(), mm.loc, "{}: the weight %{} must have constant dimensions, got {}",
@@ -162,6 +163,15 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   return op;
 }
 
+std::string row_scale_expr(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
+                           const std::string& stem) {
+  if (op.row_scale < 0) return "";
+  const Graph& g = ctx.graph();
+  const Shape& lead = g.value(op.row_scale).type.shape;
+  const std::vector<std::string> coords = emit_coords(w, lead, m, stem);
+  return fmt::format("{}[{}]", ctx.buffer_param(op.row_scale, false), ctx.address(op.row_scale, lead, coords));
+}
+
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op) {
   const Graph& g = ctx.graph();
   const FusionGroup& grp = ctx.group();
@@ -172,7 +182,7 @@ std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOp
     for (int k = 0; k < static_cast<int>(node.operands.size()); ++k) {
       const OperandRead rd = operand_read(g, node, k, rank);
       if (std::find(grp.inputs.begin(), grp.inputs.end(), rd.value) == grp.inputs.end()) continue;  // computed in the kernel
-      if (rd.value == op.x || rd.value == op.w) continue;
+      if (rd.value == op.x || rd.value == op.w || rd.value == op.row_scale) continue;
       if (std::find(out.begin(), out.end(), rd) == out.end()) out.push_back(rd);
     }
   }

@@ -18,6 +18,7 @@ namespace lj {
 struct MatmulOperands {
   NodeId node = -1;
   ValueId x = -1, w = -1, y = -1;
+  ValueId row_scale = -1;  ///< f32 per row of x: each row's sums are multiplied by it (a folded RMSNorm)
   int64_t n = 0, k = 0;
   DimProduct rows;  ///< M: the product of x's leading dims
   DType xt = DType::BF16, wt = DType::BF16, yt = DType::BF16;
@@ -70,6 +71,11 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
 void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
                       int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row = "",
                       bool load_position = true);
+
+/// The row scale of row `m` (a flat row index of x) as a float expression, after the coordinate lines
+/// it needs; "" without a row scale. `stem` keeps names distinct per call.
+std::string row_scale_expr(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
+                           const std::string& stem);
 
 /// The group inputs the epilogue reads, each with how it is read (a per-channel scale follows its axis).
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op);

@@ -1,4 +1,5 @@
-// Row-reduction groups: rms_norm, layer_norm or softmax over the last axis, with an elementwise
+// Row-reduction groups: rms_norm, layer_norm or softmax over the last axis (or rms_scale, which
+// stores only the factor rms_norm would apply: one float per row, for a folded norm), with an elementwise
 // prologue (the residual add) and epilogue (cast, quantize), and optionally a per-row dynamic
 // quantize of the result (or a dynamic quantize alone, with its prologue). One CTA per row: the row
 // is loaded once into registers (prologue applied, escaping prologue values stored), reduced with
@@ -64,8 +65,10 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
            g.value(first_node.operands[0]).type.str());
   const int64_t D = space.back().value();
 
-  std::vector<ValueId> per_row;  // the dynamic quantize's scale
+  std::vector<ValueId> per_row;  // the dynamic quantize's scale, rms_scale's factor: one per row
   if (dq >= 0) per_row.push_back(g.node(dq).results[1]);
+  const bool scale_only = red >= 0 && g.node(red).kind == OpKind::RmsScale;
+  if (scale_only) per_row.push_back(g.node(red).results[0]);
   const int vec = row_vector_width(ctx, space, per_row);
   // Threads: enough to cover the row in one pass of V-wide accesses, 32..256.
   int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (D / vec + 31) / 32 * 32)));
@@ -163,6 +166,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
     w.comment(print_node(g, red));
     switch (rn.kind) {
       case OpKind::RmsNorm:
+      case OpKind::RmsScale:
         w.line("float ss = 0.f;");
         w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) ss += xs[k][j] * xs[k][j];");
         w.line("const float scale = rsqrtf(lj_block_sum(ss) / (float)D + {}f);", rn.attrs.get_float("eps"));
@@ -198,8 +202,15 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
       default: LJ_ASSERT(false, "not a row reduction: {}", op_name(rn.kind));
     }
 
+    if (scale_only) {  // the factor is the result: no second pass over the row
+      const ValueId s = rn.results[0];
+      const Shape lead(space.begin(), space.end() - 1);
+      const std::vector<std::string> rc = emit_coords(w, lead, "row", "s");
+      w.line("if (threadIdx.x == 0) {}[{}] = scale;  // %{}", ctx.buffer_param(s, true), ctx.address(s, lead, rc), g.value(s).name);
+    }
+
     // Pass 2: normalise, epilogue, store.
-    {
+    if (!scale_only) {
       w.line("#pragma unroll");
       auto loop = w.scope("for (int k = 0; k < CHUNKS; ++k)");
       w.line("const int col = (k * {} + threadIdx.x) * V;", threads);

@@ -37,11 +37,13 @@ bool contains(const std::vector<ValueId>& xs, ValueId v) { return std::find(xs.b
 
 }  // namespace
 
-rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& g, const BuildOptions& opts) {
+rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, const BuildOptions& opts) {
   Executable e;
   e.ctx_ = &ctx;
-  e.graph_ = &g;
-  e.plan_ = plan_fusion(g, opts.fusion);
+  Lowered lowered = lower(source, opts.fusion);
+  e.graph_ = lowered.graph;
+  e.plan_ = std::move(lowered.plan);
+  const Graph& g = *e.graph_;
   e.layouts_ = plan_layouts(g, e.plan_);  // a returned view the plan copies lives in its own buffer
 
   LJ_RT_ASSIGN(std::vector<int> archs, rt::supported_archs());
@@ -115,7 +117,36 @@ rt::Status Executable::bind(ValueId v, CUdeviceptr ptr) {
                                  g.value(v).name, g.name())};
   external_[buf] = ptr;
   planned_for_.clear();  // a bound output leaves the arena
+  if (g.value(buf).is_param) weights_ready_ = false;
   return {};
+}
+
+rt::Status Executable::prepare_weights(rt::Stream& stream, const Bindings& b) {
+  const Graph& g = *graph_;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (!plan_.groups[i].prepare) continue;
+    for (ValueId v : plan_.groups[i].outputs) {
+      const size_t bytes = value_bytes(g, v, b);
+      auto it = prepared_.find(v);
+      if (it != prepared_.end() && it->second.bytes() >= bytes) continue;
+      prepared_.erase(v);
+      LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(*ctx_, std::max<size_t>(bytes, 1)));
+      prepared_.emplace(v, std::move(buf));
+    }
+  }
+  weights_ready_ = true;  // before the launches: launch() looks the buffers up
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    if (!plan_.groups[i].prepare) continue;
+    if (rt::Status st = launch(stream, i, b); !st.ok()) {
+      weights_ready_ = false;
+      return st;
+    }
+  }
+  return {};
+}
+
+size_t Executable::launches_per_run() const {
+  return static_cast<size_t>(std::count_if(plan_.groups.begin(), plan_.groups.end(), [](const FusionGroup& grp) { return !grp.prepare; }));
 }
 
 std::vector<ValueId> Executable::written_inputs() const {
@@ -127,22 +158,29 @@ std::vector<ValueId> Executable::written_inputs() const {
   return out;
 }
 
-MemoryPlan Executable::memory_plan(const Bindings& b) const {
-  std::set<ValueId> external;
-  for (const auto& [buf, ptr] : external_) external.insert(buf);
-  return plan_memory(*graph_, layouts_, kernels_, external, b);
+std::set<ValueId> Executable::outside_arena() const {
+  std::set<ValueId> out;
+  for (const auto& [buf, ptr] : external_) out.insert(buf);
+  for (const FusionGroup& grp : plan_.groups)
+    if (grp.prepare) out.insert(grp.outputs.begin(), grp.outputs.end());
+  return out;
 }
 
+MemoryPlan Executable::memory_plan(const Bindings& b) const { return plan_memory(*graph_, layouts_, kernels_, outside_arena(), b); }
+
 Footprint Executable::footprint(const Bindings& b) const {
-  std::set<ValueId> external;
-  for (const auto& [buf, ptr] : external_) external.insert(buf);
-  return plan_footprint(*graph_, layouts_, kernels_, external, b);
+  Footprint f = plan_footprint(*graph_, layouts_, kernels_, outside_arena(), b);
+  for (const FusionGroup& grp : plan_.groups)
+    if (grp.prepare)
+      for (ValueId v : grp.outputs) f.prepared += value_bytes(*graph_, v, b);
+  return f;
 }
 
 rt::Result<CUdeviceptr> Executable::buffer_address(ValueId v, const Bindings& b) const {
   const ValueId buf = layouts_[static_cast<size_t>(v)].buffer;
   if (auto ext = external_.find(buf); ext != external_.end()) return ext->second;
   const MemoryPlan mp = planned_for_ == b.values && !planned_.offset.empty() ? planned_ : memory_plan(b);  // the last run's layout
+  if (auto pr = prepared_.find(buf); pr != prepared_.end()) return pr->second.ptr();
   auto it = mp.offset.find(buf);
   if (it == mp.offset.end() || !arena_ || arena_->bytes() < mp.arena_bytes)
     return rt::Error{fmt::format("%{} of @{} has no memory yet: bind it, or run first", graph_->value(v).name, graph_->name())};
@@ -197,6 +235,7 @@ rt::Status Executable::prepare(const Bindings& b) {
 
 rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
   LJ_RT_TRY(prepare(b));
+  if (!weights_ready_) LJ_RT_TRY(prepare_weights(stream, b));
   const bool log = log_dispatch_ && logged_for_ != b.values;
   if (log) {
     logged_for_ = b.values;
@@ -205,6 +244,7 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
     std::fprintf(stderr, "layerjit dispatch @%s%s: %zu kernels\n", graph_->name().c_str(), sizes.c_str(), kernels_.size());
   }
   for (size_t i = 0; i < steps_.size(); ++i) {
+    if (plan_.groups[i].prepare) continue;  // once per weights: prepare_weights
     if (log) {
       const GeneratedKernel& k = kernels_[i];
       const KernelOrigin& o = origins_[i];
@@ -220,6 +260,7 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
 rt::Status Executable::run_step(rt::Stream& stream, size_t i, const Bindings& b) {
   if (i >= steps_.size()) return rt::Error{fmt::format("run_step: @{} has {} kernels, no kernel {}", graph_->name(), steps_.size(), i)};
   LJ_RT_TRY(prepare(b));
+  if (!weights_ready_) LJ_RT_TRY(prepare_weights(stream, b));
   return launch(stream, i, b);
 }
 
@@ -230,6 +271,7 @@ rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b) {
   rt::ArgSources src;
   src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
     if (auto it = mp.offset.find(v); it != mp.offset.end()) return arena_->ptr() + it->second;
+    if (auto it = prepared_.find(v); it != prepared_.end()) return it->second.ptr();
     if (auto ext = external_.find(v); ext != external_.end()) return ext->second;
     return rt::Error{fmt::format("run @{}: %{} is not bound (group {} reads or writes it)", g.name(), g.value(v).name,
                                  plan_.groups[i].id)};

@@ -2,11 +2,15 @@
 // cache) and loaded, with the device memory of every intermediate laid out by liveness in one arena.
 // The caller owns the graph's inputs (weights included) and outputs and binds them by value; symbol
 // values are given per run, and a run with new values re-lays out the arena (kernels never change:
-// symbols are kernel arguments).
+// symbols are kernel arguments). Weights the plan prepares (a folded norm's W * w: the plan's
+// `prepare` groups) live in buffers of the executable's own, computed before the first run after the
+// params they read are bound.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,9 +52,13 @@ class Executable {
   /// without a kernel generator, a compile or load failure (naming the group). `g` must outlive it.
   static rt::Result<Executable> build(rt::Context& ctx, const Graph& g, const BuildOptions& opts);
 
+  /// The graph the plan covers: the caller's after the graph passes (norm folding), every value id of
+  /// the caller's graph meaning the same value here.
   const Graph& graph() const { return *graph_; }
   const FusionPlan& plan() const { return plan_; }
   const std::vector<GeneratedKernel>& kernels() const { return kernels_; }
+  /// Kernels a run launches: all but the weight-preparation ones.
+  size_t launches_per_run() const;
   /// Per kernel: where its config came from and whether the cubin was cached.
   const std::vector<KernelOrigin>& origins() const { return origins_; }
   double compile_seconds() const { return compile_seconds_; }
@@ -76,9 +84,14 @@ class Executable {
   /// Device memory of a run at `b`: bound inputs and outputs, the arena, scratch.
   Footprint footprint(const Bindings& b) const;
   /// Runs every group in order on `stream` (asynchronous). Every input and output must be bound.
+  /// Prepares the weights first where they are not (prepare_weights).
   rt::Status run(rt::Stream& stream, const Bindings& b);
+  /// Runs the weight-preparation groups (FusionGroup::prepare) into the executable's own buffers.
+  /// run() calls it after a param they read is bound; call it after changing such a param's memory in
+  /// place. Nothing to do when the plan prepares nothing.
+  rt::Status prepare_weights(rt::Stream& stream, const Bindings& b);
   /// Launches kernel `i` of the plan alone, over the same memory as run() (for timing one kernel;
-  /// its inputs are whatever the buffers hold).
+  /// its inputs are whatever the buffers hold). A weight-preparation kernel is not part of a run.
   rt::Status run_step(rt::Stream& stream, size_t i, const Bindings& b);
   /// One run at symbol values `b` recorded as a CUDA graph: one launch call replays the whole plan.
   /// Runs once first (eagerly, synchronized) so that the arena and scratch buffers exist; the graph
@@ -88,18 +101,21 @@ class Executable {
  private:
   Executable() = default;
   rt::Status prepare(const Bindings& b);  // the memory plan and arena for `b`
+  std::set<ValueId> outside_arena() const;  // bound buffers and prepared weights
   rt::Status launch(rt::Stream& stream, size_t i, const Bindings& b);
   struct Step {
     rt::Module module;
     rt::Kernel kernel;
   };
   rt::Context* ctx_ = nullptr;
-  const Graph* graph_ = nullptr;
+  std::shared_ptr<const Graph> graph_;
   FusionPlan plan_;
   std::vector<GeneratedKernel> kernels_;
   std::vector<Step> steps_;
   std::vector<TensorLayout> layouts_;          // per value, as a run leaves it (plan_layouts): buffer, offset, strides
   std::map<ValueId, CUdeviceptr> external_;    // bound inputs and outputs, by buffer
+  std::map<ValueId, rt::DeviceBuffer> prepared_;  // outputs of the prepare groups, by value
+  bool weights_ready_ = false;                 // prepared_ holds what the bound params give
   std::optional<rt::DeviceBuffer> arena_;
   // The layout of the last run's symbol values: a decode loop calls run() with the same sizes.
   std::vector<std::pair<std::string, int64_t>> planned_for_;

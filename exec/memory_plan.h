@@ -41,9 +41,10 @@ struct Footprint {
   size_t weights = 0;  ///< `param` inputs
   size_t inputs = 0;   ///< the other graph inputs
   size_t outputs = 0;  ///< outputs in buffers of their own (in `external`, not an input updated in place)
+  size_t prepared = 0;  ///< weights the plan prepares (a folded norm's W * w), held by the executable
   size_t arena = 0;
   size_t scratch = 0;
-  size_t total() const { return weights + inputs + outputs + arena + scratch; }
+  size_t total() const { return weights + inputs + outputs + prepared + arena + scratch; }
 };
 
 Footprint plan_footprint(const Graph& g, const std::vector<TensorLayout>& layouts, const std::vector<GeneratedKernel>& kernels,

@@ -25,7 +25,7 @@ OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<T
   switch (k) {
     case OpKind::Matmul: {
       double kdim = static_cast<double>(resolve(ops[0].shape.back(), b));
-      c.flops = 2.0 * out * kdim;
+      c.flops = 2.0 * out * kdim + (ops.size() == 3 ? out : 0);  // the row scale: one product per output
       break;
     }
     case OpKind::Add:
@@ -39,6 +39,7 @@ OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<T
     case OpKind::Silu: c.flops = 4 * out; break;
     case OpKind::Gelu: c.flops = 8 * out; break;
     case OpKind::RmsNorm: c.flops = 4 * out; break;      // square-add, scale by rsqrt, by weight
+    case OpKind::RmsScale: c.flops = 2 * elems(ops[0], b); break;  // square-add per element
     case OpKind::LayerNorm: c.flops = 7 * out; break;    // mean, variance, normalise, affine
     case OpKind::RopeTable: c.flops = 2 * 2 * out; break;  // angle, then cos and sin
     case OpKind::Rope: c.flops = 3 * out; break;           // two products and an add per element

@@ -27,7 +27,7 @@ AttrValue none() { return Name{"none"}; }
 // and op_kinds.def in step.
 std::vector<OpSchema> make_schemas() {
   std::vector<OpSchema> s = {
-      {OpKind::Matmul, "matmul", {"x", "w"}, 2, 2, 1, {A{"out_dtype", AttrKind::DTypeName}}},
+      {OpKind::Matmul, "matmul", {"x", "w", "row_scale"}, 2, 3, 1, {A{"out_dtype", AttrKind::DTypeName}}},
       {OpKind::Add, "add", {"a", "b"}, 2, 2, 1, {}},
       {OpKind::Sub, "sub", {"a", "b"}, 2, 2, 1, {}},
       {OpKind::Mul, "mul", {"a", "b"}, 2, 2, 1, {}},
@@ -39,6 +39,7 @@ std::vector<OpSchema> make_schemas() {
       {OpKind::Rsqrt, "rsqrt", {"x"}, 1, 1, 1, {}},
       {OpKind::Cast, "cast", {"x"}, 1, 1, 1, {A{"dtype", AttrKind::DTypeName, true}}},
       {OpKind::RmsNorm, "rms_norm", {"x", "w"}, 2, 2, 1, {A{"eps", AttrKind::Float, false, AttrValue(1e-5)}}},
+      {OpKind::RmsScale, "rms_scale", {"x"}, 1, 1, 1, {A{"eps", AttrKind::Float, false, AttrValue(1e-5)}}},
       {OpKind::LayerNorm, "layer_norm", {"x", "w", "b"}, 3, 3, 1, {A{"eps", AttrKind::Float, false, AttrValue(1e-5)}}},
       {OpKind::RopeTable, "rope_table", {"pos"}, 1, 1, 2,
        {A{"dim", AttrKind::Int, true}, A{"theta", AttrKind::Float, false, AttrValue(10000.0)}}},

@@ -87,6 +87,12 @@ std::vector<TensorType> infer_matmul(OpKind k, const std::vector<TensorType>& op
   if (!(kx == kw)) shape_mismatch(k, ops, 0, 1, fmt::format("inner dimensions {} and {} differ", kx.str(), kw.str()));
   Shape out = ops[0].shape;
   out.back() = ops[1].shape[0];
+  if (ops.size() == 3) {  // row_scale: one f32 factor per row of x, applied to the fp32 sums
+    need_dtype(k, ops, 2, DType::F32);
+    const Shape rows(ops[0].shape.begin(), ops[0].shape.end() - 1);
+    if (!(ops[2].shape == rows))
+      shape_mismatch(k, ops, 0, 2, "the row scale must have one element per row of x (x's shape without its last dimension)");
+  }
   DType dt = ops[0].dtype;
   if (const AttrValue* od = attrs.find("out_dtype")) dt = std::get<DType>(od->v);
   else if (is_fp8(dt)) dt = DType::BF16;
@@ -358,6 +364,12 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
     case OpKind::Cast: return {{attrs.get_dtype("dtype"), ops[0].shape}};
     case OpKind::RmsNorm:
     case OpKind::LayerNorm: return infer_norm(k, ops, attrs);
+    case OpKind::RmsScale: {
+      need_rank(k, ops, 0, 1, 1 << 20);
+      need_float(k, ops, 0);
+      if (attrs.get_float("eps") <= 0) fail(fmt::format("{}: eps must be positive, got {}", nm(k), attrs.get_float("eps")));
+      return {{DType::F32, Shape(ops[0].shape.begin(), ops[0].shape.end() - 1)}};
+    }
     case OpKind::RopeTable: return infer_rope_table(k, ops, attrs);
     case OpKind::Rope: return infer_rope(k, ops);
     case OpKind::Attention: {

@@ -103,19 +103,20 @@ int cmd_compile(const std::vector<std::string>& args) {
   LJ_CHECK(!ec, SourceLoc{}, "cannot create {}: {}", *dir, ec.message());
 
   std::vector<GeneratedKernel> kernels;
-  std::vector<const Graph*> owner;
+  std::vector<std::shared_ptr<const Graph>> owner;
   nlohmann::json manifest = {{"arch", target->name()}, {"nvrtc", rt::nvrtc_version()}, {"fused", fo.fuse}};
   nlohmann::json skipped = nlohmann::json::array();
-  for (const Graph& g : m.graphs) {
-    FusionPlan plan = plan_graph(g, fo, o.bindings);
-    for (const FusionGroup& grp : plan.groups) {
+  for (const Graph& source : m.graphs) {
+    const Lowered l = plan_graph(source, fo, o.bindings);
+    const Graph& g = *l.graph;
+    for (const FusionGroup& grp : l.plan.groups) {
       if (!has_emitter(grp.kind)) {
         skipped.push_back({{"graph", g.name()}, {"group", grp.id}, {"kind", std::string(group_kind_name(grp.kind))},
                            {"reason", "kernel generator not written yet"}});
         continue;
       }
       kernels.push_back(emit_kernel(g, grp, eo));
-      owner.push_back(&g);
+      owner.push_back(l.graph);
     }
   }
   std::vector<rt::CompileJob> jobs;

@@ -18,7 +18,7 @@ namespace lj::cli {
 
 const char* const kInspectUsage =
     "usage: layerjit inspect [FILE] [--graph NAME] --group N [--ptx | --sass | --resources] [--arch sm_XY[a]]\n"
-    "                        [--no-fuse | --no-matmul-epilogues] [--bind T=4096] [--config TEXT]\n"
+    "                        [--no-fuse | --no-matmul-epilogues] [--no-norm-folding] [--bind T=4096] [--config TEXT]\n"
     "\n"
     "Prints what layerjit generates for fusion group N (numbered as in `layerjit plan`) of the graph\n"
     "(default: the built-in Llama-3-8B layer; --graph picks one when the input has several): the CUDA\n"
@@ -30,7 +30,8 @@ const char* const kInspectUsage =
     "T=4096 the tensor-core GEMM; unbound: the GEMM); --config sets a matmul group's kernel config as\n"
     "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8' or\n"
     "'gemv mt=4 u=4 warps=8', or an attention prefill kernel's tiles as BMxMTxBNxSTAGES, e.g. 64x1x64x3,\n"
-    "or on sm_90a as 'wgmma bn=128 stages=2'. --no-fuse and --no-matmul-epilogues plan as `layerjit plan` does.\n";
+    "or on sm_90a as 'wgmma bn=128 stages=2'. --no-fuse, --no-matmul-epilogues and --no-norm-folding plan as\n"
+    "`layerjit plan` does.\n";
 
 namespace {
 // cuobjdump from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -98,6 +99,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
       fo.fuse = false;
     } else if (a == "--no-matmul-epilogues") {
       fo.matmul_epilogues = false;
+    } else if (a == "--no-norm-folding") {
+      fo.fold_norms = false;
     } else if (a == "--ptx") {
       ptx = true;
     } else if (a == "--sass") {
@@ -131,8 +134,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
   eo.arch_specific = target->arch_specific;
   eo.hint = o.bindings;
   Module m = load_module(o);
-  const Graph& g = single_graph(m);
-  FusionPlan plan = plan_graph(g, fo, o.bindings);
+  const Lowered lowered = plan_graph(single_graph(m), fo, o.bindings);
+  const Graph& g = *lowered.graph;
+  const FusionPlan& plan = lowered.plan;
   if (*group >= static_cast<int>(plan.groups.size()))
     throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),
                                 plan.groups.size() - 1, *group));

@@ -9,7 +9,7 @@ namespace lj::cli {
 
 const char* const kPlanUsage =
     "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--no-fuse | --no-matmul-epilogues]\n"
-    "                     [--no-output-view-copies]\n"
+    "                     [--no-output-view-copies] [--no-norm-folding]\n"
     "\n"
     "Shows how each graph of FILE (default: the built-in Llama-3-8B layer) is covered by fusion\n"
     "groups, one kernel each: the nodes a group absorbs, what it reads and writes in device memory,\n"
@@ -18,7 +18,11 @@ const char* const kPlanUsage =
     "--no-matmul-epilogues keeps every matmul alone (its epilogue ops become kernels of their own).\n"
     "Returned views of larger buffers (the prefill layer's %v, a slice of the QKV projection) are\n"
     "copied into buffers of their own by a kernel that reads the buffer anyway, so the buffer need not\n"
-    "outlive its readers; `returned views:` says which and why. --no-output-view-copies leaves them views.\n";
+    "outlive its readers; `returned views:` says which and why. --no-output-view-copies leaves them views.\n"
+    "An RMSNorm read only by matmuls with param weights is folded into them (`graph:` lines): the norm\n"
+    "weight is multiplied into W once, when the weights are bound (the plan's weight preparation), and\n"
+    "each row's rsqrt factor is computed by a small kernel and applied to the matmul's sums, so the\n"
+    "normalised rows never reach memory. --no-norm-folding keeps the norms.\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
@@ -27,6 +31,7 @@ int cmd_plan(const std::vector<std::string>& args) {
     if (a == "--no-fuse") fo.fuse = false;
     else if (a == "--no-matmul-epilogues") fo.matmul_epilogues = false;
     else if (a == "--no-output-view-copies") fo.copy_output_views = false;
+    else if (a == "--no-norm-folding") fo.fold_norms = false;
     else rest.push_back(a);
   }
   GraphOptions o = parse_graph_options(rest);
@@ -37,7 +42,8 @@ int cmd_plan(const std::vector<std::string>& args) {
   Module m = load_module(o);
   for (size_t i = 0; i < m.graphs.size(); ++i) {
     if (i) std::fputs("\n", stdout);
-    std::fputs(print_plan(m.graphs[i], plan_graph(m.graphs[i], fo, o.bindings), o.bindings).c_str(), stdout);
+    const Lowered l = plan_graph(m.graphs[i], fo, o.bindings);
+    std::fputs(print_plan(*l.graph, l.plan, o.bindings, &m.graphs[i]).c_str(), stdout);
   }
   return kExitOk;
 }

@@ -170,8 +170,8 @@ int cmd_run(const std::vector<std::string>& args) {
   exec::Executable& fused = plans.fused;
   exec::Executable& unfused = plans.unfused;
   std::printf("@%s on %s: fused %zu kernels (built in %.2f s, %d from the cache), unfused %zu kernels (%.2f s, %d from the cache)\n",
-              g.name().c_str(), ctx.info().name.c_str(), fused.kernels().size(), fused.compile_seconds(), fused.cache_hits(),
-              unfused.kernels().size(), unfused.compile_seconds(), unfused.cache_hits());
+              g.name().c_str(), ctx.info().name.c_str(), fused.launches_per_run(), fused.compile_seconds(), fused.cache_hits(),
+              unfused.launches_per_run(), unfused.compile_seconds(), unfused.cache_hits());
 
   // Seeded inputs (host copies for the reference), each plan with its own copies of the caches.
   SeededInputs in = make_inputs(ctx, stream, g, b, seed, weights ? &*weights : nullptr);
@@ -228,14 +228,14 @@ int cmd_run(const std::vector<std::string>& args) {
               format_bytes(static_cast<double>(mu.arena_bytes)).c_str(), format_bytes(static_cast<double>(mu.unshared_bytes)).c_str());
   for (const auto& [what, e] : {std::pair<const char*, const exec::Executable*>{"fused", &fused}, {"unfused", &unfused}}) {
     const exec::Footprint f = e->footprint(b);
-    std::printf("peak device memory, %s plan: %s = weights %s + inputs %s + intermediates %s + scratch %s\n", what,
-                format_bytes(static_cast<double>(f.total())).c_str(), format_bytes(static_cast<double>(f.weights)).c_str(),
-                format_bytes(static_cast<double>(f.inputs)).c_str(), format_bytes(static_cast<double>(f.arena)).c_str(),
-                format_bytes(static_cast<double>(f.scratch)).c_str());
+    std::printf("peak device memory, %s plan: %s = weights %s + prepared weights %s + inputs %s + intermediates %s + scratch %s\n",
+                what, format_bytes(static_cast<double>(f.total())).c_str(), format_bytes(static_cast<double>(f.weights)).c_str(),
+                format_bytes(static_cast<double>(f.prepared)).c_str(), format_bytes(static_cast<double>(f.inputs)).c_str(),
+                format_bytes(static_cast<double>(f.arena)).c_str(), format_bytes(static_cast<double>(f.scratch)).c_str());
   }
 
   double flops = 0;
-  for (const FusionGroup& grp : fused.plan().groups) flops += group_cost(g, grp, b).flops;
+  for (const FusionGroup& grp : fused.plan().groups) flops += group_cost(fused.graph(), grp, b).flops;
   const bool with_ref = reference == "always" || (reference == "auto" && flops <= 5e9);
   std::vector<HostTensor> ref;
   if (with_ref) {
@@ -262,7 +262,7 @@ int cmd_run(const std::vector<std::string>& args) {
       report("unfused vs CPU", info.name, info.type.dtype, compare(got_unfused[i], ref[i]));
     }
   }
-  if (!save_dir.empty()) save_run(save_dir, g, b, ctx, host_inputs, got_fused, fused.kernels().size(), unfused.kernels().size(),
+  if (!save_dir.empty()) save_run(save_dir, g, b, ctx, host_inputs, got_fused, fused.launches_per_run(), unfused.launches_per_run(),
                                    ms_unfused, ms_fused, ms_graph);
   std::printf("%s\n", ok ? "PASS" : "FAIL");
   return ok ? kExitOk : kExitUserError;

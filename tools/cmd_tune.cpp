@@ -70,11 +70,13 @@ int cmd_tune(const std::vector<std::string>& args) {
     return kExitOk;
   }
   Module m = load_module(o);
-  const Graph& g = single_graph(m);
-  for (const std::string& s : g.symbols())
+  const Graph& source = single_graph(m);
+  for (const std::string& s : source.symbols())
     if (!o.bindings.get(s))
-      throw UsageError{fmt::format("@{} has the symbol {}: tuning runs kernels, so give its value with --bind {}=...", g.name(), s, s)};
-  FusionPlan plan = plan_graph(g, fo, o.bindings);
+      throw UsageError{fmt::format("@{} has the symbol {}: tuning runs kernels, so give its value with --bind {}=...", source.name(), s, s)};
+  const Lowered lowered = plan_graph(source, fo, o.bindings);
+  const Graph& g = *lowered.graph;
+  const FusionPlan& plan = lowered.plan;
   std::vector<const FusionGroup*> todo;
   for (const FusionGroup& grp : plan.groups) {
     if (group && grp.id != *group) continue;

@@ -4,10 +4,10 @@
 
 namespace lj::cli {
 
-FusionPlan plan_graph(const Graph& g, const FusionOptions& fo, const Bindings& b) {
-  FusionPlan plan = plan_fusion(g, fo);
-  if (dump_enabled(DumpStage::Fusion)) dump(DumpStage::Fusion, "@" + g.name(), print_plan(g, plan, b));
-  return plan;
+Lowered plan_graph(const Graph& g, const FusionOptions& fo, const Bindings& b) {
+  Lowered l = lower(g, fo);
+  if (dump_enabled(DumpStage::Fusion)) dump(DumpStage::Fusion, "@" + g.name(), print_plan(*l.graph, l.plan, b, &g));
+  return l;
 }
 
 GeneratedKernel emit_kernel(const Graph& g, const FusionGroup& grp, const EmitOptions& eo) {

@@ -8,7 +8,9 @@
 
 namespace lj::cli {
 
-FusionPlan plan_graph(const Graph& g, const FusionOptions& fo, const Bindings& b);
+/// lower(): the graph after its passes (norm folding) and its plan; every later stage works on
+/// `.graph` (a superset of `g`'s values, ids kept).
+Lowered plan_graph(const Graph& g, const FusionOptions& fo, const Bindings& b);
 GeneratedKernel emit_kernel(const Graph& g, const FusionGroup& grp, const EmitOptions& eo);
 
 }  // namespace lj::cli

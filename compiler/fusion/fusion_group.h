@@ -3,6 +3,7 @@
 // intermediates it keeps on chip, and why it was formed.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,9 @@ struct FusionGroup {
   /// kernel addresses them as the plan lays them out.
   std::vector<ValueId> dense_views;
   std::vector<std::string> why;    // the legality decisions that formed the group, for `plan`
+  /// Weight preparation: the group reads params only (a folded norm's W * w), so the executable runs
+  /// it once when the weights are bound, not per call, and keeps its outputs with the weights.
+  bool prepare = false;
 };
 
 /// A graph output that is a view (reshape, split) of another value's buffer: the prefill layer
@@ -66,6 +70,8 @@ struct FusionPlan {
   /// stored: the v heads of a QKV projection whose epilogue applies RoPE (%qkv stays on chip, %v is
   /// read by attention and returned). Readers read them there; views of them alias them.
   std::vector<ValueId> dense_views;
+  /// Graph-level decisions made before grouping (norm folding), for `plan`.
+  std::vector<std::string> notes;
   bool fused = true;
 };
 
@@ -73,7 +79,17 @@ struct FusionOptions {
   bool fuse = true;              // false: one group per op (the honest unfused baseline)
   bool matmul_epilogues = true;  // false: matmuls stay alone (to measure what epilogue fusion gains)
   bool copy_output_views = true; // false: returned views stay aliases (to measure what the copies save)
+  bool fold_norms = true;        // lower(): RMSNorms folded into the matmuls that read them (fold_norms)
 };
+
+/// A graph ready for code generation: the caller's graph after the graph passes the options ask for
+/// (norm folding; the caller's own graph when none changes it) and its fusion plan. Every value id of
+/// the caller's graph means the same value in `graph`, which may have more.
+struct Lowered {
+  std::shared_ptr<const Graph> graph;
+  FusionPlan plan;
+};
+Lowered lower(const Graph& g, const FusionOptions& opts = {});
 
 /// Covers every non-view node of `g` with exactly one group. Deterministic: the same graph gives the
 /// same groups in the same order.
@@ -89,6 +105,8 @@ GroupCost group_cost(const Graph& g, const FusionGroup& grp, const Bindings& b);
 
 /// Human-readable plan: groups, nodes, traffic; totals against the unfused plan when symbols are
 /// bound (stable text, used by `layerjit plan` and golden tests).
-std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b);
+/// `unfused_source`: the graph the unfused totals are counted on (the caller's graph, before norm
+/// folding); `g` itself when null.
+std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b, const Graph* unfused_source = nullptr);
 
 }  // namespace lj

@@ -21,6 +21,7 @@ bool is_view(OpKind k) {
     case OpKind::Rsqrt:
     case OpKind::Cast:
     case OpKind::RmsNorm:
+    case OpKind::RmsScale:
     case OpKind::LayerNorm:
     case OpKind::RopeTable:
     case OpKind::Rope:
@@ -55,6 +56,7 @@ bool is_elementwise(OpKind k) {
     case OpKind::Dequantize: return true;
     case OpKind::Matmul:
     case OpKind::RmsNorm:
+    case OpKind::RmsScale:
     case OpKind::LayerNorm:
     case OpKind::RopeTable:
     case OpKind::Rope:
@@ -73,7 +75,9 @@ bool is_elementwise(OpKind k) {
   __builtin_unreachable();
 }
 
-bool is_row_reduction(OpKind k) { return k == OpKind::RmsNorm || k == OpKind::LayerNorm || k == OpKind::Softmax; }
+bool is_row_reduction(OpKind k) {
+  return k == OpKind::RmsNorm || k == OpKind::RmsScale || k == OpKind::LayerNorm || k == OpKind::Softmax;
+}
 
 bool is_dynamic_quantize(const Node& n) { return n.kind == OpKind::Quantize && n.operands.size() == 1; }
 

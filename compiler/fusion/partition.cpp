@@ -18,7 +18,8 @@
 // Then returned views of larger buffers are copied out by a kernel that reads the buffer anyway
 // (output_views.cpp), so the buffer need not outlive its readers.
 // Views (reshape, split) are aliases and get no kernel. Group order is a topological order of the
-// group graph with ties broken by the first node, so plans are deterministic.
+// group graph with ties broken by the first node, so plans are deterministic; weight-preparation groups
+// (params only: a folded norm's W * w) come first, as the executable runs them before any call.
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -38,7 +39,17 @@ constexpr int kUnassigned = -1;
 
 class Partitioner {
  public:
-  Partitioner(const Graph& g, const FusionOptions& o) : g_(g), opts_(o), uses_(g), owner_(g.nodes().size(), kUnassigned) {}
+  Partitioner(const Graph& g, const FusionOptions& o)
+      : g_(g), opts_(o), uses_(g), owner_(g.nodes().size(), kUnassigned), constant_(g.values().size(), false) {
+    // Values computed from params alone (a folded norm's W * w): their nodes are weight preparation,
+    // grouped only with each other.
+    for (ValueId v : g.inputs()) constant_[static_cast<size_t>(v)] = g.value(v).is_param;
+    for (const Node& n : g.nodes()) {
+      const bool c = !n.operands.empty() &&
+                     std::all_of(n.operands.begin(), n.operands.end(), [&](ValueId v) { return constant_[static_cast<size_t>(v)]; });
+      for (ValueId r : n.results) constant_[static_cast<size_t>(r)] = c;
+    }
+  }
 
   FusionPlan run() {
     FusionPlan plan;
@@ -94,9 +105,12 @@ class Partitioner {
   const std::vector<NodeId>& members(int gid) const { return groups_[static_cast<size_t>(gid)].nodes; }
   void note(int gid, std::string why) { groups_[static_cast<size_t>(gid)].why.push_back(std::move(why)); }
 
+  bool prepares(NodeId n) const { return constant_[static_cast<size_t>(g_.node(n).results[0])]; }
+
   // Adds n to group gid if it is free and no cycle results; records the decision either way.
   bool try_absorb(int gid, NodeId n, const std::string& what) {
     if (owner(n) != kUnassigned) return false;
+    if (prepares(n) != prepares(members(gid).front())) return false;  // once per weights, or per call: never both
     if (creates_cycle(g_, uses_, members(gid), n)) {
       note(gid, fmt::format("not absorbed {} = {} ({}): would create a cycle between kernels", nname(n), op_name(kind(n)), what));
       return false;
@@ -294,6 +308,7 @@ class Partitioner {
       case OpKind::Matmul: k = GroupKind::Matmul; break;
       case OpKind::Attention: k = GroupKind::Attention; break;
       case OpKind::RmsNorm:
+      case OpKind::RmsScale:
       case OpKind::LayerNorm:
       case OpKind::Softmax: k = GroupKind::RowReduce; break;
       case OpKind::RopeTable:
@@ -355,7 +370,9 @@ class Partitioner {
         if (done[static_cast<size_t>(grp.id)]) continue;
         bool ready = true;
         for (int d : deps[static_cast<size_t>(grp.id)]) ready = ready && done[static_cast<size_t>(d)];
-        if (ready && (best == kUnassigned || grp.nodes.front() < members(best).front())) best = grp.id;
+        // Weight preparation first (it runs before any call), then by first node.
+        auto rank = [&](int id) { return std::pair(!prepares(members(id).front()), members(id).front()); };
+        if (ready && (best == kUnassigned || rank(grp.id) < rank(best))) best = grp.id;
       }
       LJ_ASSERT(best != kUnassigned, "fusion groups of @{} form a cycle", g_.name());
       done[static_cast<size_t>(best)] = true;
@@ -404,6 +421,9 @@ class Partitioner {
     for (ValueId d : dense_)
       if (made_inside(d)) grp.outputs.push_back(d);
     grp.dense_views = dense_;
+    grp.prepare = prepares(grp.nodes.front());
+    if (grp.prepare)
+      grp.why.push_back("weight preparation: reads params only, so it runs once when the weights are bound, not per call");
   }
 
 
@@ -414,6 +434,7 @@ class Partitioner {
   std::vector<FusionGroup> groups_;
   std::vector<ValueId> dense_;                  // FusionPlan::dense_views
   std::map<NodeId, std::string> rope_refusals_;  // why a projection's ropes stayed out of its epilogue
+  std::vector<bool> constant_;                  // per value: computed from params alone
 };
 
 }  // namespace

@@ -74,14 +74,16 @@ GroupCost group_cost(const Graph& g, const FusionGroup& grp, const Bindings& b) 
   return c;
 }
 
-std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b) {
+std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b, const Graph* unfused_source) {
   const bool costs = bound(g, b);
   std::string binds;
   for (const auto& s : g.symbols())
     if (auto v = b.get(s)) binds += fmt::format("{}{}={}", binds.empty() ? "" : ", ", s, *v);
-  double total_bytes = 0, total_flops = 0;
+  double total_bytes = 0, total_flops = 0, prep_bytes = 0;
+  size_t per_call = 0;
   std::string body;
   for (const FusionGroup& grp : plan.groups) {
+    per_call += grp.prepare ? 0 : 1;
     body += fmt::format("  group {} {}: {} node{}\n", grp.id, group_kind_name(grp.kind), grp.nodes.size(),
                         grp.nodes.size() == 1 ? "" : "s");
     for (NodeId n : grp.nodes) body += fmt::format("    {}\n", print_node(g, n));
@@ -91,20 +93,22 @@ std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b
     body += "\n";
     if (costs) {
       GroupCost c = group_cost(g, grp, b);
-      total_bytes += c.bytes;
-      total_flops += c.flops;
+      (grp.prepare ? prep_bytes : total_bytes) += c.bytes;
+      if (!grp.prepare) total_flops += c.flops;
       body += fmt::format("    moves {}, {}\n", human_bytes(c.bytes), human_flops(c.flops));
     }
     for (const auto& why : grp.why) body += fmt::format("    why: {}\n", why);
   }
-  std::string head = fmt::format("plan @{}{}: {} kernel{}", g.name(), binds.empty() ? "" : " (" + binds + ")",
-                                 plan.groups.size(), plan.groups.size() == 1 ? "" : "s");
+  // Per-call figures: weight preparation runs once and is reported apart.
+  std::string head = fmt::format("plan @{}{}: {} kernel{}", g.name(), binds.empty() ? "" : " (" + binds + ")", per_call,
+                                 per_call == 1 ? "" : "s");
   if (costs) {
     head += fmt::format(", {} moved, {}", human_bytes(total_bytes), human_flops(total_flops));
     if (plan.fused) {
-      FusionPlan unfused = plan_fusion(g, FusionOptions{false});
+      const Graph& src = unfused_source ? *unfused_source : g;
+      FusionPlan unfused = plan_fusion(src, FusionOptions{false});
       double ub = 0;
-      for (const auto& grp : unfused.groups) ub += group_cost(g, grp, b).bytes;
+      for (const auto& grp : unfused.groups) ub += group_cost(src, grp, b).bytes;
       head += fmt::format(" (unfused: {} kernels, {} moved)", unfused.groups.size(), human_bytes(ub));
     }
   } else if (!g.symbols().empty()) {
@@ -114,7 +118,14 @@ std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b
   }
   std::string views;
   for (NodeId n : plan.views) views += fmt::format("    {}\n", print_node(g, n));
-  std::string out = head + "\n" + body;
+  if (per_call != plan.groups.size()) {
+    const size_t n = plan.groups.size() - per_call;
+    head += fmt::format("; weight preparation: {} kernel{} once{}", n, n == 1 ? "" : "s",
+                        costs ? fmt::format(", {} moved", human_bytes(prep_bytes)) : "");
+  }
+  std::string out = head + "\n";
+  for (const std::string& note : plan.notes) out += fmt::format("  graph: {}\n", note);
+  out += body;
   if (!views.empty()) out += "  views (aliases, no kernel):\n" + views;
   if (!plan.output_views.empty()) {
     out += "  returned views:\n";

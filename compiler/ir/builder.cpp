@@ -184,10 +184,12 @@ AttrList shape_list(const Shape& s) {
 AttrValue axis_or_none(std::optional<int64_t> axis) { return axis ? AttrValue(*axis) : AttrValue(Name{"none"}); }
 }  // namespace
 
-Value GraphBuilder::matmul(Value x, Value w, std::optional<DType> out_dtype) {
+Value GraphBuilder::matmul(Value x, Value w, std::optional<DType> out_dtype, std::optional<Value> row_scale) {
   Attrs a;
   if (out_dtype) a.set("out_dtype", *out_dtype);
-  return op(OpKind::Matmul, {x, w}, a)[0];
+  std::vector<Value> operands = {x, w};
+  if (row_scale) operands.push_back(*row_scale);
+  return op(OpKind::Matmul, operands, a)[0];
 }
 Value GraphBuilder::add(Value a, Value b) { return op(OpKind::Add, {a, b})[0]; }
 Value GraphBuilder::sub(Value a, Value b) { return op(OpKind::Sub, {a, b})[0]; }
@@ -202,6 +204,7 @@ Value GraphBuilder::cast(Value x, DType dtype) { return op(OpKind::Cast, {x}, at
 Value GraphBuilder::rms_norm(Value x, Value w, double eps) {
   return op(OpKind::RmsNorm, {x, w}, attrs_of({{"eps", eps}}))[0];
 }
+Value GraphBuilder::rms_scale(Value x, double eps) { return op(OpKind::RmsScale, {x}, attrs_of({{"eps", eps}}))[0]; }
 Value GraphBuilder::layer_norm(Value x, Value w, Value b, double eps) {
   return op(OpKind::LayerNorm, {x, w, b}, attrs_of({{"eps", eps}}))[0];
 }

@@ -58,7 +58,9 @@ class GraphBuilder {
                         SourceLoc loc = {}, const std::vector<std::string>& result_names = {});
 
   // Typed helpers, one per op.
-  Value matmul(Value x, Value w, std::optional<DType> out_dtype = {});
+  /// y[..., n] = sum_k x[..., k] * w[n, k]; with `row_scale` (f32, x's shape without its last dim)
+  /// each row's fp32 sums are multiplied by its factor before the one rounding to the output dtype.
+  Value matmul(Value x, Value w, std::optional<DType> out_dtype = {}, std::optional<Value> row_scale = {});
   Value add(Value a, Value b);
   Value sub(Value a, Value b);
   Value mul(Value a, Value b);
@@ -70,6 +72,9 @@ class GraphBuilder {
   Value rsqrt(Value x);
   Value cast(Value x, DType dtype);
   Value rms_norm(Value x, Value w, double eps = 1e-5);
+  /// f32[x's shape without its last dim]: 1 / sqrt(mean(x^2) + eps) over the last dim, the factor
+  /// rms_norm applies to each row (the norm folding pass makes it; see docs/ir.md).
+  Value rms_scale(Value x, double eps = 1e-5);
   Value layer_norm(Value x, Value w, Value b, double eps = 1e-5);
   /// cos, sin tables [N, dim/2] (f32) for integer positions pos [N].
   std::pair<Value, Value> rope_table(Value pos, int64_t dim, double theta = 10000.0);

@@ -53,6 +53,7 @@ class Graph {
 
  private:
   friend class GraphBuilder;
+  friend class GraphEditor;  // graph-to-graph passes that keep every value's id (compiler/passes)
   std::string name_;
   SourceLoc loc_;
   std::vector<ValueInfo> values_;

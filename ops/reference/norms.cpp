@@ -1,5 +1,6 @@
 // Reference RMSNorm and LayerNorm over the last dimension, statistics in double:
 //   rms_norm:   y = x / sqrt(mean(x^2) + eps) * w
+//   rms_scale:  s = 1 / sqrt(mean(x^2) + eps), one per row (what rms_norm multiplies x by)
 //   layer_norm: y = (x - mean(x)) / sqrt(var(x) + eps) * w + b, var the biased (population) variance
 #include <cmath>
 
@@ -18,6 +19,19 @@ HostTensor rms_norm(const HostTensor& x, const HostTensor& w, double eps, const 
     const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps);
     for (int64_t i = 0; i < n; ++i)
       y.data[static_cast<size_t>(r * n + i)] = round_to(out.dtype, xr[i] * inv * w.data[static_cast<size_t>(i)]);
+  }
+  return y;
+}
+
+HostTensor rms_scale(const HostTensor& x, double eps, const TensorType& out) {
+  HostTensor y = make_result(out);
+  const int64_t n = x.dim(-1);
+  const int64_t rows = n == 0 ? 0 : x.numel() / n;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.data.data() + r * n;
+    double sum_sq = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum_sq += xr[i] * xr[i];
+    y.data[static_cast<size_t>(r)] = round_to(out.dtype, 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
   }
   return y;
 }

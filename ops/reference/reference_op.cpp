@@ -92,7 +92,7 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
 
   auto x = [&](size_t i) -> const HostTensor& { return *operands[i]; };
   switch (kind) {
-    case OpKind::Matmul: return {ref::matmul(x(0), x(1), out[0])};
+    case OpKind::Matmul: return {ref::matmul(x(0), x(1), operands.size() == 3 ? operands[2] : nullptr, out[0])};
     case OpKind::Add: return {ref::binary(ref::BinaryOp::Add, x(0), x(1), out[0])};
     case OpKind::Sub: return {ref::binary(ref::BinaryOp::Sub, x(0), x(1), out[0])};
     case OpKind::Mul: return {ref::binary(ref::BinaryOp::Mul, x(0), x(1), out[0])};
@@ -104,6 +104,7 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
     case OpKind::Rsqrt: return {ref::unary(ref::UnaryOp::Rsqrt, x(0), out[0])};
     case OpKind::Cast: return {ref::cast(x(0), out[0])};
     case OpKind::RmsNorm: return {ref::rms_norm(x(0), x(1), attrs.get_float("eps"), out[0])};
+    case OpKind::RmsScale: return {ref::rms_scale(x(0), attrs.get_float("eps"), out[0])};
     case OpKind::LayerNorm: return {ref::layer_norm(x(0), x(1), x(2), attrs.get_float("eps"), out[0])};
     case OpKind::RopeTable: return ref::rope_table(x(0), attrs.get_int("dim"), attrs.get_float("theta"), out);
     case OpKind::Rope: return {ref::rope(x(0), x(1), x(2), rope_style(attrs), out[0])};

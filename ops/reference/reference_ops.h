@@ -45,10 +45,13 @@ HostTensor unary(UnaryOp op, const HostTensor& x, const TensorType& out);
 HostTensor cast(const HostTensor& x, const TensorType& out);
 
 // matmul.cpp
-HostTensor matmul(const HostTensor& x, const HostTensor& w, const TensorType& out);
+/// With `row_scale` (one factor per row of x), each row's sums are scaled before rounding.
+HostTensor matmul(const HostTensor& x, const HostTensor& w, const HostTensor* row_scale, const TensorType& out);
 
 // norms.cpp
 HostTensor rms_norm(const HostTensor& x, const HostTensor& w, double eps, const TensorType& out);
+/// 1 / sqrt(mean(x^2) + eps) per row of the last dimension: rms_norm's factor.
+HostTensor rms_scale(const HostTensor& x, double eps, const TensorType& out);
 HostTensor layer_norm(const HostTensor& x, const HostTensor& w, const HostTensor& b, double eps,
                       const TensorType& out);
 

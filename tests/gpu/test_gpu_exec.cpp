@@ -2,6 +2,7 @@
 // place KV-cache updates) against the CPU reference, the arena's reuse, the prefill layer's returned
 // %v copied out of the QKV projection into a buffer of its own, and the errors a caller can make (an
 // unbound input, binding an intermediate, a missing symbol value).
+#include <algorithm>
 #include <cmath>
 
 #include "exec/executable.h"
@@ -26,38 +27,31 @@ rt::DeviceBuffer upload_and_bind(rt::Context& ctx, rt::Stream& stream, exec::Exe
   return std::move(*buf);
 }
 
-// Runs `g` at `b` on random inputs (positions at the end of each cache) and compares every output
-// with the CPU reference within `rel` of the largest reference magnitude.
-void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed) {
-  rt::Context& ctx = lj_test::gpu();
-  auto stream = rt::Stream::create(ctx);
-  LJ_REQUIRE_OK(stream);
-  exec::BuildOptions bo;
-  bo.hint = b;
-  bo.use_cache = false;
-  auto e = exec::Executable::build(ctx, g, bo);
-  LJ_REQUIRE_OK(e);
+// Random inputs for `g` at `b`: positions at the last slot of a cache of C entries (decode) or
+// 0..T-1 (prefill), small weights, activations in [-1, 1).
+std::map<std::string, HostTensor> random_inputs(const Graph& g, const Bindings& b, uint64_t seed) {
   std::map<std::string, HostTensor> host;
-  std::vector<rt::DeviceBuffer> keep;
   for (ValueId v : g.inputs()) {
     const ValueInfo& info = g.value(v);
     HostTensor t(info.type.dtype, resolve(info.type.shape, b));
     if (info.type.dtype == DType::I32) {
-      // Positions: the last slot of a cache of C entries (decode) or 0..T-1 (prefill).
       const std::optional<int64_t> c = b.get("C");
       for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = c ? static_cast<double>(*c - 1) : static_cast<double>(i);
     } else {
       fill_uniform(t, seed++, info.is_param && info.type.rank() >= 2 ? -0.05 : -1.0, info.is_param && info.type.rank() >= 2 ? 0.05 : 1.0);
     }
-    keep.push_back(upload_and_bind(ctx, *stream, *e, v, t));
-    host[info.name] = std::move(t);
+    host.emplace(info.name, std::move(t));
   }
-  LJ_REQUIRE_OK(e->run(*stream, b));
-  LJ_REQUIRE_OK(stream->synchronize());
-  const std::vector<HostTensor> want = run_reference(g, host, b);
+  return host;
+}
+
+// Every output of `e` after a run against `want` (the CPU reference's), within `1 / tol` of the
+// largest reference magnitude.
+void check_outputs(rt::Stream& stream, const Graph& g, exec::Executable& e, const Bindings& b, const std::vector<HostTensor>& want,
+                   double tol = 32) {
   for (size_t o = 0; o < g.outputs().size(); ++o) {
     const ValueId v = g.outputs()[o];
-    auto got = e->download(*stream, v, b);
+    auto got = e.download(stream, v, b);
     LJ_REQUIRE_OK(got);
     const HostTensor& w = want[o];
     REQUIRE(got->data.size() == w.data.size());
@@ -68,8 +62,26 @@ void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed) {
       scale = std::max(scale, std::fabs(w.data[i]));
     }
     INFO("output %" << g.value(v).name << ": max |error| " << worst << " of max |value| " << scale);
-    CHECK(worst <= scale / 32);
+    CHECK(worst <= scale / tol);
   }
+}
+
+// Runs `g` at `b` on random inputs and compares every output with the CPU reference.
+void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed) {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  exec::BuildOptions bo;
+  bo.hint = b;
+  bo.use_cache = false;
+  auto e = exec::Executable::build(ctx, g, bo);
+  LJ_REQUIRE_OK(e);
+  const std::map<std::string, HostTensor> host = random_inputs(g, b, seed);
+  std::vector<rt::DeviceBuffer> keep;
+  for (ValueId v : g.inputs()) keep.push_back(upload_and_bind(ctx, *stream, *e, v, host.at(g.value(v).name)));
+  LJ_REQUIRE_OK(e->run(*stream, b));
+  LJ_REQUIRE_OK(stream->synchronize());
+  check_outputs(*stream, g, *e, b, run_reference(g, host, b));
 }
 
 }  // namespace
@@ -82,6 +94,73 @@ TEST_CASE("the small Llama layer runs end to end and matches the CPU reference",
   dec.set("B", 3);
   dec.set("C", 9);
   check_against_reference(llama_decode(LlamaConfig::small()), dec, 2);
+}
+
+TEST_CASE("folded norms: the layer matches its unfolded plan and the reference; new norm weights are prepared again",
+          "[gpu][exec][fold]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  uint64_t seed = 300;
+  for (const bool decode : {false, true}) {
+    const Graph g = decode ? llama_decode(LlamaConfig::small()) : llama_prefill(LlamaConfig::small());
+    Bindings b;
+    if (decode) b.set("B", 3), b.set("C", 9);
+    else b.set("T", 37);
+    std::map<std::string, HostTensor> host = random_inputs(g, b, seed += 20);
+    exec::BuildOptions folded, kept;
+    folded.hint = kept.hint = b;
+    folded.use_cache = kept.use_cache = false;
+    kept.fusion.fold_norms = false;
+    auto ef = exec::Executable::build(ctx, g, folded);
+    auto ek = exec::Executable::build(ctx, g, kept);
+    LJ_REQUIRE_OK(ef);
+    LJ_REQUIRE_OK(ek);
+    // Both norms fold: two weight-preparation kernels, not launched per call.
+    const auto& groups = ef->plan().groups;
+    REQUIRE(std::count_if(groups.begin(), groups.end(), [](const FusionGroup& grp) { return grp.prepare; }) == 2);
+    REQUIRE(ef->launches_per_run() == ef->kernels().size() - 2);
+    REQUIRE(ek->launches_per_run() == ek->kernels().size());
+    std::vector<rt::DeviceBuffer> keep;
+    for (ValueId v : g.inputs()) {
+      keep.push_back(upload_and_bind(ctx, *stream, *ef, v, host.at(g.value(v).name)));
+      keep.push_back(upload_and_bind(ctx, *stream, *ek, v, host.at(g.value(v).name)));
+    }
+    LJ_REQUIRE_OK(ef->run(*stream, b));
+    LJ_REQUIRE_OK(ek->run(*stream, b));
+    LJ_REQUIRE_OK(stream->synchronize());
+    const std::vector<HostTensor> want = run_reference(g, host, b);
+    INFO((decode ? "decode" : "prefill") << ", folded");
+    check_outputs(*stream, g, *ef, b, want);
+    check_outputs(*stream, g, *ek, b, want);
+    // Folded against unfolded: one rounding of W * w instead of one of each normalised element.
+    for (size_t o = 0; o < g.outputs().size(); ++o) {
+      auto a = ef->download(*stream, g.outputs()[o], b);
+      auto c = ek->download(*stream, g.outputs()[o], b);
+      LJ_REQUIRE_OK(a);
+      LJ_REQUIRE_OK(c);
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < a->data.size(); ++i) {
+        worst = std::max(worst, std::fabs(a->data[i] - c->data[i]));
+        scale = std::max(scale, std::fabs(c->data[i]));
+      }
+      INFO("output %" << g.value(g.outputs()[o]).name << ": folded vs unfolded max |diff| " << worst << " of " << scale);
+      CHECK(worst <= scale / 64);
+    }
+    // New norm weights (4x the old: far outside the tolerance if the old folded W were reused),
+    // and for decode fresh caches (the run wrote them): the next run prepares the weights again.
+    for (const char* name : {"attn_norm", "mlp_norm"}) {
+      HostTensor& w = host.at(name);
+      for (double& x : w.data) x = static_cast<double>(static_cast<float>(x * 4));
+    }
+    for (ValueId v : g.inputs())
+      if (g.value(v).name == "attn_norm" || g.value(v).name == "mlp_norm" || g.value(v).type.rank() == 4)
+        keep.push_back(upload_and_bind(ctx, *stream, *ef, v, host.at(g.value(v).name)));
+    LJ_REQUIRE_OK(ef->run(*stream, b));
+    LJ_REQUIRE_OK(stream->synchronize());
+    INFO("after binding new norm weights");
+    check_outputs(*stream, g, *ef, b, run_reference(g, host, b));
+  }
 }
 
 TEST_CASE("the arena reuses dead intermediates: fused plans need less than unfused ones", "[gpu][exec]") {
@@ -153,7 +232,7 @@ TEST_CASE("a captured CUDA graph of the plan replays to the eager run's outputs 
   LJ_REQUIRE_OK(eager);
   auto graph = e->capture(*stream, b);
   LJ_REQUIRE_OK(graph);
-  CHECK(graph->launch_count() == e->kernels().size());
+  CHECK(graph->launch_count() == e->launches_per_run());  // weight preparation is not part of a call
   LJ_REQUIRE_OK(rt::fill_poison(*stream, *e->buffer_address(g.outputs()[0], b), static_cast<size_t>(eager->numel() * 2), 2));
   LJ_REQUIRE_OK(graph->replay(*stream));
   auto replayed = e->download(*stream, g.outputs()[0], b);
@@ -186,14 +265,16 @@ TEST_CASE("the prefill layer's returned %v is a copy in its own buffer: bindable
     }
     host[info.name] = std::move(t);
   }
-  // The fused plan copies %v out of %qkv in its RoPE kernel; the unfused plan leaves it a view of
-  // %qkv. Both run the same rms_norm and QKV kernels, so v must match bit for bit.
+  // The fused plan stores %v in a buffer of its own from the QKV projection's epilogue; the unfused
+  // plan leaves it a view of %qkv. Both run the same rms_norm and QKV kernels (norms kept: a folded
+  // norm rounds differently), so v must match bit for bit.
   std::vector<rt::DeviceBuffer> keep;
   auto build_and_run = [&](bool fuse, bool bind_v) {
     exec::BuildOptions bo;
     bo.hint = b;
     bo.use_cache = false;
     bo.fusion.fuse = fuse;
+    bo.fusion.fold_norms = false;
     auto e = exec::Executable::build(ctx, g, bo);
     LJ_REQUIRE_OK(e);
     for (ValueId in : g.inputs()) keep.push_back(upload_and_bind(ctx, *stream, *e, in, host.at(g.value(in).name)));

@@ -191,6 +191,7 @@ graph @rank3(%x: bf16[M, 3, 64], %w: param bf16[129, 64]) {
 TEST_CASE("fused epilogues match the reference in both kernel families", "[gpu][gemm]") {
   // Each graph must plan as ONE matmul group (the epilogue fused); N and K are odd where the load
   // paths allow it, SwiGLU halves have 129 and 7 columns (not multiples of the 8-column pairing).
+  // @row_scaled*: each row's sums times a factor first (a folded RMSNorm's), before the epilogue.
   Module m = parse_module(R"(
 graph @bias_gelu(%x: bf16[M, 1000], %w: param bf16[129, 1000], %b: param bf16[129]) {
   %y = matmul(%x, %w)
@@ -218,6 +219,18 @@ graph @swiglu_f32(%x: bf16[M, 64], %w: param bf16[14, 64], %r: f32[M, 7]) {
   %c = cast(%a) {dtype = f32}
   %o = add(%c, %r)
   return %o
+}
+graph @row_scaled(%x: bf16[M, 1000], %w: param bf16[130, 1000], %rs: f32[M], %r: bf16[M, 130]) {
+  %y = matmul(%x, %w, %rs)
+  %h = add(%r, %y)
+  return %h
+}
+graph @row_scaled_swiglu(%x: bf16[M, 136], %w: param bf16[258, 136], %rs: f32[M]) {
+  %gu = matmul(%x, %w, %rs)
+  %g, %u = split(%gu) {axis = 1, sizes = [129, 129]}
+  %s = silu(%g)
+  %a = mul(%s, %u)
+  return %a
 }
 graph @quantized(%x: bf16[M, 256], %w: param bf16[96, 256], %s: f32[96]) {
   %y = matmul(%x, %w)
@@ -251,7 +264,7 @@ graph @quantized(%x: bf16[M, 256], %w: param bf16[96, 256], %s: f32[96]) {
 
 TEST_CASE("RoPE in the projection's epilogue matches the reference in every kernel family", "[gpu][gemm][rope]") {
   // Each graph plans as the table's kernel and ONE matmul group that rotates q and k (and writes the
-  // caches, or stores v in a buffer of its own). Head dims 64, 128 and 256 put both columns of a pair
+  // caches, or stores v in a buffer of its own; @rope_decode scales its rows first, as a folded norm does). Head dims 64, 128 and 256 put both columns of a pair
   // in one tile (tiles of whole heads) or pair them (tiles narrower than a head: BN / 2 pairs); the
   // tables are random inputs here, so any mix-up of cos, sin or the pairing shows.
   Module m = parse_module(R"(
@@ -266,8 +279,9 @@ graph @rope_prefill(%x: bf16[T, 200], %pos: i32[T], %w: param bf16[384, 200]) {
   %k = rope(%kh, %c, %s) {style = "half"}
   return %q, %k, %v
 }
-graph @rope_decode(%x: bf16[T, 136], %pos: i32[T], %kc: bf16[T, C, 1, 128], %vc: bf16[T, C, 1, 128], %w: param bf16[512, 136]) {
-  %qkv = matmul(%x, %w)
+graph @rope_decode(%x: bf16[T, 136], %pos: i32[T], %kc: bf16[T, C, 1, 128], %vc: bf16[T, C, 1, 128], %w: param bf16[512, 136],
+                   %rs: f32[T]) {
+  %qkv = matmul(%x, %w, %rs)
   %qf, %kf, %vf = split(%qkv) {axis = 1, sizes = [256, 128, 128]}
   %qh = reshape(%qf) {shape = [T, 2, 128]}
   %kh = reshape(%kf) {shape = [T, 1, 128]}

@@ -20,6 +20,20 @@
 #include "layerjit/split_k.cuh"
 #include "layerjit/vec.cuh"
 
+// A row scale for stage(): by default none. A folded RMSNorm passes its per-row factor instead (a
+// functor of the tile row), which multiplies the fp32 sums before their one rounding.
+struct lj_no_row_scale {
+  __device__ __forceinline__ float operator()(int) const { return 1.f; }
+};
+template <class S>
+struct lj_scales_rows {
+  static constexpr bool value = true;
+};
+template <>
+struct lj_scales_rows<lj_no_row_scale> {
+  static constexpr bool value = false;
+};
+
 // Tile `bid`'s origin (m0, n0), grouped raster over a ceil(M / BM) x TILES_N grid of tiles (this
 // CTA's tile when bid is blockIdx.x; a persistent CTA walks several).
 template <int BM, int BN, int GROUP_M, lj_i64 TILES_N>
@@ -208,21 +222,26 @@ struct lj_gemm {
   static constexpr int STAGE_LD = BN + 8;
   // A barrier among the threads of the epilogue (all of them), after they fill shared memory together.
   static __device__ __forceinline__ void epi_sync() { __syncthreads(); }
-  template <class TY>
-  static __device__ __forceinline__ void stage(const float (&acc)[MI][NI][4], TY* tile) {
+  template <class TY, class Scale = lj_no_row_scale>
+  static __device__ __forceinline__ void stage(const float (&acc)[MI][NI][4], TY* tile, Scale scale = {}) {
     __syncthreads();  // every warp is done reading the pipeline buffers
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int wm = warp % WM, wn = warp / WM;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
+      for (int h = 0; h < 2; ++h) {
+        const int r = wm * WTM + mi * 16 + (lane >> 2) + h * 8;
+        const float s = lj_scales_rows<Scale>::value ? scale(r) : 1.f;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = wm * WTM + mi * 16 + (lane >> 2) + h * 8;
+        for (int ni = 0; ni < NI; ++ni) {
           const int c = wn * WTN + ni * 8 + (lane & 3) * 2;
-          lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
+          if (lj_scales_rows<Scale>::value)
+            lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][ni][2 * h] * s, acc[mi][ni][2 * h + 1] * s);
+          else
+            lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
         }
+      }
     __syncthreads();
   }
 };

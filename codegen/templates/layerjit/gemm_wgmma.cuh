@@ -230,13 +230,18 @@ struct lj_wgmma_gemm {
   // and with the previous tile's staged values in a persistent kernel). Barrier 1, or with PINGPONG
   // 1 + the warpgroup, after the epilogue of the CTA's tile j - 1 (the other warpgroup's) has let go
   // of the shared staging area (named barrier 5 + j % 2, see epilogue_done).
-  template <class TY>
-  static __device__ __forceinline__ void stage(const float (&acc)[MI][ACC], TY* tile, int j = 0) {
+  template <class TY, class Scale = lj_no_row_scale>
+  static __device__ __forceinline__ void stage(const float (&acc)[MI][ACC], TY* tile, int j = 0, Scale scale = {}) {
     const int bar = PINGPONG ? 1 + consumer_wg() : 1;
     if (PINGPONG && j > 0) lj_named_barrier(5 + (j & 1), 256);
     lj_named_barrier(bar, EPI_THREADS);
     const int lane = threadIdx.x & 31;
     const int r0 = (PINGPONG ? 0 : consumer_wg() * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
+    float s[MI][2];  // the row scale of the thread's rows (1 without one)
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) s[mi][h] = lj_scales_rows<Scale>::value ? scale(r0 + mi * 64 + 8 * h) : 1.f;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -246,7 +251,10 @@ struct lj_wgmma_gemm {
           const int r = r0 + mi * 64 + 8 * h;
           int c = j * 8 + (lane & 3) * 2;
           if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
-          lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
+          if (lj_scales_rows<Scale>::value)
+            lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h] * s[mi][h], acc[mi][4 * j + 2 * h + 1] * s[mi][h]);
+          else
+            lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
         }
     lj_named_barrier(bar, EPI_THREADS);
   }

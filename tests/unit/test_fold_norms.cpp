@@ -1,0 +1,147 @@
+// fold_norms: RMSNorm folded into the matmuls that read it. The rewrite keeps every value id, names
+// what it did and what it refused, and computes what the original graph computes (CPU reference:
+// one rounding of W * w instead of one per normalised element).
+#include <algorithm>
+#include <cmath>
+
+#include <catch2/catch.hpp>
+
+#include "compiler/fusion/fusion_group.h"
+#include "layerjit/builder.h"
+#include "layerjit/llama.h"
+#include "layerjit/passes.h"
+#include "layerjit/reference.h"
+#include "layerjit/text.h"
+
+using namespace lj;
+
+namespace {
+
+ValueId id_of(const Graph& g, const std::string& name) {
+  for (size_t i = 0; i < g.values().size(); ++i)
+    if (g.values()[i].name == name) return static_cast<ValueId>(i);
+  return -1;
+}
+
+Graph parse_one(const char* text) {
+  Module m = parse_module(text, "<fold test>");
+  return std::move(m.graphs.at(0));
+}
+
+}  // namespace
+
+TEST_CASE("both norms of the Llama layer fold; every value keeps its id", "[passes][fold]") {
+  for (const Graph& g : {llama_prefill(LlamaConfig::small()), llama_decode(LlamaConfig::small())}) {
+    const NormFolding f = fold_norms(g);
+    CHECK(f.folded == 2);
+    REQUIRE(f.notes.size() == 2);
+    CHECK(f.notes[0].find("%h = rms_norm(%x, %attn_norm) folded into %qkv (weights %w_qkv.folded = %w_qkv * %attn_norm)") == 0);
+    const Graph& h = f.graph;
+    CHECK(h.inputs() == g.inputs());
+    CHECK(h.outputs() == g.outputs());
+    REQUIRE(h.values().size() == g.values().size() + 2);  // the two folded weights
+    for (size_t i = 0; i < g.values().size(); ++i) {
+      const std::string& was = g.values()[i].name;
+      if (was == "h" || was == "hn") continue;  // the norms' results: now their row scales
+      CHECK(h.values()[i].name == was);
+      CHECK(h.values()[i].type == g.values()[i].type);
+    }
+    const ValueId s = id_of(g, "h");
+    CHECK(h.value(s).name == "h.scale");
+    CHECK(h.value(s).type.dtype == DType::F32);
+    const Node& qkv = h.node(h.value(id_of(h, "qkv")).producer);
+    REQUIRE(qkv.operands.size() == 3);
+    CHECK(qkv.operands[0] == id_of(g, "x"));
+    CHECK(h.value(qkv.operands[1]).name == "w_qkv.folded");
+    CHECK(qkv.operands[2] == s);
+    // Nodes stay in an order that defines every operand first (the reference runs them in order).
+    for (NodeId n = 0; n < static_cast<NodeId>(h.nodes().size()); ++n)
+      for (ValueId v : h.node(n).operands) CHECK(h.value(v).producer < n);
+  }
+}
+
+TEST_CASE("the folded graph computes what the original computes", "[passes][fold]") {
+  const Graph g = llama_prefill(LlamaConfig::small());
+  const Graph folded = fold_norms(g).graph;
+  Bindings b;
+  b.set("T", 11);
+  std::map<std::string, HostTensor> in;
+  uint64_t seed = 5;
+  for (ValueId v : g.inputs()) {
+    const ValueInfo& info = g.value(v);
+    HostTensor t(info.type.dtype, resolve(info.type.shape, b));
+    if (info.type.dtype == DType::I32) {
+      for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<double>(i);
+    } else {
+      fill_uniform(t, ++seed, info.type.rank() >= 2 && info.is_param ? -0.1 : -1.0, info.type.rank() >= 2 && info.is_param ? 0.1 : 1.0);
+      if (info.type.rank() == 1) fill_uniform(t, ++seed, 0.5, 1.5);  // norm weights: not near 0
+    }
+    in.emplace(info.name, std::move(t));
+  }
+  const std::vector<HostTensor> want = run_reference(g, in, b);
+  const std::vector<HostTensor> got = run_reference(folded, in, b);
+  REQUIRE(got.size() == want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < want[o].data.size(); ++i) {
+      worst = std::max(worst, std::fabs(got[o].data[i] - want[o].data[i]));
+      scale = std::max(scale, std::fabs(want[o].data[i]));
+    }
+    INFO("output " << o << ": max |diff| " << worst << " of max |value| " << scale);
+    CHECK(worst > 0);  // the roundings differ: the comparison below is not vacuous
+    CHECK(worst <= scale / 64);
+  }
+}
+
+TEST_CASE("norms that cannot fold stay, and the plan says why", "[passes][fold]") {
+  const Graph g = parse_one(R"(
+graph @refusals(%x: bf16[T, 64], %nw: param bf16[64], %act_w: bf16[64], %w: param bf16[32, 64], %wa: bf16[32, 64]) -> bf16[T, 32], bf16[T, 32], bf16[T, 64], bf16[T, 32], bf16[T, 32] {
+  %a = rms_norm(%x, %act_w)
+  %ya = matmul(%a, %w)
+  %b = rms_norm(%x, %nw)
+  %yb = matmul(%b, %w)
+  %c = rms_norm(%x, %nw)
+  %yc = matmul(%c, %wa)
+  %d = rms_norm(%x, %nw)
+  %yd = matmul(%d, %w)
+  %e = add(%d, %x)
+  return %ya, %yb, %e, %yc, %yd
+}
+)");
+  const NormFolding f = fold_norms(g);
+  CHECK(f.folded == 1);  // %b
+  std::string all;
+  for (const std::string& n : f.notes) all += n + "\n";
+  CHECK(all.find("%a not folded: its weight %act_w is not a param") != std::string::npos);
+  CHECK(all.find("%b = rms_norm(%x, %nw) folded into %yb") != std::string::npos);
+  CHECK(all.find("%c not folded: the matmul's weight %wa is not a param") != std::string::npos);
+  CHECK(all.find("%d not folded: add reads it too, and needs the normalised rows") != std::string::npos);
+  // `plan` prints them; weight preparation comes first and is not counted per call.
+  const Lowered l = lower(g);
+  Bindings b;
+  b.set("T", 8);
+  const std::string text = print_plan(*l.graph, l.plan, b, &g);
+  CHECK(text.find("graph: %a not folded") != std::string::npos);
+  REQUIRE(!l.plan.groups.empty());
+  CHECK(l.plan.groups[0].prepare);
+  CHECK(text.find("weight preparation: 1 kernel once") != std::string::npos);
+  // --no-fuse and fold_norms = false keep every norm.
+  FusionOptions off;
+  off.fold_norms = false;
+  CHECK(lower(g, off).graph.get() == &g);
+  CHECK(lower(g, FusionOptions{false}).graph.get() == &g);
+}
+
+TEST_CASE("matmul's row scale and rms_scale: types and errors", "[passes][fold]") {
+  GraphBuilder b("rs");
+  auto x = b.input("x", DType::BF16, {Dim::sym("T"), 3, 64});
+  auto w = b.param("w", DType::BF16, {32, 64});
+  auto s = b.rms_scale(x);
+  CHECK(s.type().str() == "f32[T, 3]");
+  auto y = b.matmul(x, w, std::nullopt, s);
+  CHECK(y.type().str() == "bf16[T, 3, 32]");
+  auto bad = b.input("bad", DType::F32, {Dim::sym("T")});
+  CHECK_THROWS_WITH(b.matmul(x, w, std::nullopt, bad), Catch::Contains("the row scale must have one element per row of x"));
+  auto half = b.input("h16", DType::BF16, {Dim::sym("T"), 3});
+  CHECK_THROWS_WITH(b.matmul(x, w, std::nullopt, half), Catch::Contains("must be f32"));
+}
