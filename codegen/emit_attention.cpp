@@ -231,6 +231,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   {
     // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1).
     auto fn = w.scope(ctx.signature(threads, hopper ? 1 : 0));
+    w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", hopper ? 1024 : 128);
     w.line("using Flash = {};", flash);
     w.line("static_assert(Flash::SMEM_BYTES <= {}, \"the launch's dynamic shared memory holds the kernel's\");", smem);

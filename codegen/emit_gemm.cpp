@@ -112,6 +112,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   {
     // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1).
     auto fn = w.scope(ctx.signature(cfg.threads(), hopper ? 1 : 0));
+    w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", hopper ? 1024 : 128);
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
     // A persistent CTA walks the tiles: the producer thread loads each tile's k tiles and moves on,

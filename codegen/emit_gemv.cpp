@@ -108,6 +108,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   w.blank();
   {
     auto fn = w.scope(ctx.signature(threads));
+    w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.comment(print_node(g, grp.nodes[0]));
     w.line("const int lane = threadIdx.x & 31;");
     if (rope) {

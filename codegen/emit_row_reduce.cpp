@@ -86,6 +86,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
   w.blank();
   {
   auto fn = w.scope(ctx.signature(threads));
+  w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
   w.line("constexpr int V = {};        // elements per access", vec);
   w.line("constexpr int D = {};     // row length (reduced axis)", D);
   w.line("constexpr int CHUNKS = {};   // V-wide chunks per thread", chunks);

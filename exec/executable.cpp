@@ -103,6 +103,8 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
     e.steps_.push_back(Step{std::move(mod), kern});
   }
   e.scratch_.resize(e.steps_.size());
+  const char* pdl = std::getenv("LAYERJIT_PDL");
+  e.programmatic_ = opts.programmatic_launch && ctx.info().cc() >= 90 && !(pdl && std::string_view(pdl) == "0");
   const char* log = std::getenv("LAYERJIT_LOG");
   e.log_dispatch_ = log && std::string_view(log).find("dispatch") != std::string_view::npos;
   return e;
@@ -291,10 +293,9 @@ rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b) {
   // An NVTX range per launch, named after the kernel (lj_<graph>_g<group>_<kind>): Nsight Systems
   // and Compute show our names. Without a tool attached the calls are no-ops.
   nvtxRangePushA(k.name.c_str());
-  rt::Status launched = rt::launch(stream, steps_[i].kernel,
-                                   rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads),
-                                                            static_cast<unsigned>(k.launch.shared_bytes)),
-                                   args);
+  rt::LaunchConfig lc = rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads), static_cast<unsigned>(k.launch.shared_bytes));
+  lc.programmatic = programmatic_;
+  rt::Status launched = rt::launch(stream, steps_[i].kernel, lc, args);
   nvtxRangePop();
   LJ_RT_TRY(launched);
   return {};

@@ -35,6 +35,10 @@ struct BuildOptions {
   bool use_cache = true;
   /// Use the device's arch-specific target where it has one (sm_90a: the wgmma GEMM); false: sm_XY.
   bool arch_specific = true;
+  /// Launch each kernel with programmatic dependent launch where the device has it (sm_90+): its
+  /// CTAs take SM slots while the previous kernel finishes and wait there for its writes
+  /// (lj_pdl_begin). LAYERJIT_PDL=0 in the environment turns it off too.
+  bool programmatic_launch = false;
   /// Matmul configs from the tuning DB (`layerjit tune`'s winners for the hint's bucket on this
   /// device and target) where a record exists and still fits the problem; else the defaults.
   bool use_tuned = true;
@@ -125,6 +129,7 @@ class Executable {
   int cache_hits_ = 0;
   std::vector<KernelOrigin> origins_;
   bool log_dispatch_ = false;  // LAYERJIT_LOG contains "dispatch"
+  bool programmatic_ = false;  // BuildOptions::programmatic_launch on an sm_90+ device
   std::vector<std::pair<std::string, int64_t>> logged_for_;  // the symbol values last logged
 };
 

@@ -67,6 +67,13 @@ Status launch(Stream& stream, Kernel& kernel, const LaunchConfig& config, Kernel
   lc.blockDimZ = config.block.z;
   lc.sharedMemBytes = config.dynamic_smem;
   lc.hStream = stream.handle();
+  CUlaunchAttribute attr{};
+  if (config.programmatic) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = &attr;
+    lc.numAttrs = 1;
+  }
   if (CUresult r = drv.api().cuLaunchKernelEx_(&lc, kernel.handle(), args.pointers(), nullptr); r != CUDA_SUCCESS) {
     return Error{fmt::format("launching `{}` (grid {}x{}x{}, block {}x{}x{}, {} bytes dynamic shared memory): {}",
                              kernel.name(), config.grid.x, config.grid.y, config.grid.z, config.block.x,

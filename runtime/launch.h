@@ -66,10 +66,14 @@ struct LaunchConfig {
   Dim3 grid;
   Dim3 block;
   unsigned dynamic_smem = 0;
+  /// Programmatic dependent launch (sm_90+): the kernel may start before the previous kernel in the
+  /// stream completes; it must wait for it (`griddepcontrol.wait`: generated kernels begin with
+  /// lj_pdl_begin) before touching memory that kernel reads or writes.
+  bool programmatic = false;
 
   /// A 1-D launch of `blocks` blocks of `threads` threads.
   static LaunchConfig linear(unsigned blocks, unsigned threads, unsigned dynamic_smem = 0) {
-    return LaunchConfig{{blocks, 1, 1}, {threads, 1, 1}, dynamic_smem};
+    return LaunchConfig{{blocks, 1, 1}, {threads, 1, 1}, dynamic_smem, false};
   }
   /// Enough `threads`-wide blocks to cover n items.
   static LaunchConfig cover(size_t n, unsigned threads, unsigned dynamic_smem = 0) {

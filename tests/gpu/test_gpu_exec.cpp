@@ -67,13 +67,14 @@ void check_outputs(rt::Stream& stream, const Graph& g, exec::Executable& e, cons
 }
 
 // Runs `g` at `b` on random inputs and compares every output with the CPU reference.
-void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed) {
+void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed, bool programmatic = false) {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
   exec::BuildOptions bo;
   bo.hint = b;
   bo.use_cache = false;
+  bo.programmatic_launch = programmatic;
   auto e = exec::Executable::build(ctx, g, bo);
   LJ_REQUIRE_OK(e);
   const std::map<std::string, HostTensor> host = random_inputs(g, b, seed);
@@ -94,6 +95,10 @@ TEST_CASE("the small Llama layer runs end to end and matches the CPU reference",
   dec.set("B", 3);
   dec.set("C", 9);
   check_against_reference(llama_decode(LlamaConfig::small()), dec, 2);
+  // Programmatic dependent launch (sm_90+; off by default, see docs/exec.md): every kernel's CTAs
+  // may start early and must wait for the previous kernel before touching memory.
+  check_against_reference(llama_prefill(LlamaConfig::small()), pre, 3, true);
+  check_against_reference(llama_decode(LlamaConfig::small()), dec, 4, true);
 }
 
 TEST_CASE("folded norms: the layer matches its unfolded plan and the reference; new norm weights are prepared again",
