@@ -124,9 +124,19 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // pipeline reads W once for all rows (measured on an H200 at M = 16: 2.7-4.7x faster than the GEMV
   // re-reading W per 4 rows; docs/perf.md). Unknown M (0): the GEMM serves any M.
   if (p.m == 1 || p.sm < 80 || !tensor_core_dtype(p.dtype)) return gemv_default(p);
-  // 17-32 rows too (measured at B = 32 by `layerjit tune`: 16-row tiles beat 64x64 by 1.2-1.3x on the
-  // qkv, o and down projections; gate_up is within 6 % of its best either way; docs/perf.md).
-  if (p.m > 0 && p.m <= 32) return mma(16, 64, 64, 1, 2, 6);
+  if (p.m > 0 && p.m <= 16) return mma(16, 64, 64, 1, 2, 6);
+  // 17-32 rows (decode at B = 32; `layerjit tune` and `layerjit bench` on the H200, sixth session,
+  // docs/perf.md): with many column tiles, one 64-row tile over all rows reads W once per CTA
+  // (gate_up: 1.24x the 16-row tiles); where K is at least N, 16-row tiles split 4 ways along K keep
+  // enough CTAs streaming W (o 1.29x, down 1.61x). The QKV projection (K < N) ran slower split
+  // (27.3 against 23.2 us): it keeps the 16-row tiles of 6 stages.
+  if (p.m > 0 && p.m <= 32) {
+    if ((p.n + 63) / 64 >= 3 * p.sm_count) return mma(64, 64, 64, 2, 2, 3);
+    if (p.k < p.n || (p.k + 63) / 64 < 4 * 4) return mma(16, 64, 64, 1, 2, 6);  // split CTAs need 4 k tiles each
+    MatmulConfig c = mma(16, 64, 64, 1, 2, 4);
+    c.split_k = 4;
+    return c;
+  }
   // Up to 128 rows, 64x64 tiles give the grid enough CTAs to fill the SMs (measured on an H200 at
   // M = 128: 1.5-2.6x faster than 128x128 on the Llama-3-8B shapes; docs/perf.md). With the Hopper
   // GEMM, only up to 64 rows (it has 128-row tiles).
@@ -270,6 +280,15 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
                      Tile{32, 128, 2, 2}})
         for (int bk : {32, 64})
           for (int stages : {4, 6, 8}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, stages));
+    // ... and split along K, so that all the rows share one read of W per CTA while enough CTAs
+    // stream it (decode B = 32: the o and down projections have 64 column tiles of 64).
+    if (p.m > 0 && p.m <= 32)
+      for (Tile t : {Tile{16, 64, 1, 2}, Tile{32, 64, 2, 2}, Tile{32, 128, 2, 2}})
+        for (int sk : {2, 4, 8}) {
+          MatmulConfig c = mma(t.bm, t.bn, 64, t.wm, t.wn, 4);
+          c.split_k = sk;
+          all.push_back(c);
+        }
   }
   std::vector<MatmulConfig> out;
   for (const MatmulConfig& c : all) {

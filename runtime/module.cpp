@@ -72,6 +72,12 @@ Result<int> Kernel::attribute(CUfunction_attribute attr) const {
 Status Kernel::allow_dynamic_smem(int bytes) {
   if (bytes <= dynamic_smem_limit_) return {};
   LJ_RT_ASSIGN(int static_smem, attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES));
+  // Without the attribute raised, static + dynamic must fit 48 KiB: 48 KiB of dynamic memory plus a
+  // split-K kernel's 4 static bytes failed to launch (CUDA_ERROR_INVALID_VALUE).
+  if (dynamic_smem_limit_ < 0) {
+    dynamic_smem_limit_ = 48 * 1024 - static_smem;
+    if (bytes <= dynamic_smem_limit_) return {};
+  }
   const int optin = ctx_->info().max_smem_per_block_optin;
   if (bytes + static_smem > optin) {
     return Error{fmt::format("kernel `{}` asks for {} bytes of dynamic shared memory plus {} static, more than "

@@ -31,7 +31,9 @@ class Kernel {
   std::string name_;
   std::vector<size_t> param_sizes_;
   bool param_sizes_known_ = false;
-  int dynamic_smem_limit_ = 48 * 1024;  // every GPU's default opt-out limit
+  // Dynamic shared memory a launch may use without raising the limit: every GPU's default 48 KiB less
+  // the kernel's static shared memory (the sum counts); -1 until the first launch asks.
+  int dynamic_smem_limit_ = -1;
 };
 
 class Module {

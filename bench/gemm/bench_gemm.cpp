@@ -129,8 +129,9 @@ int main(int argc, char** argv) {
     if (only_shape && std::strcmp(only_shape, s.name) != 0) continue;
     const Graph g = matmul_graph(s);
     const FusionPlan plan = plan_fusion(g);
-    for (int64_t m : {int64_t{1}, int64_t{16}, int64_t{128}, int64_t{4096}}) {
-      if (only_m && m != only_m) continue;
+    // --m picks any row count (e.g. 32, decode at B = 32), else the four of the issue.
+    const std::vector<int64_t> rows = only_m ? std::vector<int64_t>{only_m} : std::vector<int64_t>{1, 16, 128, 4096};
+    for (int64_t m : rows) {
       Bindings b;
       b.set("M", m);
       const double bytes = 2.0 * static_cast<double>(m * s.k + s.n * s.k + m * s.n);

@@ -118,6 +118,22 @@ TEST_CASE("split-K mma.sync GEMMs match the reference for M, N, K in {1, 7, 127,
       }
 }
 
+TEST_CASE("the defaults for 17-32 rows (decode B = 32) match the reference", "[gpu][gemm]") {
+  // Few column tiles and K >= N: 16-row tiles split 4 ways along K (K = 1000: 16 k tiles); a wide W
+  // (397 tiles of 64 columns): one 64-row tile over all rows. Both with an odd N and M.
+  uint64_t seed = 2500;
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{129, 1000}, {1001, 1032}, {25400, 136}})
+    for (int64_t m : {17, 32}) {
+      EmitOptions emit;
+      emit.hint.set("M", m);
+      const Graph g = matmul_graph(n, k, "bf16");
+      const MatmulConfig c = default_matmul_config(matmul_problem(g, plan_fusion(g).groups[0], emit));
+      INFO("default " << c.str());
+      CHECK((n > 25000 ? c.bm == 64 && c.split_k == 1 : c.bm == 16 && c.split_k == 4));
+      check(g, m, emit, ++seed);
+    }
+}
+
 TEST_CASE("GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}", "[gpu][gemm]") {
   uint64_t seed = 300;
   for (int64_t m : kOdd) {
