@@ -8,15 +8,22 @@
 
 namespace lj::ref {
 
+namespace {
+// 1 / sqrt(mean(x^2) + eps) of the n values at xr: rms_norm's factor, rms_scale's result.
+double inv_rms(const double* xr, int64_t n, double eps) {
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += xr[i] * xr[i];
+  return 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps);
+}
+}  // namespace
+
 HostTensor rms_norm(const HostTensor& x, const HostTensor& w, double eps, const TensorType& out) {
   HostTensor y = make_result(out);
   const int64_t n = x.dim(-1);
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
   for (int64_t r = 0; r < rows; ++r) {
     const double* xr = x.data.data() + r * n;
-    double sum_sq = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum_sq += xr[i] * xr[i];
-    const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps);
+    const double inv = inv_rms(xr, n, eps);
     for (int64_t i = 0; i < n; ++i)
       y.data[static_cast<size_t>(r * n + i)] = round_to(out.dtype, xr[i] * inv * w.data[static_cast<size_t>(i)]);
   }
@@ -27,12 +34,7 @@ HostTensor rms_scale(const HostTensor& x, double eps, const TensorType& out) {
   HostTensor y = make_result(out);
   const int64_t n = x.dim(-1);
   const int64_t rows = n == 0 ? 0 : x.numel() / n;
-  for (int64_t r = 0; r < rows; ++r) {
-    const double* xr = x.data.data() + r * n;
-    double sum_sq = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum_sq += xr[i] * xr[i];
-    y.data[static_cast<size_t>(r)] = round_to(out.dtype, 1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
-  }
+  for (int64_t r = 0; r < rows; ++r) y.data[static_cast<size_t>(r)] = round_to(out.dtype, inv_rms(x.data.data() + r * n, n, eps));
   return y;
 }
 

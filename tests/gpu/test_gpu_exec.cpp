@@ -45,6 +45,18 @@ std::map<std::string, HostTensor> random_inputs(const Graph& g, const Bindings& 
   return host;
 }
 
+// The largest |got - want| and the largest |want|; a NaN in `got` fails the test.
+std::pair<double, double> max_error(const HostTensor& got, const HostTensor& want) {
+  REQUIRE(got.data.size() == want.data.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    REQUIRE(!std::isnan(got.data[i]));
+    worst = std::max(worst, std::fabs(got.data[i] - want.data[i]));
+    scale = std::max(scale, std::fabs(want.data[i]));
+  }
+  return {worst, scale};
+}
+
 // Every output of `e` after a run against `want` (the CPU reference's), within `1 / tol` of the
 // largest reference magnitude.
 void check_outputs(rt::Stream& stream, const Graph& g, exec::Executable& e, const Bindings& b, const std::vector<HostTensor>& want,
@@ -53,14 +65,7 @@ void check_outputs(rt::Stream& stream, const Graph& g, exec::Executable& e, cons
     const ValueId v = g.outputs()[o];
     auto got = e.download(stream, v, b);
     LJ_REQUIRE_OK(got);
-    const HostTensor& w = want[o];
-    REQUIRE(got->data.size() == w.data.size());
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < w.data.size(); ++i) {
-      REQUIRE(!std::isnan(got->data[i]));
-      worst = std::max(worst, std::fabs(got->data[i] - w.data[i]));
-      scale = std::max(scale, std::fabs(w.data[i]));
-    }
+    const auto [worst, scale] = max_error(*got, want[o]);
     INFO("output %" << g.value(v).name << ": max |error| " << worst << " of max |value| " << scale);
     CHECK(worst <= scale / tol);
   }
@@ -144,11 +149,7 @@ TEST_CASE("folded norms: the layer matches its unfolded plan and the reference; 
       auto c = ek->download(*stream, g.outputs()[o], b);
       LJ_REQUIRE_OK(a);
       LJ_REQUIRE_OK(c);
-      double worst = 0, scale = 0;
-      for (size_t i = 0; i < a->data.size(); ++i) {
-        worst = std::max(worst, std::fabs(a->data[i] - c->data[i]));
-        scale = std::max(scale, std::fabs(c->data[i]));
-      }
+      const auto [worst, scale] = max_error(*a, *c);
       INFO("output %" << g.value(g.outputs()[o]).name << ": folded vs unfolded max |diff| " << worst << " of " << scale);
       CHECK(worst <= scale / 64);
     }
