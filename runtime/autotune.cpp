@@ -124,6 +124,7 @@ Result<TuneReport> autotune(Stream& stream, const TuneProblem& p, const Autotune
           break;
         }
       }
+      outputs[i].clear();  // only the default's outputs are kept: a candidate's may be a whole KV cache
       if (r.status == CandidateStatus::kMismatch) continue;
     }
     r.status = CandidateStatus::kTimed;  // provisional: verified, timing below

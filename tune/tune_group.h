@@ -51,6 +51,12 @@ struct TuneSettings {
   cache::TuningDb* db = nullptr;               ///< the winner is recorded when set (and enabled)
 };
 
+/// Whether a candidate's output bytes `got` agree with the default config's `want` (elements of
+/// dtype `t`): bit-identical elements always do (poison and unwritten cache entries included), others
+/// within abs_tol + rel_tol * |want|; a NaN never does. On disagreement, `why` names the first element.
+bool outputs_agree(DType t, double abs_tol, double rel_tol, const std::vector<unsigned char>& want, const std::vector<unsigned char>& got,
+                   std::string* why);
+
 /// Tunes one group for the symbol values in `b` (bucketed). Throws UserError when the group has
 /// nothing to tune or a symbol is unbound; returns an Error when the GPU work fails.
 rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const FusionGroup& grp, const Bindings& b,

@@ -113,3 +113,21 @@ TEST_CASE("tuner: a stored winner is applied when the emitter accepts it, else t
   CHECK(m.matmul->str() == "wgmma bm=128 bn=128 stages=3 gm=8");
   CHECK(!tune::apply_tuned_config(g, mm, "128x2x64x2", m).empty());
 }
+
+TEST_CASE("tuner: candidate outputs agree bit for bit or within the tolerance, never through a NaN", "[tune]") {
+  // bf16 elements, little-endian: 0x3f80 = 1.0, 0x3f81 = 1.0078125, 0x4000 = 2.0, 0x7fc0 = NaN.
+  const std::vector<unsigned char> want = {0x80, 0x3f, 0x00, 0x40, 0xc0, 0x7f, 0x80, 0x3f};
+  std::string why;
+  CHECK(tune::outputs_agree(DType::BF16, 0, 0, want, want, &why));  // identical, the NaN (poison) included
+  std::vector<unsigned char> near = want;
+  near[6] = 0x81;  // the last element 1.0 -> 1.0078125
+  CHECK(tune::outputs_agree(DType::BF16, 0.01, 0, want, near, &why));
+  CHECK(!tune::outputs_agree(DType::BF16, 0.001, 0, want, near, &why));
+  CHECK(why == "element 3: 1.0078125 where the default config gives 1");
+  std::vector<unsigned char> nan = want;
+  nan[3] = 0x7f, nan[2] = 0xc0;  // element 1: 2.0 -> NaN
+  CHECK(!tune::outputs_agree(DType::BF16, 1e9, 1e9, want, nan, &why));
+  CHECK(why.find("element 1: nan") == 0);
+  CHECK(!tune::outputs_agree(DType::BF16, 1, 1, want, std::vector<unsigned char>(6), &why));
+  CHECK(why == "6 bytes where the default config gives 8");
+}
