@@ -136,10 +136,11 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
     return op;
   }
   size_t i = 1;
-  if (i < nodes.size() && g.node(nodes[i]).kind == OpKind::Silu) {
-    const Node* split = halves_split(g, op.y);
-    if (!split || g.node(nodes[i]).operands[0] != split->results[0] || i + 1 >= nodes.size())
-      throw unsupported("a silu after the matmul must read the first half of its split (SwiGLU)");
+  // SwiGLU: a silu of the first half of y's split (a silu of y itself is an ordinary activation).
+  const Node* halves = halves_split(g, op.y);
+  if (i < nodes.size() && g.node(nodes[i]).kind == OpKind::Silu && halves && g.node(nodes[i]).operands[0] == halves->results[0]) {
+    const Node* split = halves;
+    if (i + 1 >= nodes.size()) throw unsupported("a silu of the first half of the matmul's split needs the product with the second (SwiGLU)");
     const Node& silu = g.node(nodes[i]);
     const Node& mul = g.node(nodes[i + 1]);
     if (mul.kind != OpKind::Mul || !reads(mul, silu.results[0]) || !reads(mul, split->results[1]))

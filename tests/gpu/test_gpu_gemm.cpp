@@ -236,6 +236,11 @@ graph @swiglu_f32(%x: bf16[M, 64], %w: param bf16[14, 64], %r: f32[M, 7]) {
   %o = add(%c, %r)
   return %o
 }
+graph @silu_act(%x: bf16[M, 1000], %w: param bf16[129, 1000]) {
+  %y = matmul(%x, %w)
+  %a = silu(%y)
+  return %a
+}
 graph @row_scaled(%x: bf16[M, 1000], %w: param bf16[130, 1000], %rs: f32[M], %r: bf16[M, 130]) {
   %y = matmul(%x, %w, %rs)
   %h = add(%r, %y)
