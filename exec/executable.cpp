@@ -181,8 +181,8 @@ Footprint Executable::footprint(const Bindings& b) const {
 rt::Result<CUdeviceptr> Executable::buffer_address(ValueId v, const Bindings& b) const {
   const ValueId buf = layouts_[static_cast<size_t>(v)].buffer;
   if (auto ext = external_.find(buf); ext != external_.end()) return ext->second;
-  const MemoryPlan mp = planned_for_ == b.values && !planned_.offset.empty() ? planned_ : memory_plan(b);  // the last run's layout
   if (auto pr = prepared_.find(buf); pr != prepared_.end()) return pr->second.ptr();
+  const MemoryPlan mp = planned_for_ == b.values && !planned_.offset.empty() ? planned_ : memory_plan(b);  // the last run's layout
   auto it = mp.offset.find(buf);
   if (it == mp.offset.end() || !arena_ || arena_->bytes() < mp.arena_bytes)
     return rt::Error{fmt::format("%{} of @{} has no memory yet: bind it, or run first", graph_->value(v).name, graph_->name())};
@@ -243,7 +243,8 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
     logged_for_ = b.values;
     std::string sizes;
     for (const auto& [s, v] : b.values) sizes += fmt::format(" {}={}", s, v);
-    std::fprintf(stderr, "layerjit dispatch @%s%s: %zu kernels\n", graph_->name().c_str(), sizes.c_str(), kernels_.size());
+    std::fprintf(stderr, "layerjit dispatch @%s%s: %zu kernels (%zu preparing weights, not per call)\n", graph_->name().c_str(),
+                 sizes.c_str(), launches_per_run(), kernels_.size() - launches_per_run());
   }
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (plan_.groups[i].prepare) continue;  // once per weights: prepare_weights
