@@ -137,6 +137,7 @@ rt::Status Executable::prepare_weights(rt::Stream& stream, const Bindings& b) {
     }
   }
   weights_ready_ = true;  // before the launches: launch() looks the buffers up
+  for (const auto& [v, buf] : prepared_) prepared_bytes_[v] = value_bytes(g, v, b);
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (!plan_.groups[i].prepare) continue;
     if (rt::Status st = launch(stream, i, b); !st.ok()) {
@@ -145,6 +146,15 @@ rt::Status Executable::prepare_weights(rt::Stream& stream, const Bindings& b) {
     }
   }
   return {};
+}
+
+bool Executable::weights_current(const Bindings& b) const {
+  if (!weights_ready_) return false;
+  // A param with symbols in its shape (rare: weights are usually constant) is prepared again when a
+  // run's sizes change it.
+  for (const auto& [v, bytes] : prepared_bytes_)
+    if (value_bytes(*graph_, v, b) != bytes) return false;
+  return true;
 }
 
 size_t Executable::launches_per_run() const {
@@ -237,7 +247,7 @@ rt::Status Executable::prepare(const Bindings& b) {
 
 rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
   LJ_RT_TRY(prepare(b));
-  if (!weights_ready_) LJ_RT_TRY(prepare_weights(stream, b));
+  if (!weights_current(b)) LJ_RT_TRY(prepare_weights(stream, b));
   const bool log = log_dispatch_ && logged_for_ != b.values;
   if (log) {
     logged_for_ = b.values;
@@ -263,7 +273,7 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
 rt::Status Executable::run_step(rt::Stream& stream, size_t i, const Bindings& b) {
   if (i >= steps_.size()) return rt::Error{fmt::format("run_step: @{} has {} kernels, no kernel {}", graph_->name(), steps_.size(), i)};
   LJ_RT_TRY(prepare(b));
-  if (!weights_ready_) LJ_RT_TRY(prepare_weights(stream, b));
+  if (!weights_current(b)) LJ_RT_TRY(prepare_weights(stream, b));
   return launch(stream, i, b);
 }
 

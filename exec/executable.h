@@ -120,6 +120,8 @@ class Executable {
   std::map<ValueId, CUdeviceptr> external_;    // bound inputs and outputs, by buffer
   std::map<ValueId, rt::DeviceBuffer> prepared_;  // outputs of the prepare groups, by value
   bool weights_ready_ = false;                 // prepared_ holds what the bound params give
+  std::map<ValueId, size_t> prepared_bytes_;   // each prepared value's size when it was prepared
+  bool weights_current(const Bindings& b) const;  // ready, and no prepared value's size changed with `b`
   std::optional<rt::DeviceBuffer> arena_;
   // The layout of the last run's symbol values: a decode loop calls run() with the same sizes.
   std::vector<std::pair<std::string, int64_t>> planned_for_;
