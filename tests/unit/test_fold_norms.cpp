@@ -93,6 +93,38 @@ TEST_CASE("the folded graph computes what the original computes", "[passes][fold
   }
 }
 
+TEST_CASE("a norm over rank-3 rows folds too: the row scale keeps x's leading dims", "[passes][fold]") {
+  const Graph g = parse_one(R"(
+graph @rank3(%x: bf16[B, 5, 48], %nw: param bf16[48], %w: param bf16[20, 48]) -> bf16[B, 5, 20] {
+  %h = rms_norm(%x, %nw)
+  %y = matmul(%h, %w)
+  return %y
+}
+)");
+  const NormFolding f = fold_norms(g);
+  REQUIRE(f.folded == 1);
+  CHECK(f.graph.value(id_of(g, "h")).type.str() == "f32[B, 5]");
+  Bindings b;
+  b.set("B", 3);
+  std::map<std::string, HostTensor> in;
+  uint64_t seed = 40;
+  for (ValueId v : g.inputs()) {
+    const ValueInfo& info = g.value(v);
+    HostTensor t(info.type.dtype, resolve(info.type.shape, b));
+    fill_uniform(t, ++seed, info.type.rank() == 1 ? 0.5 : -1.0, info.type.rank() == 1 ? 1.5 : 1.0);
+    in.emplace(info.name, std::move(t));
+  }
+  const HostTensor want = run_reference(g, in, b)[0], got = run_reference(f.graph, in, b)[0];
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    worst = std::max(worst, std::fabs(got.data[i] - want.data[i]));
+    scale = std::max(scale, std::fabs(want.data[i]));
+  }
+  INFO("max |diff| " << worst << " of max |value| " << scale);
+  CHECK(worst > 0);
+  CHECK(worst <= scale / 64);
+}
+
 TEST_CASE("norms that cannot fold stay, and the plan says why", "[passes][fold]") {
   const Graph g = parse_one(R"(
 graph @refusals(%x: bf16[T, 64], %nw: param bf16[64], %act_w: bf16[64], %w: param bf16[32, 64], %wa: bf16[32, 64]) -> bf16[T, 32], bf16[T, 32], bf16[T, 64], bf16[T, 32], bf16[T, 32] {
