@@ -23,6 +23,35 @@ ValueId id_of(const Graph& g, const std::string& name) {
   return -1;
 }
 
+// The largest |got - want| and the largest |want|.
+std::pair<double, double> max_diff(const HostTensor& got, const HostTensor& want) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) {
+    worst = std::max(worst, std::fabs(got.data[i] - want.data[i]));
+    scale = std::max(scale, std::fabs(want.data[i]));
+  }
+  return {worst, scale};
+}
+
+// Random inputs: positions 0.. for i32, norm weights in [0.5, 1.5) (not near 0), matrices in
+// [-0.1, 0.1), activations in [-1, 1).
+std::map<std::string, HostTensor> random_inputs(const Graph& g, const Bindings& b, uint64_t seed) {
+  std::map<std::string, HostTensor> in;
+  for (ValueId v : g.inputs()) {
+    const ValueInfo& info = g.value(v);
+    HostTensor t(info.type.dtype, resolve(info.type.shape, b));
+    if (info.type.dtype == DType::I32) {
+      for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<double>(i);
+    } else if (info.is_param) {
+      fill_uniform(t, ++seed, info.type.rank() == 1 ? 0.5 : -0.1, info.type.rank() == 1 ? 1.5 : 0.1);
+    } else {
+      fill_uniform(t, ++seed, -1.0, 1.0);
+    }
+    in.emplace(info.name, std::move(t));
+  }
+  return in;
+}
+
 Graph parse_one(const char* text) {
   Module m = parse_module(text, "<fold test>");
   return std::move(m.graphs.at(0));
@@ -65,28 +94,12 @@ TEST_CASE("the folded graph computes what the original computes", "[passes][fold
   const Graph folded = fold_norms(g).graph;
   Bindings b;
   b.set("T", 11);
-  std::map<std::string, HostTensor> in;
-  uint64_t seed = 5;
-  for (ValueId v : g.inputs()) {
-    const ValueInfo& info = g.value(v);
-    HostTensor t(info.type.dtype, resolve(info.type.shape, b));
-    if (info.type.dtype == DType::I32) {
-      for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = static_cast<double>(i);
-    } else {
-      fill_uniform(t, ++seed, info.type.rank() >= 2 && info.is_param ? -0.1 : -1.0, info.type.rank() >= 2 && info.is_param ? 0.1 : 1.0);
-      if (info.type.rank() == 1) fill_uniform(t, ++seed, 0.5, 1.5);  // norm weights: not near 0
-    }
-    in.emplace(info.name, std::move(t));
-  }
+  const std::map<std::string, HostTensor> in = random_inputs(g, b, 5);
   const std::vector<HostTensor> want = run_reference(g, in, b);
   const std::vector<HostTensor> got = run_reference(folded, in, b);
   REQUIRE(got.size() == want.size());
   for (size_t o = 0; o < want.size(); ++o) {
-    double worst = 0, scale = 0;
-    for (size_t i = 0; i < want[o].data.size(); ++i) {
-      worst = std::max(worst, std::fabs(got[o].data[i] - want[o].data[i]));
-      scale = std::max(scale, std::fabs(want[o].data[i]));
-    }
+    const auto [worst, scale] = max_diff(got[o], want[o]);
     INFO("output " << o << ": max |diff| " << worst << " of max |value| " << scale);
     CHECK(worst > 0);  // the roundings differ: the comparison below is not vacuous
     CHECK(worst <= scale / 64);
@@ -106,20 +119,8 @@ graph @rank3(%x: bf16[B, 5, 48], %nw: param bf16[48], %w: param bf16[20, 48]) ->
   CHECK(f.graph.value(id_of(g, "h")).type.str() == "f32[B, 5]");
   Bindings b;
   b.set("B", 3);
-  std::map<std::string, HostTensor> in;
-  uint64_t seed = 40;
-  for (ValueId v : g.inputs()) {
-    const ValueInfo& info = g.value(v);
-    HostTensor t(info.type.dtype, resolve(info.type.shape, b));
-    fill_uniform(t, ++seed, info.type.rank() == 1 ? 0.5 : -1.0, info.type.rank() == 1 ? 1.5 : 1.0);
-    in.emplace(info.name, std::move(t));
-  }
-  const HostTensor want = run_reference(g, in, b)[0], got = run_reference(f.graph, in, b)[0];
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < want.data.size(); ++i) {
-    worst = std::max(worst, std::fabs(got.data[i] - want.data[i]));
-    scale = std::max(scale, std::fabs(want.data[i]));
-  }
+  const std::map<std::string, HostTensor> in = random_inputs(g, b, 40);
+  const auto [worst, scale] = max_diff(run_reference(f.graph, in, b)[0], run_reference(g, in, b)[0]);
   INFO("max |diff| " << worst << " of max |value| " << scale);
   CHECK(worst > 0);
   CHECK(worst <= scale / 64);
