@@ -196,15 +196,16 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       // A folded RMSNorm: each row's sums times its factor, before the one rounding to y's dtype.
       const std::string sn = g.value(op.row_scale).name;
       w.comment(fmt::format("Rows of the sums scaled by %{} (rows past M: 0, never stored).", sn));
-      auto lam = w.scope("auto lj_row_scale = [&](int r) -> float", "};");
-      w.line("const lj_i64 m = m0 + r;");
-      w.line("if (m >= M) return 0.f;");
-      w.line("return {};  // %{}", row_scale_expr(w, ctx, op, "m", "sc"), sn);
-    }
-    if (op.row_scale >= 0)
+      {
+        auto lam = w.scope("auto lj_row_scale = [&](int r) -> float", "};");
+        w.line("const lj_i64 m = m0 + r;");
+        w.line("if (m >= M) return 0.f;");
+        w.line("return {};  // %{}", row_scale_expr(w, ctx, op, "m", "sc"), sn);
+      }
       w.line("Gemm::stage(acc, {}{}, lj_row_scale);", staged, hopper ? (cfg.pingpong ? ", j" : ", 0") : "");
-    else
+    } else {
       w.line("Gemm::stage(acc, {}{});", staged, cfg.pingpong ? ", j" : "");
+    }
     w.line("const {}* tile = {};", ty, staged);
     // RoPE: the cos/sin rows of the tile's BM rows go to shared memory beside the staged tile, each
     // element loaded once; read from L2 once per chunk instead, the epilogue's loads made the fused
