@@ -128,12 +128,13 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // 17-32 rows (decode at B = 32; `layerjit tune` and `layerjit bench` on the H200, sixth session,
   // docs/perf.md): with many column tiles, one 64-row tile over all rows reads W once per CTA
   // (gate_up: 1.24x the 16-row tiles); where K is at least N, 16-row tiles split 4 ways along K keep
-  // enough CTAs streaming W (o 1.29x, down 1.61x). The QKV projection (K < N) ran slower split
-  // (27.3 against 23.2 us): it keeps the 16-row tiles of 6 stages.
+  // enough CTAs streaming W (o 1.29x, down 1.61x). Where K < N (QKV) the 16-row tiles split ran
+  // slower (27.3 against 23.2 us) but one 32-row tile split 4 ways won (20.2 us, seventh session):
+  // W is read once and the grid still has 4 CTAs per column tile.
   if (p.m > 0 && p.m <= 32) {
     if ((p.n + 63) / 64 >= 3 * p.sm_count) return mma(64, 64, 64, 2, 2, 3);
-    if (p.k < p.n || (p.k + 63) / 64 < 4 * 4) return mma(16, 64, 64, 1, 2, 6);  // split CTAs need 4 k tiles each
-    MatmulConfig c = mma(16, 64, 64, 1, 2, 4);
+    if ((p.k + 63) / 64 < 4 * 4) return mma(16, 64, 64, 1, 2, 6);  // split CTAs need 4 k tiles each
+    MatmulConfig c = p.k < p.n ? mma(32, 64, 64, 2, 2, 4) : mma(16, 64, 64, 1, 2, 4);
     c.split_k = 4;
     return c;
   }

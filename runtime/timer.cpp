@@ -112,4 +112,44 @@ Result<Timing> time_on_stream(Stream& stream, const std::function<Status(int rot
   return summarize(std::move(samples));
 }
 
+Result<std::vector<Timing>> time_steps_on_stream(Stream& stream, const std::vector<std::function<Status()>>& steps,
+                                                 const TimerOptions& options) {
+  if (options.repeats < 1 || options.warmup < 0 || steps.empty()) {
+    return Error{fmt::format("bad timer options: warmup {}, repeats {}, {} steps", options.warmup, options.repeats, steps.size())};
+  }
+  const Context& ctx = stream.context();
+  const Driver& drv = ctx.driver();
+  for (int i = 0; i < options.warmup; ++i)
+    for (const auto& step : steps) LJ_RT_TRY(step());
+  LJ_RT_TRY(stream.synchronize());
+
+  // marks[r][s] is recorded before step s of repeat r, marks[r][steps] after the last step.
+  EventSet events(ctx);
+  std::vector<std::vector<CUevent>> marks(static_cast<size_t>(options.repeats));
+  for (auto& row : marks)
+    for (size_t s = 0; s <= steps.size(); ++s) {
+      LJ_RT_ASSIGN(CUevent e, events.make());
+      row.push_back(e);
+    }
+  for (auto& row : marks) {
+    for (size_t s = 0; s < steps.size(); ++s) {
+      LJ_CU(drv, cuEventRecord, row[s], stream.handle());
+      LJ_RT_TRY(steps[s]());
+    }
+    LJ_CU(drv, cuEventRecord, row.back(), stream.handle());
+  }
+  LJ_CU(drv, cuEventSynchronize, marks.back().back());
+  std::vector<Timing> out;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::vector<double> samples;
+    for (const auto& row : marks) {
+      float ms = 0;
+      LJ_CU(drv, cuEventElapsedTime, &ms, row[s], row[s + 1]);
+      samples.push_back(ms);
+    }
+    out.push_back(summarize(std::move(samples)));
+  }
+  return out;
+}
+
 }  // namespace lj::rt

@@ -52,4 +52,11 @@ RooflinePoint roofline(double flops, double bytes, double seconds, double peak_f
 Result<Timing> time_on_stream(Stream& stream, const std::function<Status(int rotation)>& body,
                               const TimerOptions& options = {});
 
+/// Times each of `steps` where it runs in sequence: every repeat enqueues all steps back to back with
+/// an event between neighbours, so each step is timed after the one before it, as in a real call
+/// (the caches, clocks and tails it leaves), not alone. One Timing per step; `options.rotations` is
+/// ignored.
+Result<std::vector<Timing>> time_steps_on_stream(Stream& stream, const std::vector<std::function<Status()>>& steps,
+                                                 const TimerOptions& options = {});
+
 }  // namespace lj::rt

@@ -46,9 +46,28 @@ say "== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 say "build: $build"
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$log"
+  # Clocks and power every 100 ms while the checks run: kernels that run under a power cap (the SM
+  # clock drops, reason bit 0x4 "SW power cap") are slower than the same kernels on a cool GPU, and the
+  # timings alone cannot say so. Summarised at the end; the samples stay beside the log.
+  clocks="${log%.log}.clocks.csv"
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader,nounits -lms 100 >"$clocks" 2>/dev/null &
+  smi_pid=$!
+  trap 'kill $smi_pid 2>/dev/null' EXIT
 else
   say "nvidia-smi: not found"
 fi
+clock_summary() {  # the SM clock range seen and how often the power cap held it down
+  [[ -n "${smi_pid:-}" ]] || return 0
+  kill "$smi_pid" 2>/dev/null
+  wait "$smi_pid" 2>/dev/null
+  awk -F', *' 'NF >= 5 { n++; c = $2 + 0; if (min == "" || c < min) min = c; if (c > max) max = c;
+                 d = index("0123456789abcdef", tolower(substr($5, length($5), 1))) - 1;
+                 if (int(d / 4) % 2) capped++ }
+               END { if (n) printf "SM clock %d-%d MHz over %d samples; power cap active in %d (%.0f %%)\n",
+                                  min, max, n, capped, 100 * capped / n }' "$clocks" | tee -a "$log"
+  say "clock samples: $clocks"
+}
 
 status=0
 skipped=0
@@ -158,6 +177,7 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   fi
 fi
 
+clock_summary
 if [[ $status -ne 0 ]]; then
   say "== gpu-check: FAILED (log: $log)"
   exit 1

@@ -24,10 +24,12 @@ const char* const kBenchUsage =
     "  1. the device's ceilings, in this run: HBM bandwidth from a 1 GiB device-to-device copy (bytes\n"
     "     read + written per second) and tensor-core throughput from layerjit's own GEMM on an 8192 x\n"
     "     8192 x 8192 bf16 product (the best its kernels reach here; a vendor library may reach more);\n"
-    "  2. every kernel of the fused plan launched alone over the buffers a full run left (CUDA events,\n"
-    "     median of 20 after 3 warm-ups): time, TFLOP/s, GB/s of the bytes the planner says the group\n"
-    "     must move, the fraction of the roofline min(compute, intensity x bandwidth) it reaches and\n"
-    "     which ceiling bounds it;\n"
+    "  2. every kernel of the fused plan launched alone over the buffers a full run left (CUDA events):\n"
+    "     time, TFLOP/s, GB/s of the bytes the planner says the group must move, the fraction of the\n"
+    "     roofline min(compute, intensity x bandwidth) it reaches and which ceiling bounds it; and each\n"
+    "     kernel's time where it runs after the one before it (all in order, an event between them).\n"
+    "     Alone and in order alternate in 5 rounds of 7 (median of the round medians), so clock\n"
+    "     changes under a power cap hit both alike;\n"
     "  3. the whole graph unfused, fused and fused as one CUDA graph (5 interleaved rounds of 7\n"
     "     calls), with kernel launches and modelled HBM bytes per call.\n"
     "Needs a GPU.\n";
@@ -124,22 +126,48 @@ int cmd_bench(const std::vector<std::string>& args) {
   must(unfused.run(stream, b), "run the unfused plan");
   must(stream.synchronize(), "run");
 
-  // Each kernel of the fused plan alone.
-  std::printf("| # | kernel | config | ms | TFLOP/s | GB/s | of roofline | bound by |\n");
-  std::printf("|---|--------|--------|----|---------|------|-------------|----------|\n");
-  double kernel_sum = 0;
-  for (size_t i = 0; i < fused.kernels().size(); ++i) {
-    if (fused.plan().groups[i].prepare) continue;  // weight preparation: once, not per call
+  // Each kernel of the fused plan alone, then all of them in order with an event between neighbours:
+  // a kernel that runs slower after its predecessor (caches, clocks, tails) shows up as the difference.
+  std::vector<size_t> steps;
+  for (size_t i = 0; i < fused.kernels().size(); ++i)
+    if (!fused.plan().groups[i].prepare) steps.push_back(i);  // weight preparation: once, not per call
+  // Alone and in order interleaved over 5 rounds (median of the round medians): under a power cap the
+  // SM clock drifts over the first few hundred ms of load, and timing one set before the other
+  // would credit the clock to whichever ran first.
+  std::vector<std::function<rt::Status()>> bodies_in_order;
+  for (size_t i : steps) bodies_in_order.push_back([&, i] { return fused.run_step(stream, i, b); });
+  rt::TimerOptions seq_options;
+  seq_options.warmup = 2;
+  seq_options.repeats = 7;
+  std::vector<std::vector<double>> alone_rounds(steps.size()), in_order_rounds(steps.size());
+  for (int round = 0; round < 5; ++round) {
+    for (size_t n = 0; n < steps.size(); ++n)
+      alone_rounds[n].push_back(median_ms(stream, [&](int) { return fused.run_step(stream, steps[n], b); }, 2, 7));
+    const std::vector<rt::Timing> t = must(rt::time_steps_on_stream(stream, bodies_in_order, seq_options), "time the kernels in order");
+    for (size_t n = 0; n < steps.size(); ++n) in_order_rounds[n].push_back(t[n].median_ms);
+  }
+  std::vector<double> alone, in_order;
+  for (size_t n = 0; n < steps.size(); ++n) {
+    alone.push_back(rt::summarize(alone_rounds[n]).median_ms);
+    in_order.push_back(rt::summarize(in_order_rounds[n]).median_ms);
+  }
+
+  std::printf("| # | kernel | config | ms alone | ms in order | TFLOP/s | GB/s | of roofline | bound by |\n");
+  std::printf("|---|--------|--------|----------|-------------|---------|------|-------------|----------|\n");
+  double kernel_sum = 0, in_order_sum = 0;
+  for (size_t n = 0; n < steps.size(); ++n) {
+    const size_t i = steps[n];
     const GeneratedKernel& k = fused.kernels()[i];
     const GroupCost cost = group_cost(fused.graph(), fused.plan().groups[i], b);
-    const double ms = median_ms(stream, [&](int) { return fused.run_step(stream, i, b); });
+    const double ms = alone[n];
     kernel_sum += ms;
+    in_order_sum += in_order[n];
     const double s = ms * 1e-3;
     const rt::RooflinePoint r = rt::roofline(cost.flops, cost.bytes, s, ceil.flops_per_s, ceil.bytes_per_s);
-    std::printf("| %zu | %s | %s | %.4f | %.1f | %.0f | %.0f %% | %s |\n", i, k.name.c_str(), k.config.empty() ? "-" : k.config.c_str(), ms,
-                cost.flops / s / 1e12, cost.bytes / s / 1e9, 100 * r.fraction, r.compute_bound ? "compute" : "memory");
+    std::printf("| %zu | %s | %s | %.4f | %.4f | %.1f | %.0f | %.0f %% | %s |\n", i, k.name.c_str(), k.config.empty() ? "-" : k.config.c_str(), ms,
+                in_order[n], cost.flops / s / 1e12, cost.bytes / s / 1e9, 100 * r.fraction, r.compute_bound ? "compute" : "memory");
   }
-  std::printf("sum of the kernels alone: %.4f ms\n\n", kernel_sum);
+  std::printf("sum of the kernels alone: %.4f ms; in order (an event between neighbours): %.4f ms\n\n", kernel_sum, in_order_sum);
 
   // The whole graph: unfused, fused, fused as one CUDA graph, interleaved (see `layerjit run`).
   rt::Graph graph = must(fused.capture(stream, b), "capture the fused plan");

@@ -323,6 +323,20 @@ TEST_CASE("the timer scales: twice the work measures 1.8-2.2 times", "[gpu]") {
   auto r = time_on_stream(s, [&](int rot) { seen.push_back(rot); return Status(); }, TimerOptions{0, 6, 3});
   LJ_REQUIRE_OK(r);
   CHECK(seen == std::vector<int>{0, 1, 2, 0, 1, 2});
+
+  // Steps in order: the second step does twice the first's work and is timed apart from it.
+  KernelArgs a1 = KernelArgs::of(out.ptr(), 1 << 15), a2 = KernelArgs::of(out.ptr(), 1 << 16);
+  auto steps = time_steps_on_stream(s, {[&] { return launch(s, spin, LaunchConfig::linear(blocks, 256), a1); },
+                                        [&] { return launch(s, spin, LaunchConfig::linear(blocks, 256), a2); }},
+                                    TimerOptions{3, 20, 1});
+  LJ_REQUIRE_OK(steps);
+  REQUIRE(steps->size() == 2);
+  const double step_ratio = (*steps)[1].median_ms / (*steps)[0].median_ms;
+  INFO("step 1: " << (*steps)[0].format() << "\nstep 2: " << (*steps)[1].format());
+  CHECK((*steps)[0].samples_ms.size() == 20);
+  CHECK(step_ratio >= 1.8);
+  CHECK(step_ratio <= 2.2);
+  CHECK_FALSE(time_steps_on_stream(s, {}, TimerOptions{}).ok());
   set_debug_launch_checks(true);
 }
 
