@@ -9,6 +9,7 @@
 // through a scratch buffer. Otherwise the prefill kernel: BM-row query tiles, heaviest (causal) tiles
 // first; on sm_90a, where q, k and v can be read by TMA, the warp-specialised wgmma kernel
 // (attention_wgmma.cuh) by default, else the mma.sync one.
+#include <algorithm>
 #include <cmath>
 
 #include "codegen/emit_common.h"
@@ -76,6 +77,10 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
            "{}: an attention kernel implements exactly one attention node", name);
   const Node& n = g.node(grp.nodes[0]);
   const ValueId q = n.operands[0], k = n.operands[1], v = n.operands[2], out = n.results[0];
+  // The log-sum-exp result, where the graph asks for it and something reads it.
+  const ValueId lse = n.results.size() > 1 && std::find(grp.outputs.begin(), grp.outputs.end(), n.results[1]) != grp.outputs.end()
+                          ? n.results[1]
+                          : -1;
   const ValueId cache_pos = n.operands.size() > 3 ? n.operands[3] : -1;
   const ValueId block_table = n.operands.size() > 4 ? n.operands[4] : -1;  // paged: k, v are page pools
   const TensorType& qt = g.value(q).type;
@@ -296,6 +301,14 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     }
     w.line("auto o_at = [&](lj_i64 t, int h) -> lj_i64 {{ return {}; }};  // %{}",
            row_at(out, {"t", "h"}), g.value(out).name);
+    if (lse >= 0) {
+      std::vector<std::string> c = {"t", "h"};
+      if (batched) c.insert(c.begin(), "b");
+      w.line("auto lse = [&](lj_i64 t, int h, float x) {{ {}[{}] = x; }};  // %{}: each row's log-sum-exp", ctx.buffer_param(lse, true),
+             ctx.address(lse, g.value(lse).type.shape, c), g.value(lse).name);
+    } else {
+      w.line("const lj_no_lse lse;");
+    }
     const std::string qp = ctx.buffer_param(q, false), kp = ctx.buffer_param(k, false), vp = ctx.buffer_param(v, false);
     const std::string op = ctx.buffer_param(out, true);
     const std::string scale_log2 = fmt::format("{:.9g}f", scale * 1.4426950408889634);
@@ -304,16 +317,16 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
       w.line("float* part = reinterpret_cast<float*>({}) + pair * chunks * Flash::PART;", scratch);
       w.line("unsigned* counter = reinterpret_cast<unsigned*>(reinterpret_cast<float*>({}) + (lj_i64)gridDim.x * Flash::PART) + pair;",
              scratch);
-      w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, first_pos, n_valid, kvh, chunk, {}, part, counter, lj_smem);", qp, kp,
-             vp, op, scale_log2);
+      w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, lse, first_pos, n_valid, kvh, chunk, {}, part, counter, lj_smem);", qp,
+             kp, vp, op, scale_log2);
     } else if (hopper) {
       w.comment("Rows of sequence b start at row b * n_tok of q's tensor map and b * n_keys of k's and v's.");
-      w.line("Flash::run(&{}, &{}, &{}, {}, o_at, n_tok, q_tile * Flash::TOKENS, b * n_tok, b * n_keys, first_pos, n_valid, n_keys,",
+      w.line("Flash::run(&{}, &{}, &{}, {}, o_at, lse, n_tok, q_tile * Flash::TOKENS, b * n_tok, b * n_keys, first_pos, n_valid, n_keys,",
              mq, mk, mv, op);
       w.line("           kvh, {}, lj_smem);", scale_log2);
     } else {
-      w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, n_tok, q_tile * Flash::TOKENS, first_pos, n_valid, kvh, {},", qp, kp,
-             vp, op, scale_log2);
+      w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, lse, n_tok, q_tile * Flash::TOKENS, first_pos, n_valid, kvh, {},", qp,
+             kp, vp, op, scale_log2);
       w.line("           reinterpret_cast<{}*>(lj_smem));", ty);
     }
   }

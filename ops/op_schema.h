@@ -38,7 +38,7 @@ struct OpSchema {
   std::vector<std::string_view> operand_names;  // for variadic ops, one name used for all
   int min_operands;
   int max_operands;  // -1: any number
-  int num_results;   // -1: given by attributes (split) or operands (quantize)
+  int num_results;   // -1: given by attributes (split, attention) or operands (quantize)
   std::vector<AttrSpec> attrs;
 };
 

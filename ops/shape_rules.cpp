@@ -375,7 +375,11 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
     case OpKind::Attention: {
       if (const AttrValue* sc = attrs.find("scale"); sc && std::get<double>(sc->v) <= 0)
         fail(fmt::format("{}: scale must be positive, got {}", nm(k), sc->str()));
-      return infer_attention(k, ops);
+      std::vector<TensorType> res = infer_attention(k, ops);
+      // The log-sum-exp of each query row's scaled scores (natural log; -inf where a row sees no
+      // key): f32, one per (token, query head), q's shape without head_dim.
+      if (attrs.get_bool("lse")) res.push_back({DType::F32, Shape(ops[0].shape.begin(), ops[0].shape.end() - 1)});
+      return res;
     }
     case OpKind::KvCacheWrite: return infer_kv_cache_write(k, ops);
     case OpKind::Reshape: return infer_reshape(k, ops, attrs);

@@ -130,12 +130,17 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
   LJ_ASSERT(s.num_results < 0 || static_cast<int>(results.size()) == s.num_results,
             "{} inferred {} results, schema says {}", s.name, results.size(), s.num_results);
   if (!result_names.empty()) {
-    // Quantize's result count follows its operands, so say how to write the other form.
-    const std::string hint = kind != OpKind::Quantize ? ""
-                             : operands.size() == 1
-                                 ? " (without a scale operand quantize computes the scale and returns it too: "
-                                   "%q, %scale = quantize(%x) {...})"
-                                 : " (quantize with a scale operand returns only the codes)";
+    // Quantize's result count follows its operands and attention's its lse attribute, so say how to
+    // write the other form.
+    std::string hint;
+    if (kind == OpKind::Quantize)
+      hint = operands.size() == 1 ? " (without a scale operand quantize computes the scale and returns it too: "
+                                    "%q, %scale = quantize(%x) {...})"
+                                  : " (quantize with a scale operand returns only the codes)";
+    if (kind == OpKind::Attention)
+      hint = results.size() == 2 ? " (with lse = true attention returns the output and each row's log-sum-exp: "
+                                   "%o, %lse = attention(...) {lse = true})"
+                                 : " (attention returns each row's log-sum-exp as a second result only with lse = true)";
     LJ_CHECK(result_names.size() == results.size(), loc, "{}: produces {} result{} but {} name{} given{}", s.name,
              results.size(), results.size() == 1 ? "" : "s", result_names.size(), result_names.size() == 1 ? " is" : "s are",
              hint);
@@ -216,15 +221,28 @@ Value GraphBuilder::rope(Value x, Value cos, Value sin, std::string style) {
   return op(OpKind::Rope, {x, cos, sin}, attrs_of({{"style", style}}))[0];
 }
 Value GraphBuilder::softmax(Value x, int64_t axis) { return op(OpKind::Softmax, {x}, attrs_of({{"axis", axis}}))[0]; }
-Value GraphBuilder::attention(Value q, Value k, Value v, bool causal, std::optional<double> scale,
-                              std::optional<Value> cache_pos, std::optional<Value> block_table) {
+namespace {
+std::vector<Value> attention_operands(Value q, Value k, Value v, std::optional<Value> cache_pos, std::optional<Value> block_table) {
   LJ_CHECK(!block_table || cache_pos, SourceLoc{}, "attention: a block_table needs cache_pos (the paged cache's positions)");
-  Attrs a = attrs_of({{"causal", causal}});
-  if (scale) a.set("scale", *scale);
   std::vector<Value> operands = {q, k, v};
   if (cache_pos) operands.push_back(*cache_pos);
   if (block_table) operands.push_back(*block_table);
-  return op(OpKind::Attention, operands, a)[0];
+  return operands;
+}
+}  // namespace
+
+Value GraphBuilder::attention(Value q, Value k, Value v, bool causal, std::optional<double> scale,
+                              std::optional<Value> cache_pos, std::optional<Value> block_table) {
+  Attrs a = attrs_of({{"causal", causal}});
+  if (scale) a.set("scale", *scale);
+  return op(OpKind::Attention, attention_operands(q, k, v, cache_pos, block_table), a)[0];
+}
+std::pair<Value, Value> GraphBuilder::attention_with_lse(Value q, Value k, Value v, bool causal, std::optional<double> scale,
+                                                         std::optional<Value> cache_pos, std::optional<Value> block_table) {
+  Attrs a = attrs_of({{"causal", causal}, {"lse", true}});
+  if (scale) a.set("scale", *scale);
+  const std::vector<Value> r = op(OpKind::Attention, attention_operands(q, k, v, cache_pos, block_table), a);
+  return {r[0], r[1]};
 }
 Value GraphBuilder::kv_cache_write(Value cache, Value new_entries, Value pos, std::optional<Value> block_table) {
   std::vector<Value> operands = {cache, new_entries, pos};

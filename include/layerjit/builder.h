@@ -87,6 +87,10 @@ class GraphBuilder {
   /// of pool page block_table[b, j / page]; cache_pos is then required.
   Value attention(Value q, Value k, Value v, bool causal, std::optional<double> scale = {},
                   std::optional<Value> cache_pos = {}, std::optional<Value> block_table = {});
+  /// attention {lse = true}: the output and the log-sum-exp of each query row's scaled scores
+  /// (natural log, f32 [.., T, Hq]; -inf where a row sees no key), what split combinations merge by.
+  std::pair<Value, Value> attention_with_lse(Value q, Value k, Value v, bool causal, std::optional<double> scale = {},
+                                             std::optional<Value> cache_pos = {}, std::optional<Value> block_table = {});
   /// cache [B, C, H, D] (or a page pool [P, page, H, D] with block_table [B, pages]); new [B, H, D]
   /// or [B, T, H, D] written at positions pos[b] (+ t), in place.
   Value kv_cache_write(Value cache, Value new_entries, Value pos, std::optional<Value> block_table = {});

@@ -12,6 +12,8 @@
 // Scores, softmax and the weighted sum are all in double, over the stored q, k, v values; the output
 // is rounded once. A query that sees no key at all (only possible without cache_pos when causal and
 // T > S) gets zeros, as a flash-attention kernel with an empty row produces.
+// With lse, the second result holds log(sum_j exp(scale * q.k_j)) per (token, query head) over the
+// keys the row sees (-inf for a row that sees none), rounded to f32 once.
 #include <cmath>
 #include <limits>
 
@@ -20,9 +22,16 @@
 
 namespace lj::ref {
 
-HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
-                     const HostTensor* block_table, bool causal, std::optional<double> scale, const TensorType& out) {
+std::vector<HostTensor> attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
+                                  const HostTensor* block_table, bool causal, std::optional<double> scale,
+                                  const std::vector<TensorType>& out_types) {
+  const TensorType& out = out_types.at(0);
   HostTensor y = make_result(out);
+  std::optional<HostTensor> lse;
+  if (out_types.size() > 1) {
+    lse = make_result(out_types[1]);
+    for (double& x : lse->data) x = -std::numeric_limits<double>::infinity();
+  }
   const bool batched = q.shape.size() == 4;
   const int64_t batch = batched ? q.shape[0] : 1;
   const int64_t t_len = q.dim(-3);
@@ -54,7 +63,7 @@ HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor&
         const int64_t kvh = h / group;
         const double* qv = q.data.data() + ((b * t_len + t) * hq + h) * d;
         double* out_row = y.data.data() + ((b * t_len + t) * hq + h) * d;
-        if (n_keys <= 0) continue;  // already zero
+        if (n_keys <= 0) continue;  // already zero (and the lse -inf)
         auto kv_row = [&](const HostTensor& src, int64_t j) {
           if (!block_table) return src.data.data() + ((b * s_len + j) * hkv + kvh) * d;
           const int64_t p = as_index(*block_table, b * pages + j / page);
@@ -80,10 +89,14 @@ HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor&
           for (int64_t j = 0; j < n_keys; ++j) acc += w[static_cast<size_t>(j)] * kv_row(v, j)[i];
           out_row[i] = round_to(out.dtype, acc / sum);
         }
+        if (lse) lse->data[static_cast<size_t>((b * t_len + t) * hq + h)] = round_to(DType::F32, m + std::log(sum));
       }
     }
   }
-  return y;
+  std::vector<HostTensor> res;
+  res.push_back(std::move(y));
+  if (lse) res.push_back(std::move(*lse));
+  return res;
 }
 
 }  // namespace lj::ref

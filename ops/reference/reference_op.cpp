@@ -110,8 +110,8 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
     case OpKind::Rope: return {ref::rope(x(0), x(1), x(2), rope_style(attrs), out[0])};
     case OpKind::Softmax: return {ref::softmax(x(0), attrs.get_int("axis"), out[0])};
     case OpKind::Attention:
-      return {ref::attention(x(0), x(1), x(2), operands.size() >= 4 ? operands[3] : nullptr,
-                             operands.size() == 5 ? operands[4] : nullptr, attrs.get_bool("causal"), attention_scale(attrs), out[0])};
+      return ref::attention(x(0), x(1), x(2), operands.size() >= 4 ? operands[3] : nullptr, operands.size() == 5 ? operands[4] : nullptr,
+                            attrs.get_bool("causal"), attention_scale(attrs), out);
     case OpKind::KvCacheWrite:
       return {ref::kv_cache_write(x(0), x(1), x(2), operands.size() == 4 ? operands[3] : nullptr, out[0])};
     case OpKind::Reshape: return {ref::reshape(x(0), out[0])};

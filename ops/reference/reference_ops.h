@@ -68,9 +68,10 @@ HostTensor softmax(const HostTensor& x, int64_t axis, const TensorType& out);
 HostTensor reduce(ReduceOp op, const HostTensor& x, int64_t axis, const TensorType& out);
 
 // attention.cpp
-HostTensor attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
-                     const HostTensor* block_table,
-                     bool causal, std::optional<double> scale, const TensorType& out);
+// The output, and with a second result type the log-sum-exp of each query row.
+std::vector<HostTensor> attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
+                                  const HostTensor* block_table, bool causal, std::optional<double> scale,
+                                  const std::vector<TensorType>& out);
 
 // kv_cache.cpp
 HostTensor kv_cache_write(const HostTensor& cache, const HostTensor& entries, const HostTensor& pos, const HostTensor* block_table,

@@ -10,7 +10,8 @@
 // odd-width row, scalar ones. The @attn_* graphs cover
 // both attention kernels: prefill with GQA 4, MQA (f16, head_dim 64, a scale), MHA over strided views,
 // and split-KV decode over a cache with positions and over the last of T keys, and over a paged cache
-// (pool pages through a block table) written in the same graph.
+// (pool pages through a block table) written in the same graph; the GQA prefill and the cached decode
+// also return each row's log-sum-exp.
 #pragma once
 
 #include <string>
@@ -111,8 +112,8 @@ graph @rope_copy_odd(%x: f16[T, 451], %pos: i32[T]) {
   return %qr, %v3, %r
 }
 graph @attn_gqa4_causal(%q: bf16[T, 8, 128], %k: bf16[T, 2, 128], %v: bf16[T, 2, 128]) {
-  %o = attention(%q, %k, %v) {causal = true}
-  return %o
+  %o, %lse = attention(%q, %k, %v) {causal = true, lse = true}
+  return %o, %lse
 }
 graph @attn_mqa_d64_f16(%q: f16[T, 8, 64], %k: f16[127, 1, 64], %v: f16[127, 1, 64]) {
   %o = attention(%q, %k, %v) {scale = 0.2}
@@ -127,8 +128,8 @@ graph @attn_mha_views(%qkv: bf16[T, 3, 3, 64]) {
   return %o
 }
 graph @attn_decode_cache(%q: bf16[T, 1, 4, 128], %kc: bf16[T, 37, 1, 128], %vc: bf16[T, 37, 1, 128], %pos: i32[T]) {
-  %o = attention(%q, %kc, %vc, %pos) {causal = true}
-  return %o
+  %o, %lse = attention(%q, %kc, %vc, %pos) {causal = true, lse = true}
+  return %o, %lse
 }
 graph @attn_decode_last(%q: f16[1, 8, 64], %k: f16[T, 2, 64], %v: f16[T, 2, 64]) {
   %o = attention(%q, %k, %v)

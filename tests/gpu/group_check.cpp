@@ -61,10 +61,16 @@ bool close(DType t, double got, double want) {
 // dtype before P V (as every tensor-core flash kernel does), an error of at most half a unit in the
 // last place of each weight, so at most 2^-9 (bf16) or 2^-12 (f16) of max |v| = 1 in the mean. Twice
 // that, plus the output's own rounding.
+// The f32 output is the log-sum-exp of each row (-inf where the row sees no key): fp32 scores, the
+// hardware's approximate 2^x (about 2^-22 relative) and an fp32 sum over up to a thousand keys, each
+// adding rounding of 2^-24 relative; 2^-12 absolute (about a thousand such steps of a sum near 1) and
+// 2^-16 of the value bound it with a margin.
 bool attention_close(DType t, double got, double want) {
   if (std::isnan(want)) return std::isnan(got);
   if (std::isnan(got)) return false;
+  if (std::isinf(want)) return got == want;
   switch (t) {
+    case DType::F32: return std::fabs(got - want) <= std::ldexp(1.0, -12) + std::fabs(want) * std::ldexp(1.0, -16);
     case DType::BF16: return std::fabs(got - want) <= std::ldexp(1.0, -8) + std::fabs(want) / 128;
     case DType::F16: return std::fabs(got - want) <= std::ldexp(1.0, -11) + std::fabs(want) / 1024;
     default: FAIL("attention kernels produce bf16 or f16"); return false;

@@ -23,19 +23,25 @@ Graph parse_one(const std::string& text) {
   return std::move(m.graphs.at(0));
 }
 
+// The attention line and the return of a test graph: with `lse`, the log-sum-exp result too.
+std::string attention_body(const char* operands, bool causal, bool lse) {
+  return fmt::format("  %o{0} = attention({1}) {{causal = {2}{3}}}\n  return %o{0}\n}}\n", lse ? ", %lse" : "", operands,
+                     causal ? "true" : "false", lse ? ", lse = true" : "");
+}
+
 // q [T, Hq, D] against k, v [T, Hq / G, D]: self-attention of T tokens.
-Graph prefill_graph(int64_t hq, int64_t g, int64_t d, bool causal, const char* dtype) {
-  return parse_one(fmt::format("graph @prefill(%q: {0}[T, {1}, {3}], %k: {0}[T, {2}, {3}], %v: {0}[T, {2}, {3}]) {{\n"
-                               "  %o = attention(%q, %k, %v) {{causal = {4}}}\n  return %o\n}}\n",
-                               dtype, hq, hq / g, d, causal ? "true" : "false"));
+Graph prefill_graph(int64_t hq, int64_t g, int64_t d, bool causal, const char* dtype, bool lse = false) {
+  return parse_one(fmt::format("graph @prefill(%q: {0}[T, {1}, {3}], %k: {0}[T, {2}, {3}], %v: {0}[T, {2}, {3}]) {{\n", dtype, hq,
+                               hq / g, d) +
+                   attention_body("%q, %k, %v", causal, lse));
 }
 
 // q [B, T, Hq, D] (T new tokens per sequence) over caches [B, C, Hq / G, D] at positions pos[B].
-Graph decode_graph(int64_t t, int64_t hq, int64_t g, int64_t d, bool causal, const char* dtype) {
-  return parse_one(fmt::format("graph @decode(%q: {0}[B, {5}, {1}, {3}], %kc: {0}[B, C, {2}, {3}], %vc: {0}[B, C, {2}, {3}], "
-                               "%pos: i32[B]) {{\n"
-                               "  %o = attention(%q, %kc, %vc, %pos) {{causal = {4}}}\n  return %o\n}}\n",
-                               dtype, hq, hq / g, d, causal ? "true" : "false", t));
+Graph decode_graph(int64_t t, int64_t hq, int64_t g, int64_t d, bool causal, const char* dtype, bool lse = false) {
+  return parse_one(fmt::format("graph @decode(%q: {0}[B, {4}, {1}, {3}], %kc: {0}[B, C, {2}, {3}], %vc: {0}[B, C, {2}, {3}], "
+                               "%pos: i32[B]) {{\n",
+                               dtype, hq, hq / g, d, t) +
+                   attention_body("%q, %kc, %vc, %pos", causal, lse));
 }
 
 std::map<ValueId, HostTensor> check(const Graph& g, const Bindings& bind, uint64_t seed, const EmitOptions& emit = {}) {
@@ -63,8 +69,9 @@ TEST_CASE("flash prefill matches the reference: T in {1, 7, 64, 127, 1000}, GQA 
       for (bool causal : {true, false})
         for (int64_t t : kLens) {
           const char* dtype = (seed % 3 == 0) ? "f16" : "bf16";
-          INFO("T = " << t << ", G = " << g << ", head_dim " << d << (causal ? ", causal " : ", ") << dtype);
-          Graph gr = prefill_graph(8, g, d, causal, dtype);
+          const bool lse = seed % 2 == 1;  // every other case also stores the log-sum-exp
+          INFO("T = " << t << ", G = " << g << ", head_dim " << d << (causal ? ", causal " : ", ") << dtype << (lse ? ", lse" : ""));
+          Graph gr = prefill_graph(8, g, d, causal, dtype, lse);
           Bindings b;
           b.set("T", t);
           check(gr, b, ++seed);
@@ -97,8 +104,9 @@ TEST_CASE("wgmma flash prefill matches the reference: T in {1, 7, 64, 127, 1000}
       for (bool causal : {true, false})
         for (int64_t t : kLens) {
           const char* dtype = (seed % 3 == 0) ? "f16" : "bf16";
-          INFO("T = " << t << ", G = " << g << ", head_dim " << d << (causal ? ", causal " : ", ") << dtype);
-          Graph gr = prefill_graph(g == 16 ? 16 : 8, g, d, causal, dtype);
+          const bool lse = seed % 2 == 1;
+          INFO("T = " << t << ", G = " << g << ", head_dim " << d << (causal ? ", causal " : ", ") << dtype << (lse ? ", lse" : ""));
+          Graph gr = prefill_graph(g == 16 ? 16 : 8, g, d, causal, dtype, lse);
           Bindings b;
           b.set("T", t);
           check(gr, b, ++seed, *e);
@@ -113,7 +121,7 @@ TEST_CASE("wgmma flash prefill: 64-key tiles and deeper rings match the referenc
     for (int64_t g : {1, 4})
       for (int64_t t : {7, 127, 1000}) {
         INFO("config " << e->attention->str() << ", T = " << t << ", G = " << g);
-        Graph gr = prefill_graph(8, g, 128, true, "bf16");
+        Graph gr = prefill_graph(8, g, 128, true, "bf16", g == 4);
         Bindings b;
         b.set("T", t);
         check(gr, b, ++seed, *e);
@@ -168,8 +176,9 @@ TEST_CASE("split-KV decode matches the reference: C in {1, 7, 64, 127, 1000}, B 
       for (int64_t c : kLens) {
         const bool causal = (seed % 2) == 0;
         const char* dtype = (seed % 3 == 0) ? "f16" : "bf16";
-        INFO("C = " << c << ", G = " << g << ", head_dim " << d << (causal ? ", causal " : ", ") << dtype);
-        Graph gr = decode_graph(1, 8, g, d, causal, dtype);
+        const bool lse = seed / 2 % 2 == 0;  // with and without, causal or not
+        INFO("C = " << c << ", G = " << g << ", head_dim " << d << (causal ? ", causal " : ", ") << dtype << (lse ? ", lse" : ""));
+        Graph gr = decode_graph(1, 8, g, d, causal, dtype, lse);
         Bindings b;
         b.set("B", 3);
         b.set("C", c);
@@ -181,7 +190,7 @@ TEST_CASE("split-KV decode matches the reference: C in {1, 7, 64, 127, 1000}, B 
 
 TEST_CASE("every decode tile set the tuner tries matches the reference (chunks of whole stages, C not a multiple of them)",
           "[gpu][attention]") {
-  Graph gr = decode_graph(1, 32, 4, 128, true, "bf16");
+  Graph gr = decode_graph(1, 32, 4, 128, true, "bf16", true);  // the log-sum-exp of every chunk merge too
   uint64_t seed = 1300;
   int ran = 0;
   for (const AttentionConfig& cfg : decode_attention_candidates()) {

@@ -414,6 +414,13 @@ TEST_CASE("errors: op-level failures point at the op name", "[parser][errors]") 
   CHECK(where_what(in_graph("  %y = add(%x, %x, %x)\n  return %y\n")) == "2:8: add: expected 2 operands (a, b), got 3");
   CHECK(where_what(in_graph("  %a = split(%x) {axis = 1, sizes = [32, 32]}\n  return %a\n")) ==
         "2:8: split: produces 2 results but 1 name is given");
+  const std::string qkv = "graph @g(%q: bf16[T, 8, 64], %k: bf16[T, 2, 64]) {\n";
+  CHECK(where_what(qkv + "  %o = attention(%q, %k, %k) {lse = true}\n  return %o\n}\n") ==
+        "2:8: attention: produces 2 results but 1 name is given (with lse = true attention returns the output and each row's "
+        "log-sum-exp: %o, %lse = attention(...) {lse = true})");
+  CHECK(where_what(qkv + "  %o, %l = attention(%q, %k, %k)\n  return %o\n}\n") ==
+        "2:12: attention: produces 1 result but 2 names are given (attention returns each row's log-sum-exp as a second result "
+        "only with lse = true)");
 }
 
 TEST_CASE("errors: unknown op, with a suggestion only for a near miss", "[parser][errors]") {

@@ -2,7 +2,8 @@
 // key j is visible iff j < valid(b) and (not causal or j <= P(b, t)); the output is
 // sum_j softmax_j(scale * q . k_j) v_j over visible keys, with query head h reading KV head
 // h / (Hq / Hkv). Covers MHA, GQA (ratio 2), MQA, prefill-style (queries are the last T keys),
-// cache_pos with garbage beyond the valid length, custom scale, and bf16 rounding.
+// cache_pos with garbage beyond the valid length, custom scale, and bf16 rounding; with lse = true the
+// second result against log(sum_j exp(scale * q . k_j)) over the same keys (-inf where none is visible).
 #include <cmath>
 #include <limits>
 
@@ -20,11 +21,13 @@ struct Layout {
   int64_t batch, t_len, hq, s_len, hkv, d;
 };
 
-// first_pos[b]: position of query 0; valid[b]: keys [0, valid) exist.
+// first_pos[b]: position of query 0; valid[b]: keys [0, valid) exist. `lse`, when given, receives
+// each row's log-sum-exp.
 std::vector<double> naive_attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const Layout& l,
                                     bool causal, double scale, const std::vector<int64_t>& first_pos,
-                                    const std::vector<int64_t>& valid) {
+                                    const std::vector<int64_t>& valid, std::vector<double>* lse = nullptr) {
   std::vector<double> out(static_cast<size_t>(l.batch * l.t_len * l.hq * l.d), 0.0);
+  if (lse) lse->assign(static_cast<size_t>(l.batch * l.t_len * l.hq), -std::numeric_limits<double>::infinity());
   const int64_t ratio = l.hq / l.hkv;
   for (int64_t b = 0; b < l.batch; ++b)
     for (int64_t t = 0; t < l.t_len; ++t)
@@ -42,8 +45,10 @@ std::vector<double> naive_attention(const HostTensor& q, const HostTensor& k, co
         }
         double mx = -std::numeric_limits<double>::infinity();
         for (double s : score) mx = std::max(mx, s);
+        if (std::isinf(mx)) continue;  // no visible key: zeros, and the lse stays -inf
         double denom = 0;
         for (double s : score) denom += std::exp(s - mx);
+        if (lse) (*lse)[static_cast<size_t>((b * l.t_len + t) * l.hq + h)] = mx + std::log(denom);
         for (int64_t j = 0; j < l.s_len; ++j) {
           const double w = std::exp(score[static_cast<size_t>(j)] - mx) / denom;
           for (int64_t i = 0; i < l.d; ++i)
@@ -111,6 +116,41 @@ TEST_CASE("attention batched GQA with cache_pos masks the stale cache", "[attent
         }
     CHECK(run1(OpKind::Attention, {&q, &k2, &v2, &pos}, attrs({{"causal", causal}})).data == y.data);
   }
+}
+
+TEST_CASE("attention {lse = true} also returns each row's log-sum-exp", "[attention]") {
+  const Layout l{2, 3, 4, 9, 2, 5};
+  HostTensor q = random_tensor(DType::BF16, {2, 3, 4, 5}, 90, -2.0, 2.0);
+  HostTensor k = random_tensor(DType::BF16, {2, 9, 2, 5}, 91, -2.0, 2.0);
+  HostTensor v = random_tensor(DType::BF16, {2, 9, 2, 5}, 92);
+  HostTensor pos = tensor(DType::I32, {2}, {2, 5});
+  for (bool causal : {true, false}) {
+    INFO("causal " << causal);
+    const std::vector<HostTensor> r = test::run_op(OpKind::Attention, {&q, &k, &v, &pos}, attrs({{"causal", causal}, {"lse", true}}));
+    REQUIRE(r.size() == 2);
+    CHECK(r[0].data == run1(OpKind::Attention, {&q, &k, &v, &pos}, attrs({{"causal", causal}})).data);  // the output is unchanged
+    CHECK(r[1].dtype == DType::F32);
+    CHECK(r[1].shape == std::vector<int64_t>{2, 3, 4});
+    std::vector<double> want;
+    (void)naive_attention(q, k, v, l, causal, 1 / std::sqrt(5.0), {2, 5}, {5, 8}, &want);
+    check_f32(r[1], want);
+  }
+}
+
+TEST_CASE("attention {lse = true}: a row that sees no key has lse -inf and a zero output", "[attention]") {
+  // Causal with 4 queries over 2 keys and no cache_pos: the queries sit at positions -2 .. 1, so the
+  // first two see nothing.
+  const Layout l{1, 4, 2, 2, 1, 3};
+  HostTensor q = random_tensor(DType::F32, {4, 2, 3}, 93);
+  HostTensor k = random_tensor(DType::F32, {2, 1, 3}, 94);
+  HostTensor v = random_tensor(DType::F32, {2, 1, 3}, 95);
+  const std::vector<HostTensor> r = test::run_op(OpKind::Attention, {&q, &k, &v}, attrs({{"causal", true}, {"lse", true}}));
+  REQUIRE(r.size() == 2);
+  std::vector<double> want;
+  check_f32(r[0], naive_attention(q, k, v, l, true, 1 / std::sqrt(3.0), {-2}, {2}, &want));
+  for (size_t i = 0; i < 4; ++i) CHECK(r[1].data[i] == -std::numeric_limits<double>::infinity());
+  for (size_t i = 4; i < 8; ++i) CHECK(r[1].data[i] == Approx(want[i]).epsilon(1e-6));
+  for (size_t i = 0; i < 4 * 3; ++i) CHECK(r[0].data[i] == 0.0);
 }
 
 TEST_CASE("attention unbatched with cache_pos [1]", "[attention]") {
@@ -183,9 +223,11 @@ TEST_CASE("paged attention equals attention over the contiguous cache it pages",
   HostTensor pos = tensor(DType::I32, {batch}, {3, 7});  // 5 and 9 valid keys
   for (bool causal : {true, false}) {
     INFO("causal " << causal);
-    const HostTensor want = run1(OpKind::Attention, {&q, &k, &v, &pos}, attrs({{"causal", causal}}));
-    const HostTensor got = run1(OpKind::Attention, {&q, &kp, &vp, &pos, &bt}, attrs({{"causal", causal}}));
-    CHECK(got.data == want.data);
+    const auto want = test::run_op(OpKind::Attention, {&q, &k, &v, &pos}, attrs({{"causal", causal}, {"lse", true}}));
+    const auto got = test::run_op(OpKind::Attention, {&q, &kp, &vp, &pos, &bt}, attrs({{"causal", causal}, {"lse", true}}));
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].data == want[0].data);
+    CHECK(got[1].data == want[1].data);
   }
   HostTensor bad = tensor(DType::I32, {batch, pages}, {5, 0, 3, 1, 8, 2});  // page 8 of an 8-page pool
   CHECK_THROWS_WITH(run1(OpKind::Attention, {&q, &kp, &vp, &pos, &bad}),

@@ -168,6 +168,11 @@ TEST_CASE("attention: GQA prefill and batched decode", "[shape]") {
   auto kc = b.input("kc", DType::BF16, {B, Dim::sym("C"), 8, 128});
   auto pos = b.input("pos", DType::I32, {B});
   CHECK(b.attention(qd, kc, kc, true, 0.1, pos).type() == qd.type());
+  // lse = true: a second result, f32 per (sequence, token, query head).
+  auto [o, lse] = b.attention_with_lse(qd, kc, kc, true, {}, pos);
+  CHECK(o.type() == qd.type());
+  CHECK(lse.type() == TensorType{DType::F32, {B, 1, 32}});
+  CHECK(b.attention_with_lse(q, k, k, false).second.type() == TensorType{DType::F32, {T, 32}});
 }
 
 TEST_CASE("attention: query heads must be a multiple of KV heads", "[shape]") {

@@ -10,6 +10,10 @@
 // Positions. Query token t sits at position first_pos + t; keys [0, n_valid) may be read; causal masks
 // keys after the query's own position. A row that sees no key stores zeros.
 //
+// Log-sum-exp. Each kernel also hands every row's log(sum_j exp(scale * q.k_j)) to an `lse(t, h,
+// value)` functor, once per row, where the output row is stored: the kernel's store when the graph
+// asks for it (attention {lse = true}), lj_no_lse otherwise, which compiles to nothing.
+//
 // Warps. A warp owns m-tiles of 16 rows (the mma M): their S (16 x keys) and O (16 x D) live in its
 // registers, Q fragments are read from shared memory at each k step, and P is re-packed from S's accumulators straight into A fragments (the m16n8 C layout of two
 // adjacent key blocks is the m16k16 A layout). The prefill kernel gives each warp its own MT x 16 rows
@@ -40,6 +44,17 @@ __device__ __forceinline__ unsigned lj_pack_pair<lj_f16>(float lo, float hi) {
 }
 
 #define LJ_NEG_INF __int_as_float(0xff800000)
+
+// The natural log-sum-exp of a row from its log2-domain running max and its sum of 2^(s - max): -inf
+// for a row that saw no key.
+__device__ __forceinline__ float lj_row_lse(float max_log2, float sum) {
+  return sum > 0.f ? (max_log2 + log2f(sum)) * 0.693147180559945309f : LJ_NEG_INF;
+}
+
+// The lse functor of a kernel whose graph does not ask for the log-sum-exp.
+struct lj_no_lse {
+  __device__ __forceinline__ void operator()(long long, int, float) const {}
+};
 
 // 2^x; 2^-inf = 0, which is how masked scores drop out.
 __device__ __forceinline__ float lj_exp2(float x) {
@@ -199,10 +214,10 @@ struct lj_flash_prefill {
   static_assert(BN % 16 == 0 && STAGES >= 2, "BN keys in blocks of 16, at least a double buffer");
 
   // Row offsets (elements) are given by the kernel: q_at(t, h), k_at(j), v_at(j), o_at(t, h) for this
-  // CTA's sequence and KV head.
-  template <class QAt, class KAt, class VAt, class OAt>
+  // CTA's sequence and KV head; lse(t, h, value) takes each row's log-sum-exp.
+  template <class QAt, class KAt, class VAt, class OAt, class Lse>
   static __device__ __forceinline__ void run(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                                             T* __restrict__ o, QAt q_at, KAt k_at, VAt v_at, OAt o_at, lj_i64 n_tok,
+                                             T* __restrict__ o, QAt q_at, KAt k_at, VAt v_at, OAt o_at, Lse lse, lj_i64 n_tok,
                                              lj_i64 t0, lj_i64 first_pos, lj_i64 n_valid, int kvh, float scale_log2,
                                              T* smem) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -282,6 +297,7 @@ struct lj_flash_prefill {
         const int r = row0 + mt * 16 + (lane >> 2) + 8 * h;
         const lj_i64 t = t0 + r / G;
         if (t >= n_tok) continue;
+        if ((lane & 3) == 0) lse(t, kvh * G + r % G, lj_row_lse(m[mt][h], sum));
         T* row = o + o_at(t, kvh * G + r % G);
 #pragma unroll
         for (int f = 0; f < W::OF; ++f)
@@ -310,9 +326,9 @@ struct lj_flash_decode {
   static_assert(ROWS >= 1 && ROWS <= 16 && ROWS % G == 0, "decode rows: whole tokens, one 16-row tile");
   static_assert(BN % 16 == 0 && CHUNK % STAGE_KEYS == 0 && STAGES >= 2, "chunks of whole stages");
 
-  template <class QAt, class KAt, class VAt, class OAt>
+  template <class QAt, class KAt, class VAt, class OAt, class Lse>
   static __device__ __forceinline__ void run(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                                             T* __restrict__ o, QAt q_at, KAt k_at, VAt v_at, OAt o_at, lj_i64 first_pos,
+                                             T* __restrict__ o, QAt q_at, KAt k_at, VAt v_at, OAt o_at, Lse lse, lj_i64 first_pos,
                                              lj_i64 n_valid, int kvh, lj_i64 chunk, float scale_log2, float* part,
                                              unsigned* counter, unsigned char* smem_bytes) {
     T* smem = reinterpret_cast<T*>(smem_bytes);
@@ -412,6 +428,7 @@ struct lj_flash_decode {
         float mx, sum;
         const float val = merged(r, d, mx, sum);
         o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(sum > 0.f ? val / sum : 0.f);
+        if (d == 0) lse(r / G, kvh * G + r % G, lj_row_lse(mx, sum));
       }
       return;
     }
@@ -496,6 +513,7 @@ struct lj_flash_decode {
       if (i < ROWS * D) {
         const int r = i / D, d = i % D;
         o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(row_l[r] > 0.f ? run_o[e] / row_l[r] : 0.f);
+        if (d == 0) lse(r / G, kvh * G + r % G, lj_row_lse(row_m[r], row_l[r]));
       }
     }
     if (tid == 0) *counter = 0u;

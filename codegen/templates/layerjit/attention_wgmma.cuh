@@ -41,9 +41,9 @@ struct lj_flash_prefill_wgmma {
   static_assert(BM % G == 0 && TOKENS % 8 == 0, "whole 8-row swizzle groups of tokens per query head");
   static_assert(STAGES >= 2, "a pipeline needs two buffers");
 
-  template <class OAt>
+  template <class OAt, class Lse>
   static __device__ __forceinline__ void run(const lj_tensor_map* tq, const lj_tensor_map* tk, const lj_tensor_map* tv,
-                                             T* __restrict__ o, OAt o_at, lj_i64 n_tok, lj_i64 t0, lj_i64 q_row0, lj_i64 kv_row0,
+                                             T* __restrict__ o, OAt o_at, Lse lse, lj_i64 n_tok, lj_i64 t0, lj_i64 q_row0, lj_i64 kv_row0,
                                              lj_i64 first_pos, lj_i64 n_valid, lj_i64 n_keys, int kvh, float scale_log2,
                                              unsigned char* smem_raw) {
     unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
@@ -240,6 +240,7 @@ struct lj_flash_prefill_wgmma {
       const int r = r_lo + 8 * h;
       const lj_i64 t = t0 + r % TOKENS;
       if (t >= n_tok) continue;
+      if ((lane & 3) == 0) lse(t, kvh * G + r / TOKENS, lj_row_lse(m[h], sum));
       T* row = o + o_at(t, kvh * G + r / TOKENS);
 #pragma unroll
       for (int f = 0; f < OF; ++f)
