@@ -129,9 +129,10 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   for (const std::string& sym : keys.symbols) c_hint = opts.hint.get(sym) ? c_hint * *opts.hint.get(sym) : 0;
   if (c_hint <= 0) c_hint = 4096;
   const int64_t pairs = b_hint * hkv;  // (sequence, KV head) pairs
-  // Few pairs (B <= 2 at 8 KV heads): 8 warps per CTA and about 64 CTAs, else 4 warps and one wave of
-  // two CTAs per SM (measured on the H200 at C = 4096: B = 1 923 GB/s with 8 warps x 8 chunks of 512
-  // keys against 859 with 4 x 32 of 128; B = 32 3633 GB/s unsplit against 3467 with 2 chunks).
+  // Few pairs (B <= 2 at 8 KV heads): 8 warps per CTA and about 128 CTAs, else 4 warps and one wave of
+  // two CTAs per SM (measured on the H200 at C = 4096: B = 1 1101 GB/s with 8 warps x 16 chunks of 256
+  // keys against 925 with 8 chunks of 512 and 773 with 32 of 128: fewer CTAs leave SMs idle, more
+  // make the merge longer; B = 32 3633 GB/s unsplit against 3467 with 2 chunks).
   AttentionConfig dc = AttentionConfig::decode_default();
   if (pairs <= 16) dc.warps = 8;
   // (Where three stages of 8 warps' keys do not fit, e.g. sm_80's 163 KiB, two: 893 GB/s at B = 1.)
@@ -172,9 +173,9 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   int64_t per_block = 0;  // tokens per CTA (prefill) or keys per CTA (decode)
   std::string flash;
   if (decode) {
-    // Chunks per pair: about 64 CTAs of 8 warps for few pairs, else at most one wave of two CTAs per
+    // Chunks per pair: about 128 CTAs of 8 warps for few pairs, else at most one wave of two CTAs per
     // SM of a 132-SM GPU; at least one stage (WARPS x BN keys) per CTA.
-    const int64_t want = pairs <= 16 ? std::max<int64_t>(1, 64 / pairs) : std::max<int64_t>(1, 264 / pairs);
+    const int64_t want = pairs <= 16 ? std::max<int64_t>(1, 128 / pairs) : std::max<int64_t>(1, 264 / pairs);
     const int64_t stage_keys = kDecodeWarps * kDecodeBn;
     per_block = dc.chunk;
     if (per_block <= 0) {  // whole stages

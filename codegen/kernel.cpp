@@ -43,7 +43,7 @@ std::vector<AttentionConfig> decode_attention_candidates() {
   for (int bn : {16, 32})
     for (int warps : {4, 8})
       for (int stages : {2, 3, 4})
-        for (int chunk : {0, 512, 1024, 4096}) {
+        for (int chunk : {0, 128, 256, 512, 1024, 4096}) {
           AttentionConfig c = AttentionConfig::decode_default();
           c.bn = bn, c.warps = warps, c.stages = stages, c.chunk = chunk;
           if (chunk > 0 && chunk % (bn * warps) != 0) continue;

@@ -114,21 +114,21 @@ TEST_CASE("attention groups: flash prefill over query tiles, split-KV decode ove
     CHECK(scratch_bytes(k, b) == 0);
   }
   {
-    // One token: the 4 query rows of a KV head in one tile; at B=1 the keys split into 8 chunks of 512
-    // per KV head, CTAs of 8 warps (64 CTAs).
+    // One token: the 4 query rows of a KV head in one tile; at B=1 the keys split into 16 chunks of
+    // 256 per KV head, CTAs of 8 warps (128 CTAs).
     EmitOptions eo;
     eo.hint.set("B", 1);
     eo.hint.set("C", 4096);
     GeneratedKernel k = emit_group(decode, attention_group(decode), eo);
     INFO(k.source);
-    CHECK(k.source.find("lj_flash_decode<lj_bf16, 128, 4, 4, 16, 8, 3, 512, true>") != std::string::npos);
+    CHECK(k.source.find("lj_flash_decode<lj_bf16, 128, 4, 4, 16, 8, 3, 256, true>") != std::string::npos);
     CHECK(k.launch.threads == 256);
     Bindings b;
     b.set("B", 3);
     b.set("C", 4000);
-    const int64_t blocks = 3 * ((4000 + 511) / 512) * 8;
+    const int64_t blocks = 3 * ((4000 + 255) / 256) * 8;
     CHECK(k.launch.blocks(b) == blocks);
-    CHECK(k.launch.str() == "B * ceil(C / 512) * 8");
+    CHECK(k.launch.str() == "B * ceil(C / 256) * 8");
     CHECK(scratch_bytes(k, b) == blocks * (4 * (128 + 2) * 4 + 4));
     // 16 sequences x 8 KV heads need fewer splits: chunks of 2048 keys, 4 warps; 32 none.
     eo.hint.set("B", 16);
@@ -140,7 +140,7 @@ TEST_CASE("attention groups: flash prefill over query tiles, split-KV decode ove
     eo.hint.set("B", 1);
     eo.sm = 80;
     eo.max_shared_bytes = 163 * 1024;
-    CHECK(emit_group(decode, attention_group(decode), eo).config == "decode bn=16 warps=8 stages=2 chunk=512");
+    CHECK(emit_group(decode, attention_group(decode), eo).config == "decode bn=16 warps=8 stages=2 chunk=256");
   }
 }
 
