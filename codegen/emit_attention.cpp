@@ -182,8 +182,8 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
       per_block = std::clamp<int64_t>(next_pow2((c_hint + want - 1) / want), stage_keys, 4096);
       per_block = (per_block + stage_keys - 1) / stage_keys * stage_keys;
     }
-    flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}>", ty, d, rows, group, kDecodeBn, kDecodeWarps, kDecodeStages,
-                        per_block, causal ? "true" : "false");
+    flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}{}>", ty, d, rows, group, kDecodeBn, kDecodeWarps, kDecodeStages,
+                        per_block, causal ? "true" : "false", block_table >= 0 ? ", true" : "");
     threads = kDecodeWarps * 32;
     const int pipe = static_cast<int>((16 + 2 * kDecodeStages * stage_keys) * d * 2);
     const int merge = static_cast<int>(kDecodeWarps * 16 * (d + 2) * 4);

@@ -89,6 +89,18 @@ struct lj_attn_warp {
     }
   }
 
+  // The same for rows one constant stride apart (a contiguous cache): row r at row0 + r * stride,
+  // rows from n_valid on zero. A thread keeps its 16-byte chunk (nthreads is a multiple of CH) and
+  // steps its source by one 64-bit add, where load_rows recomputes each row's address.
+  static __device__ __forceinline__ void load_rows_strided(T* tile, int rows, const T* row0, lj_i64 stride, int n_valid, int tid,
+                                                           int nthreads) {
+    const int c = tid % CH, rstep = nthreads / CH;
+    int r = tid / CH;
+    const T* p = row0 + r * stride + c * 8;
+    const lj_i64 step = rstep * stride;
+    for (; r < rows; r += rstep, p += step) lj_cp_async16(tile + swz(r, c), r < n_valid ? p : tile, r < n_valid ? 16 : 0);
+  }
+
   // Online softmax over one block of scores s (already scaled to the log2 domain, masked = -inf):
   // raises the running max m of each of the thread's two rows, rescales l and o to it, and turns s
   // into p = 2^(s - m). l stays this thread's partial sum (its quad's four threads share a row).
@@ -312,8 +324,9 @@ struct lj_flash_prefill {
 // stage. The warps' partial (max, sum, O) are merged through shared memory; a CTA whose sequence needs
 // more than one chunk writes its merged partial to `part` (a [chunks][ROWS * (D + 2)] f32 area of
 // the scratch buffer) and bumps `counter`; the CTA that finishes last merges every chunk, stores the
-// output and sets the counter back to zero for the next launch.
-template <class T, int D, int ROWS, int G, int BN, int WARPS, int STAGES, int CHUNK, bool CAUSAL>
+// output and sets the counter back to zero for the next launch. PAGED: k_at and v_at look keys up in a
+// block table; otherwise they are affine in the key and stages load rows at a stride.
+template <class T, int D, int ROWS, int G, int BN, int WARPS, int STAGES, int CHUNK, bool CAUSAL, bool PAGED = false>
 struct lj_flash_decode {
   using W = lj_attn_warp<T, D>;
   static constexpr int THREADS = WARPS * 32;
@@ -345,11 +358,19 @@ struct lj_flash_decode {
     T* skv = smem + 16 * D;
     W::load_rows(sq, 16, [&](int r) -> const T* { return r < ROWS ? q + q_at(r / G, kvh * G + r % G) : nullptr; }, tid, THREADS);
     lj_cp_async_commit();
+    static_assert(THREADS % W::CH == 0, "whole rows of 16-byte chunks per pass of the CTA");
+    const lj_i64 k_stride = k_at(1) - k_at(0), v_stride = v_at(1) - v_at(0);  // used only when not PAGED
     auto load_kv = [&](int stage, lj_i64 j0) {
       T* sk = skv + stage * 2 * STAGE_KEYS * D;
-      W::load_rows(sk, STAGE_KEYS, [&](int r) -> const T* { return j0 + r < c1 ? k + k_at(j0 + r) : nullptr; }, tid, THREADS);
-      W::load_rows(sk + STAGE_KEYS * D, STAGE_KEYS, [&](int r) -> const T* { return j0 + r < c1 ? v + v_at(j0 + r) : nullptr; },
-                   tid, THREADS);
+      if constexpr (PAGED) {
+        W::load_rows(sk, STAGE_KEYS, [&](int r) -> const T* { return j0 + r < c1 ? k + k_at(j0 + r) : nullptr; }, tid, THREADS);
+        W::load_rows(sk + STAGE_KEYS * D, STAGE_KEYS, [&](int r) -> const T* { return j0 + r < c1 ? v + v_at(j0 + r) : nullptr; },
+                     tid, THREADS);
+      } else {
+        const int n = c1 - j0 < STAGE_KEYS ? (int)(c1 - j0) : STAGE_KEYS;
+        W::load_rows_strided(sk, STAGE_KEYS, k + k_at(j0), k_stride, n, tid, THREADS);
+        W::load_rows_strided(sk + STAGE_KEYS * D, STAGE_KEYS, v + v_at(j0), v_stride, n, tid, THREADS);
+      }
     };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
