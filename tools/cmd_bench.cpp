@@ -126,14 +126,13 @@ int cmd_bench(const std::vector<std::string>& args) {
   must(unfused.run(stream, b), "run the unfused plan");
   must(stream.synchronize(), "run");
 
-  // Each kernel of the fused plan alone, then all of them in order with an event between neighbours:
-  // a kernel that runs slower after its predecessor (caches, clocks, tails) shows up as the difference.
+  // Each kernel of the fused plan alone, and all of them in order with an event between neighbours (a
+  // kernel slower after its predecessor shows as the difference). The two alternate over 5 rounds
+  // (median of the round medians): under a power cap the SM clock falls over the first ~100 ms of
+  // load, and timing one set before the other would credit the clock to whichever ran first.
   std::vector<size_t> steps;
   for (size_t i = 0; i < fused.kernels().size(); ++i)
     if (!fused.plan().groups[i].prepare) steps.push_back(i);  // weight preparation: once, not per call
-  // Alone and in order interleaved over 5 rounds (median of the round medians): under a power cap the
-  // SM clock drifts over the first few hundred ms of load, and timing one set before the other
-  // would credit the clock to whichever ran first.
   std::vector<std::function<rt::Status()>> bodies_in_order;
   for (size_t i : steps) bodies_in_order.push_back([&, i] { return fused.run_step(stream, i, b); });
   rt::TimerOptions seq_options;
