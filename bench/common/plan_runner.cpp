@@ -116,13 +116,20 @@ double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
   auto prog = must(rt::compile(src, {}, device_target(ctx)), "compile copy");
   auto mod = must(rt::Module::load(ctx, prog.image()), "load copy");
   auto kern = must(mod.kernel("copy16"), "copy kernel");
-  auto a = must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc");
-  auto b = must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc");
-  must_ok(rt::fill_random_f32(stream, a.ptr(), bytes / 4, 5, -1.f, 1.f), "fill");
+  const int rotations = rt::rotations_for(2 * bytes, static_cast<size_t>(ctx.info().l2_bytes));
+  std::vector<rt::DeviceBuffer> bufs;
+  for (int i = 0; i < 2 * rotations; ++i) {
+    bufs.push_back(must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc"));
+    must_ok(rt::fill_random_f32(stream, bufs.back().ptr(), bytes / 4, 5 + static_cast<uint64_t>(i), -1.f, 1.f), "fill");
+  }
   const long long n16 = static_cast<long long>(bytes / 16);
-  auto args = rt::KernelArgs::of(b.ptr(), a.ptr(), n16);
+  std::vector<rt::KernelArgs> args;
+  for (int i = 0; i < rotations; ++i) args.push_back(rt::KernelArgs::of(bufs[2 * i + 1].ptr(), bufs[2 * i].ptr(), n16));
   auto cfg = rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * 8), 512);
-  auto t = must(rt::time_on_stream(stream, [&](int) { return rt::launch(stream, kern, cfg, args); }, {}), "time copy");
+  rt::TimerOptions opts;
+  opts.rotations = rotations;
+  auto t = must(rt::time_on_stream(stream, [&](int r) { return rt::launch(stream, kern, cfg, args[static_cast<size_t>(r)]); }, opts),
+                "time copy");
   return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
 }
 

@@ -62,6 +62,8 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
 double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs);
 
 /// Device-to-device copy bandwidth (GB/s, read + write) with 16-byte vectors: the bandwidth anchor.
+/// Copies small enough to stay in L2 rotate over several buffer pairs (rt::rotations_for), so the
+/// rate is HBM's, as for the kernels it is compared with.
 double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes);
 
 }  // namespace lj::bench
