@@ -359,7 +359,9 @@ struct lj_flash_decode {
     W::load_rows(sq, 16, [&](int r) -> const T* { return r < ROWS ? q + q_at(r / G, kvh * G + r % G) : nullptr; }, tid, THREADS);
     lj_cp_async_commit();
     static_assert(THREADS % W::CH == 0, "whole rows of 16-byte chunks per pass of the CTA");
-    const lj_i64 k_stride = k_at(1) - k_at(0), v_stride = v_at(1) - v_at(0);  // used only when not PAGED
+    // A paged k_at reads the block table (and may trap): the strides exist only for contiguous caches.
+    lj_i64 k_stride = 0, v_stride = 0;
+    if constexpr (!PAGED) k_stride = k_at(1) - k_at(0), v_stride = v_at(1) - v_at(0);
     auto load_kv = [&](int stage, lj_i64 j0) {
       T* sk = skv + stage * 2 * STAGE_KEYS * D;
       if constexpr (PAGED) {
