@@ -20,9 +20,13 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const bool rope = !op.segments.empty();
   const ValueId stored = rope ? op.y : op.out;
   const std::string xn = g.value(op.x).name, wn = g.value(op.w).name, on = g.value(stored).name;
-  LJ_CHECK(op.xt == op.wt && (op.xt == DType::BF16 || op.xt == DType::F16), g.node(op.node).loc,
-           "{}: the tensor-core GEMM multiplies bf16 or f16 operands of one dtype, got %{}: {} and %{}: {}", ctx.kernel_name(),
-           xn, dtype_name(op.xt), wn, dtype_name(op.wt));
+  const bool hopper = cfg.family == MatmulConfig::Family::Wgmma;
+  const bool sixteen = op.xt == DType::BF16 || op.xt == DType::F16;
+  LJ_CHECK(op.xt == op.wt && (sixteen || (hopper && is_fp8(op.xt))), g.node(op.node).loc,
+           "{}: the tensor-core GEMM multiplies bf16 or f16 operands of one dtype (the Hopper GEMM also f8e4m3 or f8e5m2), got %{}: {} "
+           "and %{}: {}",
+           ctx.kernel_name(), xn, dtype_name(op.xt), wn, dtype_name(op.wt));
+  const int kt = cfg.k_tile(dtype_bytes(op.xt));  // elements of k per k tile
   LJ_CHECK(!op.glu || cfg.bn / cfg.warps_n % 16 == 0, g.node(op.node).loc,
            "{}: SwiGLU pairs gate and up tiles of 8 columns: config '{}' gives warps {} columns", ctx.kernel_name(), cfg.str(),
            cfg.bn / cfg.warps_n);
@@ -41,11 +45,10 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   // cp.async moves 16-byte chunks: every row of x and W must start 16-byte aligned (K % 8 == 0 and
   // aligned view offsets); otherwise element loads fill the same shared-memory layout.
   const bool async = ctx.vector_width({op.x, op.w}, xs, 8) == 8;
-  const bool hopper = cfg.family == MatmulConfig::Family::Wgmma;
   const bool split = cfg.split_k > 1;
-  LJ_CHECK(!split || cfg.split_k <= (op.k + cfg.bk - 1) / cfg.bk, g.node(op.node).loc,
+  LJ_CHECK(!split || cfg.split_k <= (op.k + kt - 1) / kt, g.node(op.node).loc,
            "{}: config '{}' splits {} k tiles of {} among {} CTAs (each needs one at least)", ctx.kernel_name(), cfg.str(),
-           (op.k + cfg.bk - 1) / cfg.bk, cfg.bk, cfg.split_k);
+           (op.k + kt - 1) / kt, kt, cfg.split_k);
   // SwiGLU: the tile's columns interleave 8 gate and 8 up rows of W per 16 (see lj_gemm::for_each_glu).
   const int64_t virtual_n = op.glu ? (op.n_out + 7) / 8 * 16 : op.n;
 
@@ -56,8 +59,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     std::optional<TensorMapSpec> sx = tma_rows(ctx, op.x), sw = tma_rows(ctx, op.w);
     LJ_CHECK(sx && sw, g.node(op.node).loc, "{}: config '{}' loads x and W with TMA, which needs rows one 16-byte aligned stride apart",
              ctx.kernel_name(), cfg.str());
-    sx->box_rows = cfg.bm, sx->box_cols = cfg.bk;
-    sw->box_rows = cfg.bn / 2, sw->box_cols = cfg.bk;  // two boxes per tile: gate and up rows with SwiGLU
+    sx->box_rows = cfg.bm, sx->box_cols = kt;
+    sw->box_rows = cfg.bn / 2, sw->box_cols = kt;  // two boxes per tile: gate and up rows with SwiGLU
     tx = ctx.tensor_map_param(op.x, *sx);
     tw = ctx.tensor_map_param(op.w, *sw);
   }
@@ -214,7 +217,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     const int64_t half = op.rope_dim / 2;
     const int64_t staged_bytes = (int64_t{cfg.bm} * (cfg.bn + 8) * dtype_bytes(op.yt) + 127) / 128 * 128;  // 32-byte table reads
     const int64_t table_bytes = int64_t{cfg.bm} * half * 8;
-    const int64_t ring_bytes = hopper ? int64_t{cfg.stages} * (cfg.bm + cfg.bn) * cfg.bk * 2 : opts.max_shared_bytes;
+    const int64_t ring_bytes = hopper ? int64_t{cfg.stages} * (cfg.bm + cfg.bn) * 128 : opts.max_shared_bytes;
     table_smem = rope && !cfg.persistent && staged_bytes + table_bytes <= ring_bytes;
     table_end = staged_bytes + table_bytes;
     if (table_smem) {

@@ -20,7 +20,7 @@ int MatmulConfig::shared_bytes(int elem_bytes, int out_bytes) const {
   // + alignment and barriers; persistent: + the epilogue tile (bm rows of bn + 8, as lj_gemm stages
   // it; ping-pong's two warpgroups take turns on it)
   if (family == Family::Wgmma)
-    return 1024 + stages * (bm + bn) * bk * elem_bytes + (persistent ? 128 + bm * (bn + 8) * out_bytes : 2 * stages * 8);
+    return 1024 + stages * (bm + bn) * k_tile(elem_bytes) * elem_bytes + (persistent ? 128 + bm * (bn + 8) * out_bytes : 2 * stages * 8);
   return family == Family::Mma ? stages * (bm + bn) * bk * elem_bytes : 0;
 }
 
@@ -89,7 +89,9 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
 
 namespace {
 
+// mma.sync here multiplies 16-bit operands; wgmma also fp8 (e4m3 or e5m2, k32 steps).
 bool tensor_core_dtype(DType t) { return t == DType::BF16 || t == DType::F16; }
+bool wgmma_dtype(DType t) { return tensor_core_dtype(t) || t == DType::F8E4M3 || t == DType::F8E5M2; }
 
 MatmulConfig gemv_default(const MatmulProblem& p) {
   MatmulConfig c;
@@ -115,7 +117,20 @@ MatmulConfig wgmma(int bn, int stages) {
   return c;
 }
 
-bool wgmma_available(const MatmulProblem& p) { return p.sm == 90 && p.arch_specific && p.tma && tensor_core_dtype(p.dtype); }
+bool wgmma_available(const MatmulProblem& p) { return p.sm == 90 && p.arch_specific && p.tma && wgmma_dtype(p.dtype); }
+
+MatmulConfig wgmma_large(const MatmulProblem& p) {
+  // 128 x 256 tiles where they nearly fill the SMs; else 128 x 128 tiles, split along K into the
+  // largest power of two of CTAs per tile that still fits one wave (at M = 128 on an H200: 0.77-0.92x
+  // cuBLAS on qkv, o and down against 0.55-0.67x for the 64x64 mma.sync tiles; docs/perf.md).
+  const int64_t row_tiles = p.m > 0 ? (p.m + 127) / 128 : 32;  // unknown M: prefill-sized
+  if (row_tiles * ((p.n + 255) / 256) * 4 >= p.sm_count * 3) return wgmma(256, 4);
+  MatmulConfig c = wgmma(128, 4);
+  const int kt = c.k_tile(dtype_bytes(p.dtype));
+  const int64_t tiles = row_tiles * ((p.n + 127) / 128), k_tiles = (p.k + kt - 1) / kt;
+  while (c.split_k < 8 && tiles * c.split_k * 2 <= p.sm_count && c.split_k * 2 * 4 <= k_tiles) c.split_k *= 2;
+  return c;
+}
 
 }  // namespace
 
@@ -123,7 +138,12 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // One row: the GEMV streams W at copy speed. 2-16 rows: a 16-row tensor-core tile with a deep
   // pipeline reads W once for all rows (measured on an H200 at M = 16: 2.7-4.7x faster than the GEMV
   // re-reading W per 4 rows; docs/perf.md). Unknown M (0): the GEMM serves any M.
-  if (p.m == 1 || p.sm < 80 || !tensor_core_dtype(p.dtype)) return gemv_default(p);
+  if (p.m == 1 || p.sm < 80) return gemv_default(p);
+  // fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1: W is read once per column tile,
+  // where the GEMV would read it once per 4 rows), else the GEMV.
+  const bool fp8 = !tensor_core_dtype(p.dtype);
+  if (fp8 && !wgmma_available(p)) return gemv_default(p);
+  if (fp8) return wgmma_large(p);
   if (p.m > 0 && p.m <= 16) return mma(16, 64, 64, 1, 2, 6);
   // 17-32 rows (decode at B = 32; `layerjit tune` and `layerjit bench` on the H200, sixth session,
   // docs/perf.md): with many column tiles, one 64-row tile over all rows reads W once per CTA
@@ -143,15 +163,7 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // GEMM, only up to 64 rows (it has 128-row tiles).
   if (p.m > 0 && p.m <= (wgmma_available(p) ? 64 : 128)) return mma(64, 64, 64, 2, 2, 4);
   if (!wgmma_available(p)) return mma(128, 128, 32, 2, 2, 4);
-  // 128 x 256 tiles where they nearly fill the SMs; else 128 x 128 tiles, split along K into the
-  // largest power of two of CTAs per tile that still fits one wave (at M = 128 on an H200: 0.77-0.92x
-  // cuBLAS on qkv, o and down against 0.55-0.67x for the 64x64 mma.sync tiles; docs/perf.md).
-  const int64_t row_tiles = p.m > 0 ? (p.m + 127) / 128 : 32;  // unknown M: prefill-sized
-  if (row_tiles * ((p.n + 255) / 256) * 4 >= p.sm_count * 3) return wgmma(256, 4);
-  MatmulConfig c = wgmma(128, 4);
-  const int64_t tiles = row_tiles * ((p.n + 127) / 128), k_tiles = (p.k + 63) / 64;
-  while (c.split_k < 8 && tiles * c.split_k * 2 <= p.sm_count && c.split_k * 2 * 4 <= k_tiles) c.split_k *= 2;
-  return c;
+  return wgmma_large(p);
 }
 
 std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
@@ -160,8 +172,9 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   if (c.pingpong && !c.persistent) return "pingpong needs a persistent grid";
   if (c.split_k > 1 && c.family == MatmulConfig::Family::Gemv) return "split-K (sk) is an option of the tensor-core families";
   if (c.split_k > 16) return fmt::format("sk={} (at most 16 CTAs per output tile)", c.split_k);
-  if (c.split_k > 1 && p.k > 0 && c.split_k > (p.k + c.bk - 1) / c.bk)
-    return fmt::format("sk={} for {} k tiles of {} (a CTA without k tiles)", c.split_k, (p.k + c.bk - 1) / c.bk, c.bk);
+  const int kt = c.k_tile(dtype_bytes(p.dtype));
+  if (c.split_k > 1 && p.k > 0 && c.split_k > (p.k + kt - 1) / kt)
+    return fmt::format("sk={} for {} k tiles of {} (a CTA without k tiles)", c.split_k, (p.k + kt - 1) / kt, kt);
   if (c.family == MatmulConfig::Family::Gemv) {
     if (c.rows_per_pass > 16) return "more than 16 rows per pass (fp32 accumulators per lane)";
     if (c.loads_in_flight > 16) return "more than 16 loads in flight per lane";
@@ -173,11 +186,11 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   if (c.family == MatmulConfig::Family::Wgmma) {
     if (p.sm != 90 || !p.arch_specific)
       return fmt::format("wgmma needs the sm_90a target, target is sm_{}{}", p.sm, p.arch_specific ? "a" : "");
-    if (!tensor_core_dtype(p.dtype)) return fmt::format("wgmma takes bf16/f16 operands, not {}", dtype_name(p.dtype));
+    if (!wgmma_dtype(p.dtype)) return fmt::format("wgmma takes bf16, f16, f8e4m3 or f8e5m2 operands of one dtype, not {}", dtype_name(p.dtype));
     if (!p.tma) return "x or W rows are not a 2-D tensor with a 16-byte aligned start and row stride (TMA)";
     if (c.bm != 128) return fmt::format("bm={} (two consumer warpgroups of 64 rows: 128)", c.bm);
     if (c.bn != 128 && c.bn != 256) return fmt::format("bn={} (128 or 256)", c.bn);
-    if (c.bk != 64) return fmt::format("bk={} (one 128-byte swizzle row: 64)", c.bk);
+    if (c.bk != 64) return fmt::format("bk={} (fixed: the k tile is one 128-byte swizzle row)", c.bk);
     if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
     if (c.split_k > 1 && c.persistent) return "split-K (sk) runs one tile per CTA, not a persistent grid";
     if (c.pingpong && c.bn != 128)
@@ -189,7 +202,7 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     return "";
   }
   if (p.sm < 80) return fmt::format("mma.sync m16n8k16 needs sm_80 or newer, target is sm_{}", p.sm);
-  if (!tensor_core_dtype(p.dtype)) return fmt::format("tensor-core path takes bf16/f16 operands, not {}", dtype_name(p.dtype));
+  if (!tensor_core_dtype(p.dtype)) return fmt::format("mma.sync takes bf16/f16 operands, not {}", dtype_name(p.dtype));
   if (c.bk != 16 && c.bk != 32 && c.bk != 64) return fmt::format("bk={} (16, 32 or 64)", c.bk);
   const int threads = c.threads();
   if (threads > 1024) return fmt::format("{} threads per CTA", threads);
@@ -241,25 +254,6 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
                    Tile{128, 128, 2, 4}, Tile{128, 256, 2, 4}, Tile{256, 128, 4, 2}})
       for (int bk : {32, 64})
         for (int stages : {3, 4}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, stages));
-    if (wgmma_available(p)) {
-      for (int bn : {128, 256})
-        for (int stages : {3, 4, 5, 6}) all.push_back(wgmma(bn, stages));
-      // Ping-pong hides the epilogue behind the other warpgroup's MMAs (on the H200 0.91-0.92x of the
-      // 128 x 256 default on a plain GEMM, 1.03x on the MLP with its SwiGLU epilogue: docs/perf.md).
-      for (int stages : {4, 5}) {
-        MatmulConfig c = wgmma(128, stages);
-        c.persistent = c.pingpong = true;
-        all.push_back(c);
-      }
-      // Split-K where the output tiles alone leave SMs idle (M = 128: 16-112 tiles of 128 x 256).
-      if (p.m > 0 && p.m <= 512)
-        for (int bn : {128, 256})
-          for (int sk : {2, 3, 4, 6, 8}) {
-            MatmulConfig c = wgmma(bn, 4);
-            c.split_k = sk;
-            all.push_back(c);
-          }
-    }
     // Few output tiles: split-K for the mma.sync tiles too (sm_80 has no wgmma).
     if (p.m > 0 && p.m <= 512) {
       for (int sk : {2, 4}) {
@@ -287,6 +281,25 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
       for (Tile t : {Tile{16, 64, 1, 2}, Tile{32, 64, 2, 2}, Tile{32, 128, 2, 2}})
         for (int sk : {2, 4, 8}) {
           MatmulConfig c = mma(t.bm, t.bn, 64, t.wm, t.wn, 4);
+          c.split_k = sk;
+          all.push_back(c);
+        }
+  }
+  if (wgmma_available(p)) {
+    for (int bn : {128, 256})
+      for (int stages : {3, 4, 5, 6}) all.push_back(wgmma(bn, stages));
+    // Ping-pong hides the epilogue behind the other warpgroup's MMAs (on the H200 0.91-0.92x of the
+    // 128 x 256 default on a plain GEMM, 1.03x on the MLP with its SwiGLU epilogue: docs/perf.md).
+    for (int stages : {4, 5}) {
+      MatmulConfig c = wgmma(128, stages);
+      c.persistent = c.pingpong = true;
+      all.push_back(c);
+    }
+    // Split-K where the output tiles alone leave SMs idle (M = 128: 16-112 tiles of 128 x 256).
+    if (p.m > 0 && p.m <= 512)
+      for (int bn : {128, 256})
+        for (int sk : {2, 3, 4, 6, 8}) {
+          MatmulConfig c = wgmma(bn, 4);
           c.split_k = sk;
           all.push_back(c);
         }

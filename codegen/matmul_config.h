@@ -14,7 +14,8 @@ namespace lj {
 
 struct MatmulConfig {
   /// Gemv: decode shapes. Mma: mma.sync tensor-core GEMM (sm_80+). Wgmma: the Hopper GEMM (sm_90a:
-  /// TMA loads, warpgroup MMAs, a producer and two consumer warpgroups; bm = 128, bk = 64 fixed).
+  /// TMA loads, warpgroup MMAs, a producer and two consumer warpgroups; bm = 128 and bk = 64 fixed,
+  /// the k tile one 128-byte swizzle row: see k_tile()).
   enum class Family : uint8_t { Gemv, Mma, Wgmma };
   Family family = Family::Mma;
   // Mma: CTA tile bm x bn, k step bk, warps_m x warps_n warps, cp.async stages, raster group rows.
@@ -40,6 +41,9 @@ struct MatmulConfig {
   int threads() const {
     return family == Family::Wgmma ? 384 : 32 * (family == Family::Mma ? warps_m * warps_n : warps);
   }
+  /// Elements of k per k tile: bk, except for the Wgmma family, whose k tile is one 128-byte row
+  /// (64 bf16/f16 or 128 fp8 elements).
+  int k_tile(int elem_bytes) const { return family == Family::Wgmma ? 128 / elem_bytes : bk; }
   /// Dynamic shared memory of the tensor-core families for `elem_bytes`-wide operands (0 for Gemv);
   /// a persistent wgmma kernel adds its epilogue tile of `out_bytes`-wide elements.
   int shared_bytes(int elem_bytes, int out_bytes = 2) const;
@@ -52,7 +56,7 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
 /// The problem a config is chosen for: M is the bound or expected row count (a symbol's bucket).
 struct MatmulProblem {
   int64_t m = 0, n = 0, k = 0;
-  DType dtype = DType::BF16;  ///< the wider of the operand dtypes
+  DType dtype = DType::BF16;  ///< the operands' dtype (f32 where they differ: only the GEMV mixes them)
   bool aligned = true;        ///< rows of x and W start 16-byte aligned (cp.async, vector loads)
   int sm = 90;
   bool arch_specific = false;  ///< sm_90a: the Wgmma family is available

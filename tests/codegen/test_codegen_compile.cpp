@@ -304,6 +304,83 @@ TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles 
   }
 }
 
+TEST_CASE("fp8 matmuls: the Hopper GEMM with k32 wgmma on sm_90a, the GEMV elsewhere; every accepted config compiles", "[codegen]") {
+  // The fp8 GEMM as the IR spells its scales: a per-token row scale and a per-channel weight scale
+  // on the f32 sums, one rounding to bf16; at the Llama-3-8B QKV shape.
+  Module m = parse_module(R"(
+graph @fp8_qkv(%x: f8e4m3[M, 4096], %w: param f8e4m3[6144, 4096], %xs: f32[M], %ws: param f32[6144]) {
+  %acc = matmul(%x, %w, %xs) {out_dtype = f32}
+  %y = mul(%acc, %ws)
+  %o = cast(%y) {dtype = bf16}
+  return %o
+}
+)",
+                          "<fp8>");
+  const Graph& g = m.graphs.at(0);
+  const FusionPlan plan = plan_fusion(g);
+  REQUIRE(plan.groups.size() == 1);
+  std::vector<rt::CompileJob> jobs;
+  std::vector<std::string> what;
+  int hopper = 0;
+  for (int64_t rows : {1, 16, 128, 4096})
+    for (int sm : {80, 90, 91}) {
+      EmitOptions eo;
+      eo.sm = sm == 91 ? 90 : sm;
+      eo.arch_specific = sm == 91;
+      eo.hint.set("M", rows);
+      eo.max_shared_bytes = sm == 80 ? 163 * 1024 : 227 * 1024;
+      const MatmulProblem p = matmul_problem(g, plan.groups[0], eo);
+      CHECK(p.dtype == DType::F8E4M3);
+      // Only the Hopper GEMM multiplies fp8 on tensor cores here; one row or no sm_90a: the GEMV.
+      const MatmulConfig d = default_matmul_config(p);
+      INFO("M = " << rows << ", sm " << sm << ": default " << d.str());
+      CHECK(d.family == (sm == 91 && rows > 1 ? MatmulConfig::Family::Wgmma : MatmulConfig::Family::Gemv));
+      for (const MatmulConfig& c : matmul_candidates(p)) {
+        CHECK(c.family != MatmulConfig::Family::Mma);
+        eo.matmul = c;
+        GeneratedKernel k = emit_group(g, plan.groups[0], eo);
+        rt::CompileJob job;
+        job.source = k.source;
+        job.options.program_name = k.name + ".cu";
+        job.options.headers = codegen_device_headers();
+        job.options.want_ptx = c.family == MatmulConfig::Family::Wgmma;
+        job.target = *rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a");
+        jobs.push_back(std::move(job));
+        what.push_back(fmt::format("M={} {} {}", rows, jobs.back().target.name(), c.str()));
+        hopper += c.family == MatmulConfig::Family::Wgmma;
+      }
+    }
+  CHECK(hopper >= 20);
+  auto results = rt::compile_parallel(jobs);
+  REQUIRE(results.size() == jobs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    INFO(what[i] << "\n" << (results[i].ok() ? "" : results[i].message()));
+    REQUIRE(results[i].ok());
+    // The main loop's MMAs are fp8 ones: k32 steps of e4m3 (a 16-bit wgmma here would be wrong).
+    if (jobs[i].options.want_ptx) {
+      CHECK(results[i]->ptx.find(".f32.e4m3.e4m3") != std::string::npos);
+      CHECK(results[i]->ptx.find("k16.f32.bf16") == std::string::npos);
+    }
+  }
+
+  // The pruner: mma.sync refuses fp8 with its reason; the k tile of an fp8 wgmma is 128 elements
+  // (one 128-byte swizzle row), which split-K counts and the shared memory sizes in bytes.
+  MatmulProblem h;
+  h.m = 4096, h.n = 6144, h.k = 256, h.sm = 90, h.arch_specific = true, h.tma = true, h.dtype = DType::F8E4M3;
+  CHECK_THAT(reject_reason(MatmulConfig{}, h), Catch::Contains("mma.sync takes bf16/f16 operands, not f8e4m3"));
+  MatmulConfig w = *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 sk=2", nullptr);
+  CHECK(w.k_tile(1) == 128);
+  CHECK(w.k_tile(2) == 64);
+  CHECK(reject_reason(w, h).empty());  // 2 k tiles of 128
+  w.split_k = 3;
+  CHECK_THAT(reject_reason(w, h), Catch::Contains("sk=3 for 2 k tiles of 128"));
+  CHECK(w.shared_bytes(1) == w.shared_bytes(2));  // a stage is 128 bytes of k either way
+  MatmulProblem int8 = h;
+  int8.dtype = DType::I8;
+  CHECK_THAT(reject_reason(w, int8), Catch::Contains("wgmma takes bf16, f16, f8e4m3 or f8e5m2"));
+  CHECK(default_matmul_config(int8).family == MatmulConfig::Family::Gemv);
+}
+
 TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[codegen]") {
   MatmulProblem p;
   p.m = 4096, p.n = 6144, p.k = 4096;

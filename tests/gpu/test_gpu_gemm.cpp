@@ -81,8 +81,11 @@ EmitOptions hopper_options(const MatmulConfig& c) {
   return e;
 }
 
-// Split-K needs a k tile (bk wide) for each CTA of a tile.
-bool split_fits(const MatmulConfig& c, int64_t k) { return c.split_k <= (k + c.bk - 1) / c.bk; }
+// Split-K needs a k tile for each CTA of a tile (`elem_bytes`: the operands', which size the Hopper
+// GEMM's k tile).
+bool split_fits(const MatmulConfig& c, int64_t k, int elem_bytes = 2) {
+  return c.split_k <= (k + c.k_tile(elem_bytes) - 1) / c.k_tile(elem_bytes);
+}
 
 // Split-K configs of the mma.sync family (tuner candidates for up to 512 rows).
 std::vector<MatmulConfig> mma_splits() {
@@ -400,4 +403,76 @@ TEST_CASE("the Hopper GEMM (TMA + wgmma) matches the reference on odd shapes", "
   EmitOptions h = hopper_options();  // f16 and an f32 output through the default Hopper config
   check(matmul_graph(129, 1000, "f16"), 257, h, ++seed);
   check(matmul_graph(127, 1000, "bf16", "f32"), 257, h, ++seed);
+}
+
+TEST_CASE("the Hopper fp8 GEMM matches the reference with per-token, per-channel and per-tensor scales", "[gpu][gemm][wgmma][fp8]") {
+  const std::vector<MatmulConfig> configs = hopper_configs();
+  if (configs.empty()) {
+    WARN("skipped: the wgmma GEMM needs an sm_90 GPU");
+    return;
+  }
+  // fp8 rows need K % 16 == 0 for TMA's 16-byte row strides; k tiles are 128 elements, so none of
+  // these K is a multiple of one, and N, M tails are zero-filled as for bf16.
+  // Every Hopper config on two shapes, the default on the others and for e5m2.
+  uint64_t seed = 2600;
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{129, 1008}, {7, 144}, {1000, 272}, {300, 16}})
+    for (int64_t m : {1, 7, 129, 1000}) {
+      if (n == 129 || n == 1000) {
+        for (const MatmulConfig& c : configs)
+          if (split_fits(c, k, 1)) check(matmul_graph(n, k, "f8e4m3"), m, hopper_options(c), ++seed);
+      } else {
+        check(matmul_graph(n, k, "f8e4m3"), m, hopper_options(), ++seed);
+      }
+      check(matmul_graph(n, k, "f8e5m2"), m, hopper_options(), ++seed);
+    }
+  // The scales of an fp8 GEMM as the IR spells them: a per-token row scale (matmul's third operand,
+  // what a per-row dynamic quantize computes), a per-channel (or per-tensor) weight scale multiplied
+  // into the f32 sums in the epilogue, one rounding to bf16 at the end; SwiGLU on fp8 products; an
+  // f32 output (the accumulation's own error, see matmul_close).
+  Module mod = parse_module(R"(
+graph @per_token_channel(%x: f8e4m3[M, 1008], %w: param f8e4m3[129, 1008], %xs: f32[M], %ws: param f32[129]) {
+  %acc = matmul(%x, %w, %xs) {out_dtype = f32}
+  %y = mul(%acc, %ws)
+  %o = cast(%y) {dtype = bf16}
+  return %o
+}
+graph @per_tensor_f32(%x: f8e5m2[M, 272], %w: param f8e5m2[300, 272], %s: f32[]) {
+  %acc = matmul(%x, %w) {out_dtype = f32}
+  %y = mul(%acc, %s)
+  return %y
+}
+graph @f32_sums(%x: f8e4m3[M, 4096], %w: param f8e4m3[136, 4096]) {
+  %acc = matmul(%x, %w) {out_dtype = f32}
+  return %acc
+}
+graph @swiglu_fp8(%x: f8e4m3[M, 144], %w: param f8e4m3[258, 144], %xs: f32[M]) {
+  %gu = matmul(%x, %w, %xs)
+  %g, %u = split(%gu) {axis = 1, sizes = [129, 129]}
+  %s = silu(%g)
+  %a = mul(%s, %u)
+  return %a
+}
+)",
+                            "<fp8 gemm>");
+  // The default and one config of each kind of kernel (split-K, persistent, ping-pong) where it fits.
+  std::vector<MatmulConfig> kinds{*parse_matmul_config("wgmma bm=128 bn=256 stages=4 gm=8", nullptr),
+                                  *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 sk=2", nullptr),
+                                  *parse_matmul_config("wgmma bm=128 bn=128 stages=3 gm=8 persistent", nullptr),
+                                  *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 pingpong", nullptr)};
+  for (const Graph& g : mod.graphs) {
+    const FusionPlan plan = plan_fusion(g);
+    REQUIRE(plan.groups.size() == 1);
+    const FusionGroup& grp = plan.groups[0];
+    const int64_t k = matmul_problem(g, grp, hopper_options()).k;
+    for (int64_t rows : {1, 7, 129, 300}) {
+      check(g, rows, hopper_options(), ++seed);
+      for (const MatmulConfig& c : kinds)
+        if (reject_reason(c, matmul_problem(g, grp, hopper_options(c))).empty() && split_fits(c, k, 1))
+          check(g, rows, hopper_options(c), ++seed);
+      EmitOptions gemv;  // the decode family (M = 1's default) on the same graphs
+      gemv.matmul = MatmulConfig{};
+      gemv.matmul->family = MatmulConfig::Family::Gemv;
+      check(g, rows, gemv, ++seed);
+    }
+  }
 }

@@ -5,10 +5,11 @@
 // one thread walks the k tiles, waits for a free slot of the STAGES-deep shared-memory ring ("empty"
 // barrier), announces the slot's bytes on its "full" barrier and issues the TMA loads (x: 128 rows, w:
 // two boxes of BN / 2 rows). Warpgroups 1 and 2 are the consumers, 64 rows each: they wait on "full",
-// issue 4 wgmma m64nBNk16 per 64-wide k tile straight from the swizzled shared memory, keep one group
-// of MMAs in flight and release the previous slot once its MMAs have retired (one arrival per consumer
-// warp). setmaxnreg moves registers from the producer (40) to the consumers (232), whose BN / 2 fp32
-// accumulators per thread stay in registers for the whole K loop.
+// issue 4 wgmma m64nBN per k tile of 128 bytes (k16 steps of bf16/f16, k32 steps of fp8) straight
+// from the swizzled shared memory, keep one group of MMAs in flight and release the previous slot
+// once its MMAs have retired (one arrival per consumer warp). setmaxnreg moves registers from the
+// producer (40) to the consumers (232), whose BN / 2 fp32 accumulators per thread stay in registers
+// for the whole K loop.
 //
 // Edges cost nothing here: TMA fills rows past M or N and k past K with zeros, so the last tiles need
 // no masks (the epilogue never stores outside the output).
@@ -43,11 +44,13 @@ template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU
           int SPLIT_K = 1>
 struct lj_wgmma_gemm {
   static constexpr int SPLIT = SPLIT_K;  // CTAs per output tile (split-K)
-  static constexpr int BM = 128, BK = 64;  // BK: one 128-byte swizzle row of 16-bit elements
+  // BK: one 128-byte swizzle row of k, 64 16-bit or 128 fp8 elements; every size below is in bytes
+  // and the same for both.
+  static constexpr int BM = 128, BK = 128 / (int)sizeof(T);
   static constexpr int THREADS = 384;
   static constexpr int EPI_THREADS = PINGPONG ? 128 : 256;  // the threads that stage and store one tile
   static constexpr int MI = PINGPONG ? 2 : 1;               // m64 halves of the tile per consumer warpgroup
-  static constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+  static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int ACC = BN / 2;  // fp32 accumulators per thread and m64 half (64 x BN over 128 threads)
   static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
   static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
@@ -57,7 +60,7 @@ struct lj_wgmma_gemm {
   static constexpr int SMEM_BYTES = 1024 + RING_BYTES + (PERSISTENT ? 128 : 2 * STAGES * 8);
   static constexpr int STAGE_LD = BN + 8;  // staged epilogue tile row, as lj_gemm's
 
-  static_assert(sizeof(T) == 2, "wgmma here takes 16-bit operands");
+  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "wgmma here takes 16-bit or fp8 operands");
   static_assert(BN == 128 || BN == 256, "consumer tiles are m64n128 or m64n256");
   static_assert(STAGES >= 2 && 2 * STAGES * 8 <= 128, "a pipeline needs two buffers; barriers fit 128 bytes");
   static_assert(PERSISTENT || BM * STAGE_LD * 2 <= RING_BYTES, "the staged tile reuses the ring");
@@ -152,7 +155,7 @@ struct lj_wgmma_gemm {
   }
 
   // A consumer warpgroup: acc = its rows of the tile (64, or with PINGPONG all 128 as two m64
-  // halves), 4 wgmma m64nBNk16 per k tile and half straight from the swizzled ring, one group of MMAs
+  // halves), 4 wgmma m64nBN per k tile and half straight from the swizzled ring, one group of MMAs
   // in flight, each slot released (one arrival per warp) once its MMAs have retired — the last one
   // too, so a persistent producer can refill it. PINGPONG: the CTA's j-th tile waits for the other
   // warpgroup's main loop of tile j - 1 (named barrier 3 + j % 2) and, when a tile j + 1 follows,
@@ -182,7 +185,7 @@ struct lj_wgmma_gemm {
       for (int mi = 0; mi < MI; ++mi) {
         const unsigned long long da = lj_wgmma_desc_sw128(sa + a_off + mi * 64 * 128);
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) lj_wgmma_64xN<T>(acc[mi], da + 2 * kk, db + 2 * kk);  // +32 bytes: 16 more k
+        for (int kk = 0; kk < 4; ++kk) lj_wgmma_64xN<T>(acc[mi], da + 2 * kk, db + 2 * kk);  // +32 bytes: the next k step
       }
       lj_wgmma_commit();
       // At most this tile's MMAs still run: the previous tile's slot can be refilled.

@@ -112,8 +112,8 @@ __device__ __forceinline__ void lj_named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// D(64 x N, fp32 in registers) += A(64 x 16, smem) * B(N x 16, smem)^T, both K-major. The accumulator
-// layout per warp matches mma.sync's m16n8 C fragments: warp w of the warpgroup owns rows 16w..16w+15,
+// D(64 x N, fp32 in registers) += A(64 x k, smem) * B(N x k, smem)^T, both K-major, k 32 bytes
+// (16 bf16/f16 or 32 fp8 elements). The accumulator layout per warp matches mma.sync's m16n8 C fragments: warp w of the warpgroup owns rows 16w..16w+15,
 // d[4j + 2h + e] is row 16w + lane / 4 + 8h, column 8j + 2 (lane % 4) + e. Inline asm cannot take an
 // array, so the operand lists are spelled out in macros (the scale-d operand is a predicate).
 template <class T>
@@ -163,40 +163,55 @@ struct lj_wgmma;
   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-// One wgmma with B's descriptor after A's and the scale-d predicate (1: accumulate) last.
+// One wgmma with B's descriptor after A's and the scale-d predicate (1: accumulate) last. The 16-bit
+// forms also take the two transpose immediates (0: both K-major); the fp8 forms have none (fp8
+// operands must be K-major), and NVRTC 13.0 has crashed on a wgmma with a wrong operand list, so the
+// two spellings stay apart.
 #define LJ_WGMMA_ASM(INSTR, REGS, A, B, SCALE, ...)                                                  \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\nwgmma.mma_async.sync.aligned." INSTR " " REGS \
                ", " A ", " B ", p, 1, 1, 0, 0;\n}\n"                                                         \
                : __VA_ARGS__                                                                           \
                : "l"(a), "l"(b), "r"(1))
+#define LJ_WGMMA_F8_ASM(INSTR, REGS, A, B, SCALE, ...)                                               \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\nwgmma.mma_async.sync.aligned." INSTR " " REGS \
+               ", " A ", " B ", p, 1, 1;\n}\n"                                                              \
+               : __VA_ARGS__                                                                           \
+               : "l"(a), "l"(b), "r"(1))
+
+// One k step of 32 bytes of a K-major row: k16 for 16-bit operands, k32 for fp8 ones, so the
+// descriptors of a 128-byte swizzle row advance alike (+32 bytes per step) whatever the dtype.
+#define LJ_WGMMA_STEPS(ASM, TYPES)                                                                     \
+  static __device__ __forceinline__ void n128(float (&d)[64], unsigned long long a, unsigned long long b) {  \
+    ASM("m64n128" TYPES, LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64);                     \
+  }                                                                                                  \
+  static __device__ __forceinline__ void n256(float (&d)[128], unsigned long long a, unsigned long long b) { \
+    ASM("m64n256" TYPES, LJ_WGMMA_REGS_128, "%128", "%129", "%130", LJ_WGMMA_ACC_128);                \
+  }
 
 template <>
 struct lj_wgmma<lj_bf16> {
-  static __device__ __forceinline__ void m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b) {
-    LJ_WGMMA_ASM("m64n128k16.f32.bf16.bf16", LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64);
-  }
-  static __device__ __forceinline__ void m64n256k16(float (&d)[128], unsigned long long a, unsigned long long b) {
-    LJ_WGMMA_ASM("m64n256k16.f32.bf16.bf16", LJ_WGMMA_REGS_128, "%128", "%129", "%130", LJ_WGMMA_ACC_128);
-  }
+  LJ_WGMMA_STEPS(LJ_WGMMA_ASM, "k16.f32.bf16.bf16")
 };
-
 template <>
 struct lj_wgmma<lj_f16> {
-  static __device__ __forceinline__ void m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b) {
-    LJ_WGMMA_ASM("m64n128k16.f32.f16.f16", LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64);
-  }
-  static __device__ __forceinline__ void m64n256k16(float (&d)[128], unsigned long long a, unsigned long long b) {
-    LJ_WGMMA_ASM("m64n256k16.f32.f16.f16", LJ_WGMMA_REGS_128, "%128", "%129", "%130", LJ_WGMMA_ACC_128);
-  }
+  LJ_WGMMA_STEPS(LJ_WGMMA_ASM, "k16.f32.f16.f16")
+};
+template <>
+struct lj_wgmma<lj_e4m3> {
+  LJ_WGMMA_STEPS(LJ_WGMMA_F8_ASM, "k32.f32.e4m3.e4m3")
+};
+template <>
+struct lj_wgmma<lj_e5m2> {
+  LJ_WGMMA_STEPS(LJ_WGMMA_F8_ASM, "k32.f32.e5m2.e5m2")
 };
 
 template <class T>
 __device__ __forceinline__ void lj_wgmma_64xN(float (&d)[64], unsigned long long a, unsigned long long b) {
-  lj_wgmma<T>::m64n128k16(d, a, b);
+  lj_wgmma<T>::n128(d, a, b);
 }
 template <class T>
 __device__ __forceinline__ void lj_wgmma_64xN(float (&d)[128], unsigned long long a, unsigned long long b) {
-  lj_wgmma<T>::m64n256k16(d, a, b);
+  lj_wgmma<T>::n256(d, a, b);
 }
 
 // Flash attention's two products (attention_wgmma.cuh), for N of 64 or 128 (R = N / 2 accumulators):
