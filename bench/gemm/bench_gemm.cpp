@@ -8,14 +8,13 @@
 // --shape NAME / --m ROWS: only that shape / row count (for profiling one kernel).
 // --sweep: also times every config the pruner accepts at M = 16, 128 and 4096 and reports the best
 // (what the autotuner would find), so the default config can be judged against it.
-#include <cublasLt.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "bench/common/plan_runner.h"
+#include "bench/gemm/cublas_gemm.h"
 #include "layerjit/text.h"
 #include "runtime/fill.h"
 
@@ -23,58 +22,6 @@ using namespace lj;
 using namespace lj::bench;
 
 namespace {
-
-void check_cublas(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) die(fmt::format("{}: cuBLAS status {}", what, static_cast<int>(s)));
-}
-
-// Y[M, N] = X[M, K] W[N, K]^T in row-major terms is, column-major, Y^T (N x M) = op(W) X^T with W
-// read as a K x N column-major matrix transposed: the "TN" GEMM.
-class CublasGemm {
- public:
-  CublasGemm(int64_t m, int64_t n, int64_t k, rt::Context& ctx) : ws_(must(rt::DeviceBuffer::allocate(ctx, kWorkspace), "workspace")) {
-    check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
-    check_cublas(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc");
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    check_cublas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
-    check_cublas(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
-    check_cublas(cublasLtMatrixLayoutCreate(&a_, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "A");
-    check_cublas(cublasLtMatrixLayoutCreate(&b_, CUDA_R_16BF, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "B");
-    check_cublas(cublasLtMatrixLayoutCreate(&d_, CUDA_R_16BF, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "D");
-    cublasLtMatmulPreference_t pref;
-    check_cublas(cublasLtMatmulPreferenceCreate(&pref), "preference");
-    const size_t ws = kWorkspace;
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws), "workspace");
-    int found = 0;
-    check_cublas(cublasLtMatmulAlgoGetHeuristic(handle_, op_, a_, b_, d_, d_, pref, 1, &algo_, &found), "heuristic");
-    if (found == 0) die("cuBLASLt has no algorithm for this GEMM");
-    cublasLtMatmulPreferenceDestroy(pref);
-  }
-  ~CublasGemm() {
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(d_);
-    cublasLtMatmulDescDestroy(op_);
-    cublasLtDestroy(handle_);
-  }
-  rt::Status run(rt::Stream& stream, CUdeviceptr x, CUdeviceptr w, CUdeviceptr y) {
-    const float alpha = 1.f, beta = 0.f;
-    const cublasStatus_t s =
-        cublasLtMatmul(handle_, op_, &alpha, reinterpret_cast<const void*>(w), a_, reinterpret_cast<const void*>(x), b_, &beta,
-                       reinterpret_cast<void*>(y), d_, reinterpret_cast<void*>(y), d_, &algo_.algo,
-                       reinterpret_cast<void*>(ws_.ptr()), kWorkspace, reinterpret_cast<cudaStream_t>(stream.handle()));
-    if (s != CUBLAS_STATUS_SUCCESS) return rt::Error{fmt::format("cublasLtMatmul: status {}", static_cast<int>(s))};
-    return {};
-  }
-
- private:
-  static constexpr size_t kWorkspace = size_t{32} << 20;
-  cublasLtHandle_t handle_ = nullptr;
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
-  cublasLtMatmulHeuristicResult_t algo_{};
-  rt::DeviceBuffer ws_;
-};
 
 struct GemmShape {
   const char* name;
@@ -170,7 +117,7 @@ int main(int argc, char** argv) {
       }
 
       // cuBLASLt over the same buffers (operands in parameter order: x, w, y).
-      CublasGemm cublas(m, s.n, s.k, ctx);
+      CublasGemm cublas(ctx, m, s.n, s.k);
       const ValueId x = g.inputs()[0], w = g.inputs()[1], y = g.outputs()[0];
       rt::TimerOptions to;
       to.warmup = 5;
