@@ -133,9 +133,17 @@ hgmma() {
   echo "HGMMA instructions in the sm_90a $what: $n"
   [[ $n -gt 0 ]]
 }
+# The fp8 GEMM (examples/fp8_projection.lj, group 1) multiplies with QGMMA, the fp8 wgmma.
+qgmma() {
+  local n
+  n=$("$lj" inspect "$(cd "$(dirname "$0")/.." && pwd)/examples/fp8_projection.lj" --bind T=4096 --arch sm_90a --group 1 --sass | grep -c QGMMA)
+  echo "QGMMA instructions in the sm_90a fp8 GEMM: $n"
+  [[ $n -gt 0 ]]
+}
 if [[ -x "$lj" ]] && command -v cuobjdump >/dev/null && nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | grep -q '^9\.0'; then
   run "Hopper GEMM SASS has HGMMA" hgmma 1 "QKV projection"
   run "Hopper attention SASS has HGMMA" hgmma 3 "attention"
+  run "Hopper fp8 GEMM SASS has QGMMA" qgmma
 fi
 if [[ $memcheck -eq 1 ]]; then
   if command -v compute-sanitizer >/dev/null; then
