@@ -128,7 +128,14 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
   MatmulConfig c = wgmma(128, 4);
   const int kt = c.k_tile(dtype_bytes(p.dtype));
   const int64_t tiles = row_tiles * ((p.n + 127) / 128), k_tiles = (p.k + kt - 1) / kt;
-  while (c.split_k < 8 && tiles * c.split_k * 2 <= p.sm_count && c.split_k * 2 * 4 <= k_tiles) c.split_k *= 2;
+  // fp8 tiles move half the bytes per k: a split CTA needs many more k tiles to pay for its partial
+  // sums. At M = 128 on the H200 (bench_fp8 --sweep, eighth session) splits of 16 k tiles lost to
+  // one unsplit CTA per tile with 6 stages (qkv 0.0180 -> 0.0162 ms, o 0.0167 -> 0.0158), splits
+  // of 28 won (down, sk=4: 0.0276 against 0.0388).
+  const bool fp8 = dtype_bytes(p.dtype) == 1;
+  const int64_t min_k_tiles = fp8 ? 24 : 4;
+  while (c.split_k < 8 && tiles * c.split_k * 2 <= p.sm_count && c.split_k * 2 * min_k_tiles <= k_tiles) c.split_k *= 2;
+  if (fp8 && c.split_k == 1) c.stages = 6;
   return c;
 }
 

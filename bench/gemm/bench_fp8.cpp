@@ -10,7 +10,7 @@
 // Inputs rotate through copies so that no repeat finds its operands in L2.
 //
 // --sweep: also every Hopper config the pruner accepts for the plain GEMM, the best reported.
-// --only NAME: only that shape. --config CONFIG: timed beside the default.
+// --only NAME / --m ROWS: only that shape / row count. --config CONFIG: timed beside the default.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,12 +104,15 @@ int main(int argc, char** argv) {
   g_program = "bench_fp8";
   bool sweep = false;
   const char* only = nullptr;
+  int64_t only_m = 0;
   std::vector<MatmulConfig> extra;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--sweep") == 0) {
       sweep = true;
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
+    } else if (std::strcmp(argv[i], "--m") == 0 && i + 1 < argc) {
+      only_m = std::atoll(argv[++i]);
     } else if (std::strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
       std::string error;
       auto c = parse_matmul_config(argv[++i], &error);
@@ -119,7 +122,7 @@ int main(int argc, char** argv) {
       }
       extra.push_back(*c);
     } else {
-      std::fprintf(stderr, "usage: bench_fp8 [--sweep] [--only cube|qkv|o|gate_up|down] [--config CONFIG]...\n");
+      std::fprintf(stderr, "usage: bench_fp8 [--sweep] [--only cube|qkv|o|gate_up|down] [--m ROWS] [--config CONFIG]...\n");
       return 2;
     }
   }
@@ -141,7 +144,7 @@ int main(int argc, char** argv) {
                         {"gate_up", 4096, 28672, 4096}, {"down", 4096, 4096, 14336}, {"qkv", 128, 6144, 4096},
                         {"o", 128, 4096, 4096},         {"gate_up", 128, 28672, 4096}, {"down", 128, 4096, 14336}};
   for (const Case& c : cases) {
-    if (only && std::strcmp(only, c.name) != 0) continue;
+    if ((only && std::strcmp(only, c.name) != 0) || (only_m && c.m != only_m)) continue;
     const Graph plain = plain_graph(c), scaled = scaled_graph(c);
     Bindings b;
     b.set("M", c.m);

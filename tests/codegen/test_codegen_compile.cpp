@@ -375,6 +375,15 @@ graph @fp8_qkv(%x: f8e4m3[M, 4096], %w: param f8e4m3[6144, 4096], %xs: f32[M], %
   w.split_k = 3;
   CHECK_THAT(reject_reason(w, h), Catch::Contains("sk=3 for 2 k tiles of 128"));
   CHECK(w.shared_bytes(1) == w.shared_bytes(2));  // a stage is 128 bytes of k either way
+  // Defaults at M = 128 (the H200 sweep, docs/perf.md "FP8 GEMM"): splits only where each CTA keeps
+  // 24 k tiles of 128 (down: 112 k tiles, split 4 ways), else one CTA per tile with 6 stages.
+  MatmulProblem m128 = h;
+  m128.m = 128, m128.k = 4096;
+  CHECK(default_matmul_config(m128).str() == "wgmma bm=128 bn=128 stages=6 gm=8");
+  m128.n = 4096, m128.k = 14336;
+  CHECK(default_matmul_config(m128).str() == "wgmma bm=128 bn=128 stages=4 gm=8 sk=4");
+  m128.n = 28672, m128.k = 4096;
+  CHECK(default_matmul_config(m128).str() == "wgmma bm=128 bn=256 stages=4 gm=8");
   MatmulProblem int8 = h;
   int8.dtype = DType::I8;
   CHECK_THAT(reject_reason(w, int8), Catch::Contains("wgmma takes bf16, f16, f8e4m3 or f8e5m2"));
