@@ -146,11 +146,9 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // pipeline reads W once for all rows (measured on an H200 at M = 16: 2.7-4.7x faster than the GEMV
   // re-reading W per 4 rows; docs/perf.md). Unknown M (0): the GEMM serves any M.
   if (p.m == 1 || p.sm < 80) return gemv_default(p);
-  // fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1: W is read once per column tile,
-  // where the GEMV would read it once per 4 rows), else the GEMV.
-  const bool fp8 = !tensor_core_dtype(p.dtype);
-  if (fp8 && !wgmma_available(p)) return gemv_default(p);
-  if (fp8) return wgmma_large(p);
+  // mma.sync here is 16-bit: fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1, W read
+  // once per column tile where the GEMV reads it once per 4 rows); anything else takes the GEMV.
+  if (!tensor_core_dtype(p.dtype)) return wgmma_available(p) ? wgmma_large(p) : gemv_default(p);
   if (p.m > 0 && p.m <= 16) return mma(16, 64, 64, 1, 2, 6);
   // 17-32 rows (decode at B = 32; `layerjit tune` and `layerjit bench` on the H200, sixth session,
   // docs/perf.md): with many column tiles, one 64-row tile over all rows reads W once per CTA

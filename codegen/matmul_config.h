@@ -74,8 +74,8 @@ struct MatmulProblem {
 /// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows (above 16 rows: one 64x64 tile over all
 /// rows where the columns alone give 3 tiles per SM, split 4 ways along K where K >= N), 64x64 tiles up to 64 (up to 128 without
 /// the Hopper GEMM), then the Hopper GEMM where the target has it — 128 x 256 tiles where they fill the
-/// SMs, else 128 x 128 tiles split along K until they do — else 128x128 mma.sync tiles. Tensor cores
-/// need bf16/f16 operands.
+/// SMs, else 128 x 128 tiles split along K until they do — else 128x128 mma.sync tiles. mma.sync needs
+/// bf16/f16 operands; fp8 takes the Hopper GEMM for M > 1 where the target has it, else the GEMV.
 MatmulConfig default_matmul_config(const MatmulProblem& p);
 
 /// Empty if `c` can run `p` on the target; else why not (shared memory, registers, divisibility,

@@ -10,13 +10,14 @@
 // Inputs rotate through copies so that no repeat finds its operands in L2.
 //
 // --sweep: also every Hopper config the pruner accepts for the plain GEMM, the best reported.
-// --only NAME / --m ROWS: only that shape / row count. --config CONFIG: timed beside the default.
+// --shape NAME / --m ROWS: only that shape / row count. --config CONFIG: timed beside the default.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "bench/common/plan_runner.h"
 #include "bench/gemm/cublas_gemm.h"
+#include "bench/gemm/gemm_bench_args.h"
 #include "layerjit/text.h"
 
 using namespace lj;
@@ -102,30 +103,8 @@ double time_cublas(rt::Context& ctx, rt::Stream& stream, const Case& c, const Cu
 
 int main(int argc, char** argv) {
   g_program = "bench_fp8";
-  bool sweep = false;
-  const char* only = nullptr;
-  int64_t only_m = 0;
-  std::vector<MatmulConfig> extra;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--sweep") == 0) {
-      sweep = true;
-    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
-      only = argv[++i];
-    } else if (std::strcmp(argv[i], "--m") == 0 && i + 1 < argc) {
-      only_m = std::atoll(argv[++i]);
-    } else if (std::strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
-      std::string error;
-      auto c = parse_matmul_config(argv[++i], &error);
-      if (!c) {
-        std::fprintf(stderr, "bench_fp8: --config '%s': %s\n", argv[i], error.c_str());
-        return 2;
-      }
-      extra.push_back(*c);
-    } else {
-      std::fprintf(stderr, "usage: bench_fp8 [--sweep] [--only cube|qkv|o|gate_up|down] [--m ROWS] [--config CONFIG]...\n");
-      return 2;
-    }
-  }
+  GemmBenchArgs args;
+  if (!parse_gemm_bench_args(argc, argv, "cube|qkv|o|gate_up|down", args)) return 2;
   rt::Context* ctx_p = context_or_skip();
   if (!ctx_p) return 77;
   rt::Context& ctx = *ctx_p;
@@ -144,7 +123,7 @@ int main(int argc, char** argv) {
                         {"gate_up", 4096, 28672, 4096}, {"down", 4096, 4096, 14336}, {"qkv", 128, 6144, 4096},
                         {"o", 128, 4096, 4096},         {"gate_up", 128, 28672, 4096}, {"down", 128, 4096, 14336}};
   for (const Case& c : cases) {
-    if ((only && std::strcmp(only, c.name) != 0) || (only_m && c.m != only_m)) continue;
+    if ((args.shape && std::strcmp(args.shape, c.name) != 0) || (args.m && c.m != args.m)) continue;
     const Graph plain = plain_graph(c), scaled = scaled_graph(c);
     Bindings b;
     b.set("M", c.m);
@@ -169,8 +148,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(c.n), static_cast<long long>(c.k), static_cast<long long>(c.m), dflt.str().c_str(), ms, tflops(ms),
                 sms, cms, tflops(cms), fms, tflops(fms), cms / ms, tflops(bms));
     std::fflush(stdout);
-    std::vector<MatmulConfig> more = extra;
-    if (sweep)
+    std::vector<MatmulConfig> more = args.extra;
+    if (args.sweep)
       for (const MatmulConfig& cand : matmul_candidates(p))
         if (cand.family == MatmulConfig::Family::Wgmma && !(cand == dflt)) more.push_back(cand);
     double best = ms;

@@ -15,6 +15,7 @@
 
 #include "bench/common/plan_runner.h"
 #include "bench/gemm/cublas_gemm.h"
+#include "bench/gemm/gemm_bench_args.h"
 #include "layerjit/text.h"
 #include "runtime/fill.h"
 
@@ -39,30 +40,12 @@ Graph matmul_graph(const GemmShape& s) {
 
 int main(int argc, char** argv) {
   g_program = "bench_gemm";
-  bool sweep = false;
-  const char* only_shape = nullptr;
-  int64_t only_m = 0;
-  std::vector<MatmulConfig> extra;  // --config: timed beside the default where it applies
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--sweep") == 0) {
-      sweep = true;
-    } else if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
-      only_shape = argv[++i];
-    } else if (std::strcmp(argv[i], "--m") == 0 && i + 1 < argc) {
-      only_m = std::atoll(argv[++i]);
-    } else if (std::strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
-      std::string error;
-      auto c = parse_matmul_config(argv[++i], &error);
-      if (!c) {
-        std::fprintf(stderr, "bench_gemm: --config '%s': %s\n", argv[i], error.c_str());
-        return 2;
-      }
-      extra.push_back(*c);
-    } else {
-      std::fprintf(stderr, "usage: bench_gemm [--sweep] [--shape qkv|o|gate_up|down] [--m ROWS] [--config CONFIG]...\n");
-      return 2;
-    }
-  }
+  GemmBenchArgs args;
+  if (!parse_gemm_bench_args(argc, argv, "qkv|o|gate_up|down", args)) return 2;
+  const bool sweep = args.sweep;
+  const char* only_shape = args.shape;
+  const int64_t only_m = args.m;
+  const std::vector<MatmulConfig>& extra = args.extra;
   rt::Context* ctx_p = context_or_skip();
   if (!ctx_p) return 77;
   rt::Context& ctx = *ctx_p;
