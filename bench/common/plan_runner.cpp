@@ -37,6 +37,15 @@ rt::Target device_target(const rt::Context& ctx) {
   return must(rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()), "target").target;
 }
 
+EmitOptions device_emit_options(rt::Context& ctx) {
+  EmitOptions eo;
+  eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+  eo.sm_count = ctx.info().sm_count;
+  eo.sm = ctx.info().cc();
+  eo.arch_specific = device_target(ctx).arch_specific;
+  return eo;
+}
+
 void fill_random_encoded(rt::Stream& stream, CUdeviceptr out, size_t n, DType dtype, uint64_t seed, float lo, float hi) {
   const size_t eb = static_cast<size_t>(dtype_bytes(dtype));
   std::vector<unsigned char> table(65536 * eb), host(n * eb);

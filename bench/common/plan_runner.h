@@ -36,6 +36,10 @@ rt::Context* context_or_skip();
 /// The NVRTC target for this device (cubin, or PTX for a GPU newer than NVRTC).
 rt::Target device_target(const rt::Context& ctx);
 
+/// Emission for this device: its SMs, shared-memory limit, arch (sm_90a where NVRTC has it, for
+/// the wgmma kernels). No size hint and no forced config.
+EmitOptions device_emit_options(rt::Context& ctx);
+
 /// Fills `n` elements of `dtype` (f16, fp8, i8: what the device fills do not cover) with uniform
 /// values in [lo, hi) rounded to the dtype: random 16-bit indices into a table of 65536 encoded
 /// values, so that a 64M-element operand takes a fraction of a second on the host.

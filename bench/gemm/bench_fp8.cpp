@@ -50,19 +50,10 @@ Graph scaled_graph(const Case& c) {
   return std::move(m.graphs.at(0));
 }
 
-EmitOptions device_options(rt::Context& ctx) {
-  EmitOptions eo;
-  eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-  eo.sm_count = ctx.info().sm_count;
-  eo.sm = ctx.info().cc();
-  eo.arch_specific = device_target(ctx).arch_specific;
-  return eo;
-}
-
 // Median ms of one graph's plan over `rotations` copies of its buffers, with config `c` (nullptr:
 // the default).
 double time_graph(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, int rotations, const MatmulConfig* c) {
-  EmitOptions eo = device_options(ctx);
+  EmitOptions eo = device_emit_options(ctx);
   if (c) eo.matmul = *c;
   const FusionPlan plan = plan_fusion(g);
   std::vector<std::map<ValueId, rt::DeviceBuffer>> pools(static_cast<size_t>(rotations));
@@ -71,7 +62,9 @@ double time_graph(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bi
   return time_plan(stream, runs);
 }
 
-double time_cublas(rt::Context& ctx, rt::Stream& stream, const Case& c, const CublasOptions& o, int rotations) {
+// Median ms of cuBLASLt for each of `opts` (one operand dtype), over the same buffers.
+std::vector<double> time_cublas(rt::Context& ctx, rt::Stream& stream, const Case& c, const std::vector<CublasOptions>& opts, int rotations) {
+  const CublasOptions& o = opts.at(0);
   const int64_t eb = dtype_bytes(o.operands);
   struct Bufs {
     rt::DeviceBuffer x, w, y;
@@ -86,17 +79,21 @@ double time_cublas(rt::Context& ctx, rt::Stream& stream, const Case& c, const Cu
     fill_random_encoded(stream, b.w.ptr(), static_cast<size_t>(c.n * c.k), o.operands, 99 + static_cast<uint64_t>(r), -1.f, 1.f);
     bufs.push_back(std::move(b));
   }
-  CublasGemm gemm(ctx, c.m, c.n, c.k, o);
   rt::TimerOptions to;
   to.warmup = 5;
   to.repeats = 30;
   to.rotations = rotations;
-  auto t = must(rt::time_on_stream(stream, [&](int r) {
-                  Bufs& b = bufs[static_cast<size_t>(r)];
-                  return gemm.run(stream, b.x.ptr(), b.w.ptr(), b.y.ptr());
-                }, to),
-                "time cuBLASLt");
-  return t.median_ms;
+  std::vector<double> ms;
+  for (const CublasOptions& each : opts) {
+    CublasGemm gemm(ctx, c.m, c.n, c.k, each);
+    auto t = must(rt::time_on_stream(stream, [&](int r) {
+                    Bufs& b = bufs[static_cast<size_t>(r)];
+                    return gemm.run(stream, b.x.ptr(), b.w.ptr(), b.y.ptr());
+                  }, to),
+                  "time cuBLASLt");
+    ms.push_back(t.median_ms);
+  }
+  return ms;
 }
 
 }  // namespace
@@ -131,19 +128,19 @@ int main(int argc, char** argv) {
     const auto tflops = [&](double ms) { return flops / (ms * 1e-3) / 1e12; };
     const double bytes = static_cast<double>(c.m * c.k + c.n * c.k + 2 * c.m * c.n);
     const int rotations = rt::rotations_for(static_cast<size_t>(bytes), static_cast<size_t>(ctx.info().l2_bytes));
-    EmitOptions eo = device_options(ctx);
+    EmitOptions eo = device_emit_options(ctx);
     eo.hint = b;
     const MatmulProblem p = matmul_problem(plain, plan_fusion(plain).groups[0], eo);
     const MatmulConfig dflt = default_matmul_config(p);
     const double ms = time_graph(ctx, stream, plain, b, rotations, &dflt);
     const double sms = time_graph(ctx, stream, scaled, b, rotations, nullptr);
-    CublasOptions co;
-    co.operands = DType::F8E4M3;
-    const double cms = time_cublas(ctx, stream, c, co, rotations);
-    co.fast_accum = true;
-    const double fms = time_cublas(ctx, stream, c, co, rotations);
-    const double bms = time_cublas(ctx, stream, c, CublasOptions{}, rt::rotations_for(static_cast<size_t>(2 * bytes),
-                                                                                      static_cast<size_t>(ctx.info().l2_bytes)));
+    CublasOptions fp8, fast;
+    fp8.operands = fast.operands = DType::F8E4M3;
+    fast.fast_accum = true;
+    const std::vector<double> fp8_ms = time_cublas(ctx, stream, c, {fp8, fast}, rotations);
+    const double cms = fp8_ms[0], fms = fp8_ms[1];
+    const double bms = time_cublas(ctx, stream, c, {CublasOptions{}},
+                                   rt::rotations_for(static_cast<size_t>(2 * bytes), static_cast<size_t>(ctx.info().l2_bytes)))[0];
     std::printf("| %s %lldx%lld | %lld | %s | %.4f | %.1f | %.4f | %.4f | %.1f | %.4f | %.1f | %.2f | %.1f |\n", c.name,
                 static_cast<long long>(c.n), static_cast<long long>(c.k), static_cast<long long>(c.m), dflt.str().c_str(), ms, tflops(ms),
                 sms, cms, tflops(cms), fms, tflops(fms), cms / ms, tflops(bms));

@@ -68,11 +68,7 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(s.n) * static_cast<double>(s.k);
       const int rotations = rt::rotations_for(static_cast<size_t>(bytes), static_cast<size_t>(ctx.info().l2_bytes));
       std::vector<std::map<ValueId, rt::DeviceBuffer>> pools(static_cast<size_t>(rotations));
-      EmitOptions eo;
-      eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-      eo.sm_count = ctx.info().sm_count;
-      eo.sm = ctx.info().cc();
-      eo.arch_specific = device_target(ctx).arch_specific;  // sm_90a: the wgmma GEMM
+      const EmitOptions eo = device_emit_options(ctx);  // sm_90a: the wgmma GEMM
       MatmulProblem p = matmul_problem(g, plan.groups[0], [&] { EmitOptions e = eo; e.hint = b; return e; }());
       // The default config, and where that is the Hopper GEMM also the mma.sync default it replaced.
       std::vector<MatmulConfig> timed{default_matmul_config(p)};
@@ -170,11 +166,7 @@ graph @o_residual(%attn: bf16[M, 4096], %x: bf16[M, 4096], %w_o: param bf16[4096
         if (only_m && m != only_m) continue;
         Bindings b;
         b.set("M", m);
-        EmitOptions eo;
-        eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-        eo.sm_count = ctx.info().sm_count;
-        eo.sm = ctx.info().cc();
-        eo.arch_specific = device_target(ctx).arch_specific;
+        const EmitOptions eo = device_emit_options(ctx);
         double ms[2];
         size_t kernels[2];
         for (int fused = 1; fused >= 0; --fused) {
