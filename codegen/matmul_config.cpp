@@ -120,19 +120,24 @@ MatmulConfig wgmma(int bn, int stages) {
 bool wgmma_available(const MatmulProblem& p) { return p.sm == 90 && p.arch_specific && p.tma && wgmma_dtype(p.dtype); }
 
 MatmulConfig wgmma_large(const MatmulProblem& p) {
-  // 128 x 256 tiles where they nearly fill the SMs; else 128 x 128 tiles, split along K into the
-  // largest power of two of CTAs per tile that still fits one wave (at M = 128 on an H200: 0.77-0.92x
-  // cuBLAS on qkv, o and down against 0.55-0.67x for the 64x64 mma.sync tiles; docs/perf.md).
+  // 128 x 256 tiles where they nearly fill the SMs; else narrower tiles, split along K into the
+  // largest power of two of CTAs per tile that still fits one wave (docs/perf.md).
   const int64_t row_tiles = p.m > 0 ? (p.m + 127) / 128 : 32;  // unknown M: prefill-sized
   if (row_tiles * ((p.n + 255) / 256) * 4 >= p.sm_count * 3) return wgmma(256, 4);
-  MatmulConfig c = wgmma(128, 4);
+  const bool fp8 = dtype_bytes(p.dtype) == 1;
+  // 16-bit operands, where 128 x 64 tiles fit one wave: those, 8 stages deep, split only while the
+  // grid stays within one wave. Splitting 128 x 128 tiles instead costs the last CTA of each tile
+  // the read-back of the other splits' partials (M = 128 on the H200, ninth session: qkv 0.0252 ->
+  // 0.0209 ms unsplit, o 0.0202 -> 0.0174 and down 0.0422 -> 0.0402 split 2 ways against 4).
+  const int64_t narrow_tiles = row_tiles * ((p.n + 63) / 64);
+  MatmulConfig c = wgmma(!fp8 && narrow_tiles <= p.sm_count ? 64 : 128, 4);
+  if (c.bn == 64) c.stages = 8;
   const int kt = c.k_tile(dtype_bytes(p.dtype));
-  const int64_t tiles = row_tiles * ((p.n + 127) / 128), k_tiles = (p.k + kt - 1) / kt;
+  const int64_t tiles = row_tiles * ((p.n + c.bn - 1) / c.bn), k_tiles = (p.k + kt - 1) / kt;
   // fp8 tiles move half the bytes per k: a split CTA needs many more k tiles to pay for its partial
   // sums. At M = 128 on the H200 (bench_fp8 --sweep, eighth session) splits of 16 k tiles lost to
   // one unsplit CTA per tile with 6 stages (qkv 0.0180 -> 0.0162 ms, o 0.0167 -> 0.0158), splits
   // of 28 won (down, sk=4: 0.0276 against 0.0388).
-  const bool fp8 = dtype_bytes(p.dtype) == 1;
   const int64_t min_k_tiles = fp8 ? 24 : 4;
   while (c.split_k < 8 && tiles * c.split_k * 2 <= p.sm_count && c.split_k * 2 * min_k_tiles <= k_tiles) c.split_k *= 2;
   if (fp8 && c.split_k == 1) c.stages = 6;
@@ -149,7 +154,17 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // mma.sync here is 16-bit: fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1, W read
   // once per column tile where the GEMV reads it once per 4 rows); anything else takes the GEMV.
   if (!tensor_core_dtype(p.dtype)) return wgmma_available(p) ? wgmma_large(p) : gemv_default(p);
-  if (p.m > 0 && p.m <= 16) return mma(16, 64, 64, 1, 2, 6);
+  // 2-16 rows: one 16-row tile reads W once for all of them, split along K so that enough CTAs
+  // stream it (H200, ninth session, bench_gemm --m 16 against the unsplit 6-stage tile: o 0.0201 ->
+  // 0.0150 ms, down 0.0571 -> 0.0347, gate_up 0.0720 -> 0.0665 with 4 ways; qkv, where K < N and
+  // the column tiles alone are 96, 0.0211 -> 0.0185 with 2 ways, 0.0193 with 4).
+  if (p.m > 0 && p.m <= 16) {
+    MatmulConfig c = mma(16, 64, 64, 1, 2, 6);
+    const int64_t k_tiles = (p.k + 63) / 64;
+    c.split_k = p.k < p.n && (p.n + 63) / 64 < 3 * p.sm_count ? 2 : 4;
+    while (c.split_k > 1 && c.split_k * 4 > k_tiles) c.split_k /= 2;  // a split CTA keeps 4 k tiles
+    return c;
+  }
   // 17-32 rows (decode at B = 32; `layerjit tune` and `layerjit bench` on the H200, sixth session,
   // docs/perf.md): with many column tiles, one 64-row tile over all rows reads W once per CTA
   // (gate_up: 1.24x the 16-row tiles); where K is at least N, 16-row tiles split 4 ways along K keep
@@ -194,7 +209,7 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (!wgmma_dtype(p.dtype)) return fmt::format("wgmma takes bf16, f16, f8e4m3 or f8e5m2 operands of one dtype, not {}", dtype_name(p.dtype));
     if (!p.tma) return "x or W rows are not a 2-D tensor with a 16-byte aligned start and row stride (TMA)";
     if (c.bm != 128) return fmt::format("bm={} (two consumer warpgroups of 64 rows: 128)", c.bm);
-    if (c.bn != 128 && c.bn != 256) return fmt::format("bn={} (128 or 256)", c.bn);
+    if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 256) return fmt::format("bn={} (64, 96, 128 or 256)", c.bn);
     if (c.bk != 64) return fmt::format("bk={} (fixed: the k tile is one 128-byte swizzle row)", c.bk);
     if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
     if (c.split_k > 1 && c.persistent) return "split-K (sk) runs one tile per CTA, not a persistent grid";
@@ -301,13 +316,23 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
       all.push_back(c);
     }
     // Split-K where the output tiles alone leave SMs idle (M = 128: 16-112 tiles of 128 x 256).
-    if (p.m > 0 && p.m <= 512)
+    if (p.m > 0 && p.m <= 512) {
       for (int bn : {128, 256})
         for (int sk : {2, 3, 4, 6, 8}) {
           MatmulConfig c = wgmma(bn, 4);
           c.split_k = sk;
           all.push_back(c);
         }
+      // ... or narrow tiles: more column tiles, so fewer (or no) splits whose partials the last CTA
+      // of a tile must read back; their small stages make a deep ring.
+      for (int bn : {64, 96})
+        for (int stages : {6, 8})
+          for (int sk : {1, 2}) {
+            MatmulConfig c = wgmma(bn, stages);
+            c.split_k = sk;
+            all.push_back(c);
+          }
+    }
   }
   std::vector<MatmulConfig> out;
   for (const MatmulConfig& c : all) {

@@ -449,21 +449,42 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   MatmulConfig five = hd;
   five.stages = 5;  // 5 x 48 KiB
   CHECK_THAT(reject_reason(five, h), Catch::Contains("KiB of shared memory"));
-  // M = 128: too few 128 x 256 tiles to fill 132 SMs but for gate_up; 128 x 128 tiles split along K
-  // up to one wave (qkv: 48 tiles x 2, o and down: 32 x 4). Up to 64 rows the 64x64 mma.sync tiles.
+  // M = 128: too few 128 x 256 tiles to fill 132 SMs but for gate_up; 128 x 64 tiles where they fit
+  // one wave, split along K up to one wave (o and down: 64 tiles x 2), else 128 x 128 tiles. Up to
+  // 64 rows the mma.sync tiles.
   h.m = 128;
   auto default_for = [&](int64_t n, int64_t k) {
     MatmulProblem q = h;
     q.n = n, q.k = k;
     return default_matmul_config(q).str();
   };
-  CHECK(default_for(6144, 4096) == "wgmma bm=128 bn=128 stages=4 gm=8 sk=2");
-  CHECK(default_for(4096, 4096) == "wgmma bm=128 bn=128 stages=4 gm=8 sk=4");
+  CHECK(default_for(6144, 4096) == "wgmma bm=128 bn=64 stages=8 gm=8");  // 96 tiles: a split would need 2 waves
+  CHECK(default_for(4096, 4096) == "wgmma bm=128 bn=64 stages=8 gm=8 sk=2");
   CHECK(default_for(28672, 4096) == "wgmma bm=128 bn=256 stages=4 gm=8");
-  CHECK(default_for(4096, 14336) == "wgmma bm=128 bn=128 stages=4 gm=8 sk=4");
-  CHECK(default_for(4096, 448) == "wgmma bm=128 bn=128 stages=4 gm=8");  // 7 k tiles: no split below 4 each
+  CHECK(default_for(4096, 14336) == "wgmma bm=128 bn=64 stages=8 gm=8 sk=2");
+  CHECK(default_for(4096, 448) == "wgmma bm=128 bn=64 stages=8 gm=8");  // 7 k tiles: no split below 4 each
+  CHECK(default_for(16384, 4096) == "wgmma bm=128 bn=128 stages=4 gm=8");  // 256 narrow tiles: 2 waves
+  h.m = 256;
+  CHECK(default_for(6144, 4096) == "wgmma bm=128 bn=128 stages=4 gm=8");  // 2 x 96 narrow tiles
+  CHECK(default_for(4096, 4096) == "wgmma bm=128 bn=64 stages=8 gm=8");
   h.m = 64;
   CHECK(default_matmul_config(h).str() == "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8");
+  // Decode, 2-16 rows: one 16-row tile, split 2 ways along K where K < N and the column tiles are
+  // few (qkv), else 4, a split CTA keeping 4 k tiles. 17-32 rows: a 32-row tile split 4 ways where
+  // K < N, one 64-row tile over a wide W (gate_up), else 16-row tiles split 4 ways.
+  for (int64_t m : {2, 16}) {
+    h.m = m;
+    const std::string tile = "mma bm=16 bn=64 bk=64 wm=1 wn=2 stages=6 gm=8";
+    CHECK(default_for(6144, 4096) == tile + " sk=2");
+    CHECK(default_for(4096, 4096) == tile + " sk=4");
+    CHECK(default_for(28672, 4096) == tile + " sk=4");
+    CHECK(default_for(4096, 14336) == tile + " sk=4");
+    CHECK(default_for(4096, 448) == tile);  // 7 k tiles: no split below 4 each
+  }
+  h.m = 32;
+  CHECK(default_for(6144, 4096) == "mma bm=32 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=4");
+  CHECK(default_for(4096, 4096) == "mma bm=16 bn=64 bk=64 wm=1 wn=2 stages=4 gm=8 sk=4");
+  CHECK(default_for(28672, 4096) == "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=3 gm=8");
   h.m = 128;
   CHECK(!parse_matmul_config("gemv mt=0", &error));
   CHECK_THAT(error, Catch::Contains("positive integer"));
@@ -541,13 +562,14 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   CHECK_THAT(reject_reason(gemv_sk, h), Catch::Contains("tensor-core families"));
   CHECK(!parse_matmul_config("gemv mt=4 sk=2", &error));
   CHECK_THAT(error, Catch::Contains("unknown key 'sk'"));
-  // Candidates at M = 128 (16 tiles of 128 x 256 for N = 4096) include split-K of both families (10
-  // wgmma, 5 mma.sync); at 4096 rows none.
+  // Candidates at M = 128 (16 tiles of 128 x 256 for N = 4096) include split-K of both families (14
+  // wgmma: 128 and 256 columns split 2-8 ways, 64 and 96 columns 2 ways at 6 or 8 stages; 5
+  // mma.sync); at 4096 rows none.
   MatmulProblem m128 = h;
   m128.m = 128;
   int splits = 0;
   for (const MatmulConfig& c : matmul_candidates(m128)) splits += c.split_k > 1;
-  CHECK(splits == 15);
+  CHECK(splits == 19);
   for (const MatmulConfig& c : matmul_candidates(h)) CHECK(c.split_k == 1);
 }
 

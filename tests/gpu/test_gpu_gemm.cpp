@@ -66,8 +66,10 @@ std::vector<MatmulConfig> hopper_configs() {
         if (reject_reason(c, p).empty()) out.push_back(c);
       }
   // Split-K (run where the shape has a k tile for every CTA of a tile).
+  // The narrow tiles (candidates up to 512 rows), split and not.
   for (const char* split : {"wgmma bm=128 bn=128 stages=4 gm=8 sk=2", "wgmma bm=128 bn=256 stages=3 gm=8 sk=3",
-                            "wgmma bm=128 bn=128 stages=4 gm=8 sk=8"})
+                            "wgmma bm=128 bn=128 stages=4 gm=8 sk=8", "wgmma bm=128 bn=64 stages=8 gm=8",
+                            "wgmma bm=128 bn=64 stages=6 gm=8 sk=2", "wgmma bm=128 bn=96 stages=8 gm=8 sk=2"})
     out.push_back(*parse_matmul_config(split, nullptr));
   return out;
 }
@@ -121,18 +123,24 @@ TEST_CASE("split-K mma.sync GEMMs match the reference for M, N, K in {1, 7, 127,
       }
 }
 
-TEST_CASE("the defaults for 17-32 rows (decode B = 32) match the reference", "[gpu][gemm]") {
-  // Few column tiles and K >= N: 16-row tiles split 4 ways along K (K = 1000: 16 k tiles); a wide W
-  // (397 tiles of 64 columns): one 64-row tile over all rows. Both with an odd N and M.
+TEST_CASE("the defaults for 2-32 rows (decode) match the reference", "[gpu][gemm]") {
+  // 17-32 rows: few column tiles and K >= N: 16-row tiles split 4 ways along K (K = 1000: 16 k
+  // tiles); K < N: a 32-row tile split 4 ways; a wide W (397 tiles of 64 columns): one 64-row tile
+  // over all rows. 2-16 rows: a 16-row tile split 4 ways, 2 where K < N (N = 3001: 47 column
+  // tiles), unsplit with 3 k tiles.
+  // Odd N and M throughout.
   uint64_t seed = 2500;
-  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{129, 1000}, {1001, 1032}, {25400, 136}})
-    for (int64_t m : {17, 32}) {
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{129, 1000}, {1001, 1032}, {3001, 1032}, {25400, 136}})
+    for (int64_t m : {2, 7, 16, 17, 32}) {
       EmitOptions emit;
       emit.hint.set("M", m);
       const Graph g = matmul_graph(n, k, "bf16");
       const MatmulConfig c = default_matmul_config(matmul_problem(g, plan_fusion(g).groups[0], emit));
       INFO("default " << c.str());
-      CHECK((n > 25000 ? c.bm == 64 && c.split_k == 1 : c.bm == 16 && c.split_k == 4));
+      if (m <= 16)
+        CHECK((c.bm == 16 && c.split_k == (n > 25000 ? 1 : n == 3001 ? 2 : 4)));
+      else
+        CHECK((n > 25000 ? c.bm == 64 && c.split_k == 1 : c.bm == (n == 3001 ? 32 : 16) && c.split_k == 4));
       check(g, m, emit, ++seed);
     }
 }
@@ -354,7 +362,8 @@ graph @rope_gptj(%x: bf16[T, 127], %pos: i32[T], %w: param bf16[192, 127]) {
   std::vector<MatmulConfig> hopper;
   if (ctx.info().cc() == 90)
     for (const char* c : {"wgmma bm=128 bn=256 stages=4 gm=8", "wgmma bm=128 bn=128 stages=4 gm=8 sk=2",
-                          "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=128 bn=256 stages=3 gm=8 persistent"})
+                          "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=128 bn=256 stages=3 gm=8 persistent",
+                          "wgmma bm=128 bn=64 stages=6 gm=8 sk=2"})  // 64 columns: half of a head's pairs
       hopper.push_back(*parse_matmul_config(c, nullptr));
   uint64_t seed = 1700;
   for (const Graph& g : m.graphs) {

@@ -9,7 +9,8 @@
 // from the swizzled shared memory, keep one group of MMAs in flight and release the previous slot
 // once its MMAs have retired (one arrival per consumer warp). setmaxnreg moves registers from the
 // producer (40) to the consumers (232), whose BN / 2 fp32 accumulators per thread stay in registers
-// for the whole K loop.
+// for the whole K loop. BN is 128 or 256 for large M; 64 or 96 give few rows (M = 128) more column
+// tiles, so that fewer CTAs split K.
 //
 // Edges cost nothing here: TMA fills rows past M or N and k past K with zeros, so the last tiles need
 // no masks (the epilogue never stores outside the output).
@@ -61,7 +62,7 @@ struct lj_wgmma_gemm {
   static constexpr int STAGE_LD = BN + 8;  // staged epilogue tile row, as lj_gemm's
 
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "wgmma here takes 16-bit or fp8 operands");
-  static_assert(BN == 128 || BN == 256, "consumer tiles are m64n128 or m64n256");
+  static_assert(BN == 64 || BN == 96 || BN == 128 || BN == 256, "consumer tiles are m64n64, m64n96, m64n128 or m64n256");
   static_assert(STAGES >= 2 && 2 * STAGES * 8 <= 128, "a pipeline needs two buffers; barriers fit 128 bytes");
   static_assert(PERSISTENT || BM * STAGE_LD * 2 <= RING_BYTES, "the staged tile reuses the ring");
   static_assert(!PINGPONG || PERSISTENT, "ping-pong consumers take turns over a persistent CTA's tiles");

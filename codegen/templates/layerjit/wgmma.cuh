@@ -119,7 +119,7 @@ __device__ __forceinline__ void lj_named_arrive(int id, int threads) {
 template <class T>
 struct lj_wgmma;
 
-// The accumulator operands, spelled out once for the 64- and 128-register shapes.
+// The accumulator operands, spelled out once for the 32-, 48-, 64- and 128-register shapes.
 
 #define LJ_WGMMA_REGS_LO \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -134,6 +134,10 @@ struct lj_wgmma;
 #define LJ_WGMMA_REGS_32 \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define LJ_WGMMA_REGS_48 \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
 #define LJ_WGMMA_REGS_64 "{" LJ_WGMMA_REGS_LO "}"
 #define LJ_WGMMA_REGS_128 "{" LJ_WGMMA_REGS_LO ", " LJ_WGMMA_REGS_HI "}"
 
@@ -142,6 +146,10 @@ struct lj_wgmma;
   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+#define LJ_WGMMA_ACC_48 LJ_WGMMA_ACC_32, \
+  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
 
 #define LJ_WGMMA_ACC_64 \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
@@ -181,6 +189,12 @@ struct lj_wgmma;
 // One k step of 32 bytes of a K-major row: k16 for 16-bit operands, k32 for fp8 ones, so the
 // descriptors of a 128-byte swizzle row advance alike (+32 bytes per step) whatever the dtype.
 #define LJ_WGMMA_STEPS(ASM, TYPES)                                                                     \
+  static __device__ __forceinline__ void n64(float (&d)[32], unsigned long long a, unsigned long long b) {   \
+    ASM("m64n64" TYPES, LJ_WGMMA_REGS_32, "%32", "%33", "%34", LJ_WGMMA_ACC_32);                      \
+  }                                                                                                  \
+  static __device__ __forceinline__ void n96(float (&d)[48], unsigned long long a, unsigned long long b) {   \
+    ASM("m64n96" TYPES, LJ_WGMMA_REGS_48, "%48", "%49", "%50", LJ_WGMMA_ACC_48);                      \
+  }                                                                                                  \
   static __device__ __forceinline__ void n128(float (&d)[64], unsigned long long a, unsigned long long b) {  \
     ASM("m64n128" TYPES, LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64);                     \
   }                                                                                                  \
@@ -205,6 +219,14 @@ struct lj_wgmma<lj_e5m2> {
   LJ_WGMMA_STEPS(LJ_WGMMA_F8_ASM, "k32.f32.e5m2.e5m2")
 };
 
+template <class T>
+__device__ __forceinline__ void lj_wgmma_64xN(float (&d)[32], unsigned long long a, unsigned long long b) {
+  lj_wgmma<T>::n64(d, a, b);
+}
+template <class T>
+__device__ __forceinline__ void lj_wgmma_64xN(float (&d)[48], unsigned long long a, unsigned long long b) {
+  lj_wgmma<T>::n96(d, a, b);
+}
 template <class T>
 __device__ __forceinline__ void lj_wgmma_64xN(float (&d)[64], unsigned long long a, unsigned long long b) {
   lj_wgmma<T>::n128(d, a, b);
