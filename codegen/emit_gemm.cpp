@@ -65,7 +65,9 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     tw = ctx.tensor_map_param(op.w, *sw);
   }
   // Split-K: each CTA's fp32 partial (bm x bn) plus room for a completion counter per tile.
-  const std::string scratch = split ? ctx.scratch_param(int64_t{cfg.bm} * cfg.bn * 4 + 4) : "";
+  // Stream-K: two fp32 partials per CTA (the first and the last tile its share touches) and a counter.
+  const std::string scratch = split ? ctx.scratch_param(int64_t{cfg.bm} * cfg.bn * 4 + 4)
+                              : cfg.stream_k ? ctx.scratch_param(2 * int64_t{cfg.bm} * cfg.bn * 4 + 4) : "";
   const char* cx = c_type(op.xt);
   const char* to = c_type(ot);
 
@@ -102,7 +104,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", cx, cfg.bn, cfg.stages,
            cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
-           cfg.pingpong ? ", /*PINGPONG*/ true" : "",
+           cfg.pingpong ? ", /*PINGPONG*/ true" : cfg.stream_k ? ", /*PINGPONG*/ false, /*SPLIT*/ 1, /*STREAM_K*/ true" : "",
            cfg.split_k > 1 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}", cfg.split_k) : "");
   } else {
     w.comment(fmt::format("Config: {}. {}", cfg.str(),
@@ -127,7 +129,17 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("if (role == Gemm::PRODUCER) lj_tma_prefetch(&{}), lj_tma_prefetch(&{});", tx, tw);
       w.line("Gemm::Pipe pipe;  // the ring position, carried from tile to tile");
       w.line("const lj_i64 n_tiles = Gemm::tiles(M);");
-      tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x, j = 0; t < n_tiles; t += gridDim.x, ++j)"));  // t: the CTA's j-th tile
+      if (cfg.stream_k) {
+        w.line("const lj_i64 total = n_tiles * Gemm::K_TILES, grid = gridDim.x;  // stream-K: all k tiles, in tile order, in grid shares");
+        w.line("const lj_i64 share_end = Gemm::share_begin(blockIdx.x + 1, total, grid);");
+        tile_loop.emplace(w.scope("for (lj_i64 i = Gemm::share_begin(blockIdx.x, total, grid), j = 0; i < share_end; ++j)"));
+        w.line("const lj_i64 t = i / Gemm::K_TILES;  // the share's j-th tile, k tiles [kt0, kt1) of it");
+        w.line("const int kt0 = (int)(i - t * Gemm::K_TILES);");
+        w.line("const int kt1 = share_end - t * Gemm::K_TILES < Gemm::K_TILES ? (int)(share_end - t * Gemm::K_TILES) : (int)Gemm::K_TILES;");
+        w.line("i = t * Gemm::K_TILES + kt1;");
+      } else {
+        tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x, j = 0; t < n_tiles; t += gridDim.x, ++j)"));  // t: the CTA's j-th tile
+      }
       w.line("lj_i64 m0, n0;");
       w.line("Gemm::tile_at(t, M, m0, n0);");
     } else if (split) {
@@ -149,7 +161,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       if (cfg.persistent) {
         {
           auto prod = w.scope("if (role == Gemm::PRODUCER)");
-          w.line("Gemm::produce(&{}, &{}, m0, b_lo, b_hi, pipe, lj_smem);", tx, tw);
+          w.line("Gemm::produce(&{}, &{}, m0, b_lo, b_hi, pipe, lj_smem{});", tx, tw, cfg.stream_k ? ", kt0, kt1" : "");
           w.line("continue;");
         }
         if (cfg.pingpong) {
@@ -158,7 +170,13 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
           w.line("continue;");
         }
         w.line("float acc[Gemm::MI][Gemm::ACC];");
-        w.line("Gemm::consume(acc, pipe, lj_smem, j, t + gridDim.x < n_tiles);");
+        if (cfg.stream_k) {
+          w.line("Gemm::consume(acc, pipe, lj_smem, j, i < share_end, kt0, kt1);");
+          w.line("if (!Gemm::stream_fixup(acc, reinterpret_cast<float*>({}), t, kt0, kt1, total, grid)) continue;  // another owner finishes it",
+                 scratch);
+        } else {
+          w.line("Gemm::consume(acc, pipe, lj_smem, j, t + gridDim.x < n_tiles);");
+        }
       } else {
         w.line("float acc[Gemm::MI][Gemm::ACC];");
         w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem{})) return;  // the producer warpgroup is done", tx, tw,
@@ -383,7 +401,8 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.params = ctx.params();
   k.launch.work = op.rows;
   k.launch.per_block = cfg.bm;
-  k.launch.tiles_per_unit = (virtual_n + cfg.bn - 1) / cfg.bn * (split ? cfg.split_k : 1);
+  // Stream-K: a CTA per k tile at most (grid <= T, see share_begin), one per SM (max_blocks below).
+  k.launch.tiles_per_unit = (virtual_n + cfg.bn - 1) / cfg.bn * (split ? cfg.split_k : cfg.stream_k ? (op.k + kt - 1) / kt : 1);
   k.launch.threads = cfg.threads();
   k.arch_specific = hopper;
   k.config = cfg.str();

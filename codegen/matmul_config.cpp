@@ -11,7 +11,7 @@ std::string MatmulConfig::str() const {
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
   if (family == Family::Wgmma)
     return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
-                       pingpong ? " pingpong" : persistent ? " persistent" : "");
+                       pingpong ? " pingpong" : stream_k ? " streamk" : persistent ? " persistent" : "");
   return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}{}", bm, bn, bk, warps_m, warps_n, stages, group_m,
                      split_k > 1 ? fmt::format(" sk={}", split_k) : "");
 }
@@ -47,6 +47,10 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
     rest = end < rest.size() ? rest.substr(end + 1) : std::string_view();
     if (item == "persistent" && c.family == MatmulConfig::Family::Wgmma) {
       c.persistent = true;
+      continue;
+    }
+    if (item == "streamk" && c.family == MatmulConfig::Family::Wgmma) {
+      c.persistent = c.stream_k = true;  // a persistent grid whose CTAs take equal shares of k tiles
       continue;
     }
     if (item == "pingpong" && c.family == MatmulConfig::Family::Wgmma) {
@@ -190,6 +194,8 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   if ((c.persistent || c.pingpong) && c.family != MatmulConfig::Family::Wgmma)
     return fmt::format("{} is an option of the wgmma family", c.pingpong ? "pingpong" : "persistent");
   if (c.pingpong && !c.persistent) return "pingpong needs a persistent grid";
+  if (c.stream_k && (c.family != MatmulConfig::Family::Wgmma || !c.persistent)) return "streamk is an option of the persistent wgmma kernel";
+  if (c.stream_k && c.pingpong) return "streamk with pingpong: a warpgroup's turn would hold a share of a tile, not a tile";
   if (c.split_k > 1 && c.family == MatmulConfig::Family::Gemv) return "split-K (sk) is an option of the tensor-core families";
   if (c.split_k > 16) return fmt::format("sk={} (at most 16 CTAs per output tile)", c.split_k);
   const int kt = c.k_tile(dtype_bytes(p.dtype));
@@ -212,7 +218,8 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 256) return fmt::format("bn={} (64, 96, 128 or 256)", c.bn);
     if (c.bk != 64) return fmt::format("bk={} (fixed: the k tile is one 128-byte swizzle row)", c.bk);
     if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
-    if (c.split_k > 1 && c.persistent) return "split-K (sk) runs one tile per CTA, not a persistent grid";
+    if (c.split_k > 1 && c.persistent)
+      return fmt::format("split-K (sk) runs one tile per CTA, not a persistent grid{}", c.stream_k ? " (streamk splits k itself)" : "");
     if (c.pingpong && c.bn != 128)
       return fmt::format("pingpong with bn={}: a warpgroup holds the whole 128-row tile, 2 x bn / 2 accumulators per thread (bn=128)", c.bn);
     const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes);

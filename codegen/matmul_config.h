@@ -28,6 +28,11 @@ struct MatmulConfig {
   /// Wgmma, persistent too: the two consumer warpgroups own whole 128 x bn tiles and take turns, one
   /// running its epilogue while the other's MMAs run (gemm_wgmma.cuh, PINGPONG).
   bool pingpong = false;
+  /// Wgmma, persistent too: stream-K. The grid's CTAs take equal shares of all tiles' k tiles
+  /// (tile after tile), so a share may start or end inside a tile; the CTAs sharing a tile add their
+  /// fp32 partials in a fixed order and the last to finish runs the epilogue. For few tiles that do
+  /// not divide among the SMs (M = 128: 96 tiles of 128 x 64 for 132 SMs). Printed " streamk".
+  bool stream_k = false;
   /// Mma and Wgmma: split-K, the k tiles of each output tile divided among `split_k` CTAs (few output
   /// tiles: M = 128 gives 16-48 of 128 x 256 on the Llama shapes for 132 SMs). Each stores its fp32
   /// partial in scratch; the last to finish adds them up in a fixed order and runs the epilogue
@@ -35,7 +40,7 @@ struct MatmulConfig {
   int split_k = 1;
 
   /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" (with
-  /// " persistent" or " pingpong" when set, " sk=N" for split-K) or "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
+  /// " persistent", " pingpong" or " streamk" when set, " sk=N" for split-K) or "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
   /// print.
   std::string str() const;
   int threads() const {

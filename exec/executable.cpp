@@ -103,6 +103,7 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
     e.steps_.push_back(Step{std::move(mod), kern});
   }
   e.scratch_.resize(e.steps_.size());
+  e.scratch_used_.resize(e.steps_.size());
   const char* pdl = std::getenv("LAYERJIT_PDL");
   e.programmatic_ = opts.programmatic_launch && ctx.info().cc() >= 90 && !(pdl && std::string_view(pdl) == "0");
   const char* log = std::getenv("LAYERJIT_LOG");
@@ -296,7 +297,10 @@ rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b) {
       LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(*ctx_, bytes));
       LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), bytes));
       sc = std::move(buf);
+    } else if (bytes != scratch_used_[i]) {
+      LJ_RT_TRY(rt::fill_zero(stream, sc->ptr(), bytes));  // counters move with the grid (see scratch_)
     }
+    scratch_used_[i] = bytes;
     return sc->ptr();
   };
   LJ_RT_ASSIGN(rt::KernelArgs args, rt::pack_kernel_args(*ctx_, k, b, src));

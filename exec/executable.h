@@ -126,7 +126,11 @@ class Executable {
   // The layout of the last run's symbol values: a decode loop calls run() with the same sizes.
   std::vector<std::pair<std::string, int64_t>> planned_for_;
   MemoryPlan planned_;
-  std::vector<std::optional<rt::DeviceBuffer>> scratch_;  // per step, zeroed when allocated
+  // Per step, zeroed when allocated and whenever a launch asks for a different size: split-K and
+  // stream-K GEMMs and split-KV attention place their completion counters after the partials of
+  // gridDim.x CTAs, so a smaller grid would find its counters in old partials.
+  std::vector<std::optional<rt::DeviceBuffer>> scratch_;
+  std::vector<size_t> scratch_used_;  // the bytes the step's last launch asked for
   double compile_seconds_ = 0;
   int cache_hits_ = 0;
   std::vector<KernelOrigin> origins_;

@@ -515,6 +515,30 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   }
   CHECK(pingpongs == 2);
 
+  // Stream-K: persistent too, printed as " streamk"; neither with ping-pong nor with split-K; not a
+  // tuner candidate (on the H200 at M = 128 it ran 0.72-0.94x of the split defaults, docs/perf.md).
+  auto stream = parse_matmul_config("wgmma bm=128 bn=64 stages=8 gm=8 streamk", &error);
+  REQUIRE(stream.has_value());
+  CHECK((stream->persistent && stream->stream_k && !stream->pingpong));
+  CHECK(stream->str() == "wgmma bm=128 bn=64 stages=8 gm=8 streamk");
+  CHECK(reject_reason(*stream, h).empty());
+  MatmulConfig sk_pp = *stream;
+  sk_pp.pingpong = true;
+  CHECK_THAT(reject_reason(sk_pp, h), Catch::Contains("streamk with pingpong"));
+  MatmulConfig sk_split = *stream;
+  sk_split.split_k = 2;
+  CHECK_THAT(reject_reason(sk_split, h), Catch::Contains("streamk splits k itself"));
+  MatmulConfig sk_mma;
+  sk_mma.stream_k = sk_mma.persistent = true;
+  CHECK_THAT(reject_reason(sk_mma, h), Catch::Contains("is an option of the"));
+  int stream_ks = 0;
+  for (const MatmulConfig& c : matmul_candidates(h)) stream_ks += c.stream_k;
+  CHECK(stream_ks == 0);
+  MatmulProblem h128 = h;
+  h128.m = 128;
+  for (const MatmulConfig& c : matmul_candidates(h128)) stream_ks += c.stream_k;
+  CHECK(stream_ks == 0);
+
   // Ping-pong: persistent too, printed as " pingpong"; two epilogue tiles; 128-column tiles only.
   auto pp = parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 pingpong", &error);
   REQUIRE(pp.has_value());

@@ -103,6 +103,31 @@ TEST_CASE("the persistent and ping-pong wgmma GEMMs compile for sm_90a without s
   CHECK(seen == 12);
 }
 
+TEST_CASE("stream-K wgmma GEMMs compile for sm_90a without spills, one CTA per SM sharing every tile's k tiles", "[codegen]") {
+  const Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  const rt::Target target = sm90a();
+  int seen = 0;
+  for (const FusionGroup& grp : matmul_groups(g)) {
+    for (const char* config : {"wgmma bm=128 bn=64 stages=8 gm=8 streamk", "wgmma bm=128 bn=128 stages=5 gm=8 streamk"}) {
+      const EmitOptions eo = sm90a_with(config, 128);
+      const GeneratedKernel k = emit_group(g, grp, eo);
+      INFO(k.name << " " << config << "\n" << k.source);
+      CHECK(k.source.find("/*STREAM_K*/ true> Gemm;") != std::string::npos);
+      CHECK(k.source.find("Gemm::stream_fixup(acc, reinterpret_cast<float*>(p_scratch), t, kt0, kt1, total, grid)") != std::string::npos);
+      Bindings b;
+      b.set("T", 128);  // 16 to 224 tiles of 64 k tiles or more: a share for each of the 132 SMs
+      CHECK(k.launch.blocks(b) == 132);
+      CHECK(scratch_bytes(k, b) == 132 * (2 * 128 * eo.matmul->bn * 4 + 4));
+      auto r = rt::kernel_resources(k, target);
+      INFO((r.ok() ? r->str() : r.message()));
+      REQUIRE(r.ok());
+      CHECK(!r->spills());
+      ++seen;
+    }
+  }
+  CHECK(seen == 8);
+}
+
 TEST_CASE("split-K GEMMs (wgmma and mma.sync) compile without spills or stack, SPLIT CTAs per tile with scratch for partials",
           "[codegen]") {
   const Graph g = llama_prefill(LlamaConfig::llama3_8b());

@@ -8,6 +8,7 @@
 #include "exec/executable.h"
 #include "layerjit/llama.h"
 #include "layerjit/reference.h"
+#include "layerjit/text.h"
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "tests/gpu/gpu_test_support.h"
@@ -313,4 +314,40 @@ TEST_CASE("the prefill layer's returned %v is a copy in its own buffer: bindable
   }
   INFO("%v: max |error| " << worst << " of max |value| " << scale);
   CHECK(worst <= scale / 32);
+}
+
+TEST_CASE("one executable runs at a smaller size after a larger one: split-K counters start from zero", "[gpu][exec]") {
+  // Split GEMMs (M = 128's defaults: split-K on any sm_90a, mma.sync tiles elsewhere) and split-KV
+  // attention keep completion counters after the partials of gridDim.x CTAs: a smaller grid after a
+  // larger one must not count from an old partial (the executable zeroes the scratch when its size
+  // changes).
+  const Module m = parse_module(R"(
+graph @mm(%x: bf16[T, 1024], %w: param bf16[1000, 1024]) {
+  %y = matmul(%x, %w)
+  return %y
+}
+)",
+                                "<split sizes>");
+  const Graph& g = m.graphs[0];
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  exec::BuildOptions bo;
+  bo.hint.set("T", 128);
+  bo.use_cache = false;
+  bo.use_tuned = false;
+  auto e = exec::Executable::build(ctx, g, bo);
+  LJ_REQUIRE_OK(e);
+  uint64_t seed = 60;
+  for (int64_t t : {300, 100, 300, 7}) {
+    Bindings b;
+    b.set("T", t);
+    INFO("T = " << t);
+    const std::map<std::string, HostTensor> host = random_inputs(g, b, ++seed);
+    std::vector<rt::DeviceBuffer> keep;
+    for (ValueId v : g.inputs()) keep.push_back(upload_and_bind(ctx, *stream, *e, v, host.at(g.value(v).name)));
+    LJ_REQUIRE_OK(e->run(*stream, b));
+    LJ_REQUIRE_OK(stream->synchronize());
+    check_outputs(*stream, g, *e, b, run_reference(g, host, b));
+  }
 }

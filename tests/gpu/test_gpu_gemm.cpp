@@ -71,6 +71,9 @@ std::vector<MatmulConfig> hopper_configs() {
                             "wgmma bm=128 bn=128 stages=4 gm=8 sk=8", "wgmma bm=128 bn=64 stages=8 gm=8",
                             "wgmma bm=128 bn=64 stages=6 gm=8 sk=2", "wgmma bm=128 bn=96 stages=8 gm=8 sk=2"})
     out.push_back(*parse_matmul_config(split, nullptr));
+  // Stream-K (persistent: 3 CTAs here, so shares start and end inside tiles and span several).
+  for (const char* sk : {"wgmma bm=128 bn=64 stages=6 gm=8 streamk", "wgmma bm=128 bn=128 stages=4 gm=8 streamk"})
+    out.push_back(*parse_matmul_config(sk, nullptr));
   return out;
 }
 
@@ -363,7 +366,8 @@ graph @rope_gptj(%x: bf16[T, 127], %pos: i32[T], %w: param bf16[192, 127]) {
   if (ctx.info().cc() == 90)
     for (const char* c : {"wgmma bm=128 bn=256 stages=4 gm=8", "wgmma bm=128 bn=128 stages=4 gm=8 sk=2",
                           "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=128 bn=256 stages=3 gm=8 persistent",
-                          "wgmma bm=128 bn=64 stages=6 gm=8 sk=2"})  // 64 columns: half of a head's pairs
+                          "wgmma bm=128 bn=64 stages=6 gm=8 sk=2",  // 64 columns: half of a head's pairs
+                          "wgmma bm=128 bn=64 stages=6 gm=8 streamk"})
       hopper.push_back(*parse_matmul_config(c, nullptr));
   uint64_t seed = 1700;
   for (const Graph& g : m.graphs) {

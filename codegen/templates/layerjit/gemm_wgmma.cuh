@@ -33,6 +33,9 @@
 // results are reproducible — and runs the epilogue; it sets the counter back to zero for the next
 // launch.
 //
+// STREAM_K (persistent too): the CTAs take equal shares of all tiles' k tiles instead of whole tiles
+// (stream_fixup), so that a few tiles still keep every SM busy.
+//
 // SwiGLU (GLU = true): the two w boxes are the gate rows [c0, c0 + BN/2) and the up rows [N_OUT + c0,
 // ...) of the same output columns; stage() interleaves them back into the 8-gate/8-up column order
 // the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
@@ -42,7 +45,7 @@
 #include "layerjit/wgmma.cuh"
 
 template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false,
-          int SPLIT_K = 1>
+          int SPLIT_K = 1, bool STREAM_K = false>
 struct lj_wgmma_gemm {
   static constexpr int SPLIT = SPLIT_K;  // CTAs per output tile (split-K)
   // BK: one 128-byte swizzle row of k, 64 16-bit or 128 fp8 elements; every size below is in bytes
@@ -67,6 +70,7 @@ struct lj_wgmma_gemm {
   static_assert(PERSISTENT || BM * STAGE_LD * 2 <= RING_BYTES, "the staged tile reuses the ring");
   static_assert(!PINGPONG || PERSISTENT, "ping-pong consumers take turns over a persistent CTA's tiles");
   static_assert(SPLIT >= 1 && SPLIT <= K_TILES && !(SPLIT > 1 && PERSISTENT), "split-K: one tile per CTA, a k tile each at least");
+  static_assert(!STREAM_K || (PERSISTENT && !PINGPONG), "stream-K: a persistent grid, both consumer warpgroups on each share");
   // Split-K: floats of one CTA's partial (the 256 consumer threads' accumulators, thread-minor).
   static constexpr int PART_FLOATS = 256 * MI * ACC;
 
@@ -227,6 +231,29 @@ struct lj_wgmma_gemm {
   static __device__ __forceinline__ bool split_reduce(float (&acc)[MI][ACC], float* part, unsigned* counter, int split) {
     if (SPLIT == 1) return true;
     return lj_split_k_reduce<SPLIT, MI * ACC, 256>(reinterpret_cast<float(&)[MI * ACC]>(acc), part, counter, split, threadIdx.x - 128, 1);
+  }
+
+  // Stream-K: the grid's CTAs take the `total` = tiles x K_TILES k tiles in tile order, CTA c the
+  // share [share_begin(c), share_begin(c + 1)) (grid <= total: none is empty); owner(i) is the CTA whose share
+  // holds k tile i.
+  static __device__ __forceinline__ lj_i64 share_begin(lj_i64 c, lj_i64 total, lj_i64 grid) { return c * total / grid; }
+  static __device__ __forceinline__ lj_i64 owner(lj_i64 i, lj_i64 total, lj_i64 grid) { return ((i + 1) * grid - 1) / total; }
+
+  // Stream-K, by the 256 consumer threads after CTA `c`'s main loop over k tiles [kt0, kt1) of tile
+  // t: true at once where that is the whole tile. Otherwise the tile's owners, CTAs first .. last,
+  // each hold a part: each stores its partial in its slot of `scratch` (2 per CTA: the first tile its
+  // share touches, and the last; grid x 2 partials, then grid counters), counts on the counter of the first
+  // owner (the only tile a CTA shares as the first owner is the one its share ends in), and the last
+  // to arrive adds the partials in CTA order (split_k.cuh) and returns true.
+  static __device__ __forceinline__ bool stream_fixup(float (&acc)[MI][ACC], float* scratch, lj_i64 t, int kt0, int kt1, lj_i64 total,
+                                                      lj_i64 grid) {
+    if (kt0 == 0 && kt1 == K_TILES) return true;
+    const lj_i64 c = blockIdx.x;
+    const lj_i64 first = owner(t * K_TILES, total, grid), last = owner((t + 1) * K_TILES - 1, total, grid);
+    auto slot = [&](lj_i64 cta) { return 2 * cta + (share_begin(cta, total, grid) / K_TILES == t ? 0 : 1); };
+    unsigned* counters = reinterpret_cast<unsigned*>(scratch + 2 * grid * PART_FLOATS);
+    return lj_stream_k_reduce<MI * ACC, 256>(reinterpret_cast<float(&)[MI * ACC]>(acc), scratch, counters + first, slot(c),
+                                             (int)(last - first + 1), [&](int s) { return slot(first + s); }, threadIdx.x - 128, 1);
   }
 
   // Epilogue staging by the EPI_THREADS that own the tile: the tile rounded to TY into

@@ -35,3 +35,31 @@ __device__ __forceinline__ bool lj_split_k_reduce(float (&acc)[N], float* part, 
   if (t == 0) *counter = 0u;
   return true;
 }
+
+// Stream-K completion (gemm_wgmma.cuh, STREAM_K): a tile's k tiles are shared by `contributors` CTAs
+// of consecutive indices, each holding a part of them. Each stores its accumulators into its own slot
+// `my_slot` of `part`, counts itself on the tile's `counter`, and the last one adds the slots
+// slot_of(0), slot_of(1), ... (CTA order, whichever CTA is last) into its accumulators, zeroes the
+// counter and returns true; the others return false. `t` and `bar` as above.
+template <int N, int THREADS, class SlotOf>
+__device__ __forceinline__ bool lj_stream_k_reduce(float (&acc)[N], float* part, unsigned* counter, lj_i64 my_slot, int contributors,
+                                                   SlotOf slot_of, int t, int bar) {
+  float* mine = part + my_slot * N * THREADS + t;
+#pragma unroll
+  for (int i = 0; i < N; ++i) mine[i * THREADS] = acc[i];
+  __threadfence();
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
+  __shared__ unsigned last;
+  if (t == 0) last = atomicAdd(counter, 1u) == (unsigned)(contributors - 1);
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
+  if (!last) return false;
+  __threadfence();
+#pragma unroll 1
+  for (int s = 0; s < contributors; ++s) {
+    const float* p = part + slot_of(s) * N * THREADS + t;
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[i] = s == 0 ? __ldcg(p + i * THREADS) : acc[i] + __ldcg(p + i * THREADS);
+  }
+  if (t == 0) *counter = 0u;
+  return true;
+}
