@@ -129,12 +129,13 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
   const int64_t row_tiles = p.m > 0 ? (p.m + 127) / 128 : 32;  // unknown M: prefill-sized
   if (row_tiles * ((p.n + 255) / 256) * 4 >= p.sm_count * 3) return wgmma(256, 4);
   const bool fp8 = dtype_bytes(p.dtype) == 1;
-  // 16-bit operands, where 128 x 64 tiles fit one wave: those, 8 stages deep, split only while the
-  // grid stays within one wave. Splitting 128 x 128 tiles instead costs the last CTA of each tile
-  // the read-back of the other splits' partials (M = 128 on the H200, ninth session: qkv 0.0252 ->
-  // 0.0209 ms unsplit, o 0.0202 -> 0.0174 and down 0.0422 -> 0.0402 split 2 ways against 4).
+  // Where 128 x 64 tiles fit one wave: those, 8 stages deep, split only while the grid stays within
+  // one wave. Splitting 128 x 128 tiles instead costs the last CTA of each tile the read-back of the
+  // other splits' partials (M = 128 on the H200, ninth session: qkv 0.0252 -> 0.0209 ms unsplit, o
+  // 0.0202 -> 0.0174 and down 0.0422 -> 0.0402 split 2 ways against 4; fp8: qkv 0.0159 -> 0.0134,
+  // o 0.0158 -> 0.0130, down 0.0274 -> 0.0238).
   const int64_t narrow_tiles = row_tiles * ((p.n + 63) / 64);
-  MatmulConfig c = wgmma(!fp8 && narrow_tiles <= p.sm_count ? 64 : 128, 4);
+  MatmulConfig c = wgmma(narrow_tiles <= p.sm_count ? 64 : 128, 4);
   if (c.bn == 64) c.stages = 8;
   const int kt = c.k_tile(dtype_bytes(p.dtype));
   const int64_t tiles = row_tiles * ((p.n + c.bn - 1) / c.bn), k_tiles = (p.k + kt - 1) / kt;
@@ -144,7 +145,7 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
   // of 28 won (down, sk=4: 0.0276 against 0.0388).
   const int64_t min_k_tiles = fp8 ? 24 : 4;
   while (c.split_k < 8 && tiles * c.split_k * 2 <= p.sm_count && c.split_k * 2 * min_k_tiles <= k_tiles) c.split_k *= 2;
-  if (fp8 && c.split_k == 1) c.stages = 6;
+  if (fp8 && c.split_k == 1 && c.bn == 128) c.stages = 6;
   return c;
 }
 

@@ -107,7 +107,7 @@ TEST_CASE("the small Llama layer runs end to end and matches the CPU reference",
   check_against_reference(llama_decode(LlamaConfig::small()), dec, 4, true);
 }
 
-TEST_CASE("folded norms: the layer matches its unfolded plan and the reference; new norm weights are prepared again",
+TEST_CASE("folded norms: the layer matches its unfolded plan and the reference, new norm weights are prepared again",
           "[gpu][exec][fold]") {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);

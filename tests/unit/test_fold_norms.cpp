@@ -59,7 +59,7 @@ Graph parse_one(const char* text) {
 
 }  // namespace
 
-TEST_CASE("both norms of the Llama layer fold; every value keeps its id", "[passes][fold]") {
+TEST_CASE("both norms of the Llama layer fold, every value keeps its id", "[passes][fold]") {
   for (const Graph& g : {llama_prefill(LlamaConfig::small()), llama_decode(LlamaConfig::small())}) {
     const NormFolding f = fold_norms(g);
     CHECK(f.folded == 2);
