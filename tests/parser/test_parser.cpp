@@ -294,7 +294,7 @@ TEST_CASE("syntax: non-ASCII text is fine in comments and strings", "[parser][sy
              Catch::Contains("must be one of \"tanh\", \"none\", got \"tånh\""));
 }
 
-TEST_CASE("syntax: string escapes \\\" and \\\\ are decoded", "[parser][syntax]") {
+TEST_CASE("syntax: string escapes of a quote and a backslash are decoded", "[parser][syntax]") {
   CHECK_THAT(where_what(in_graph("  %y = gelu(%x) {approx = \"a\\\"b\\\\c\"}\n  return %y\n")),
              Catch::Contains("got \"a\\\"b\\\\c\""));
   CHECK_THAT(where_what(in_graph("  %y = gelu(%x) {approx = \"a\\nb\"}\n  return %y\n")),
