@@ -401,7 +401,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.params = ctx.params();
   k.launch.work = op.rows;
   k.launch.per_block = cfg.bm;
-  // Stream-K: a CTA per k tile at most (grid <= T, see share_begin), one per SM (max_blocks below).
+  // Stream-K: a CTA per k tile at most (grid <= total, see share_begin), one per SM (max_blocks below).
   k.launch.tiles_per_unit = (virtual_n + cfg.bn - 1) / cfg.bn * (split ? cfg.split_k : cfg.stream_k ? (op.k + kt - 1) / kt : 1);
   k.launch.threads = cfg.threads();
   k.arch_specific = hopper;
