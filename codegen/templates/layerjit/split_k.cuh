@@ -8,39 +8,13 @@
 #pragma once
 #include "layerjit/types.cuh"
 
-// `t`: this thread's index among the THREADS that hold accumulators; `bar`: a named barrier they all
-// (and only they) take part in (0 when they are the whole CTA).
-template <int SPLIT, int N, int THREADS>
-__device__ __forceinline__ bool lj_split_k_reduce(float (&acc)[N], float* part, unsigned* counter, int split, int t, int bar) {
-  float* mine = part + (lj_i64)split * N * THREADS + t;
-#pragma unroll
-  for (int i = 0; i < N; ++i) mine[i * THREADS] = acc[i];
-  __threadfence();
-  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
-  __shared__ unsigned last;
-  if (t == 0) last = atomicAdd(counter, 1u) == (unsigned)(SPLIT - 1);
-  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
-  if (!last) return false;
-  __threadfence();
-  // Past L1 (another SM wrote them): slot 0, then + slot 1, ... (this CTA's own read back too).
-  const float* p = part + t;
-#pragma unroll
-  for (int i = 0; i < N; ++i) acc[i] = __ldcg(p + i * THREADS);
-#pragma unroll 1
-  for (int s = 1; s < SPLIT; ++s) {
-    p += N * THREADS;
-#pragma unroll
-    for (int i = 0; i < N; ++i) acc[i] += __ldcg(p + i * THREADS);
-  }
-  if (t == 0) *counter = 0u;
-  return true;
-}
-
 // Stream-K completion (gemm_wgmma.cuh, STREAM_K): a tile's k tiles are shared by `contributors` CTAs
 // of consecutive indices, each holding a part of them. Each stores its accumulators into its own slot
 // `my_slot` of `part`, counts itself on the tile's `counter`, and the last one adds the slots
 // slot_of(0), slot_of(1), ... (CTA order, whichever CTA is last) into its accumulators, zeroes the
-// counter and returns true; the others return false. `t` and `bar` as above.
+// counter and returns true; the others return false. `t`: this thread's index among the THREADS
+// that hold accumulators; `bar`: a named barrier they all (and only they) take part in (0 when they
+// are the whole CTA).
 template <int N, int THREADS, class SlotOf>
 __device__ __forceinline__ bool lj_stream_k_reduce(float (&acc)[N], float* part, unsigned* counter, lj_i64 my_slot, int contributors,
                                                    SlotOf slot_of, int t, int bar) {
@@ -54,12 +28,22 @@ __device__ __forceinline__ bool lj_stream_k_reduce(float (&acc)[N], float* part,
   asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
   if (!last) return false;
   __threadfence();
-#pragma unroll 1
-  for (int s = 0; s < contributors; ++s) {
-    const float* p = part + slot_of(s) * N * THREADS + t;
+  // Past L1 (other SMs wrote them): the first slot, then + each next one (this CTA's own read back too).
+  const float* p = part + slot_of(0) * N * THREADS + t;
 #pragma unroll
-    for (int i = 0; i < N; ++i) acc[i] = s == 0 ? __ldcg(p + i * THREADS) : acc[i] + __ldcg(p + i * THREADS);
+  for (int i = 0; i < N; ++i) acc[i] = __ldcg(p + i * THREADS);
+#pragma unroll 1
+  for (int s = 1; s < contributors; ++s) {
+    p = part + slot_of(s) * N * THREADS + t;
+#pragma unroll
+    for (int i = 0; i < N; ++i) acc[i] += __ldcg(p + i * THREADS);
   }
   if (t == 0) *counter = 0u;
   return true;
+}
+
+// Split-K: the tile's SPLIT CTAs own slots 0 .. SPLIT - 1 in split order.
+template <int SPLIT, int N, int THREADS>
+__device__ __forceinline__ bool lj_split_k_reduce(float (&acc)[N], float* part, unsigned* counter, int split, int t, int bar) {
+  return lj_stream_k_reduce<N, THREADS>(acc, part, counter, split, SPLIT, [](int s) { return (lj_i64)s; }, t, bar);
 }
