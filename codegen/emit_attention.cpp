@@ -186,7 +186,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
                         per_block, causal ? "true" : "false", block_table >= 0 ? ", true" : "");
     threads = kDecodeWarps * 32;
     const int pipe = static_cast<int>((16 + 2 * kDecodeStages * stage_keys) * d * 2);
-    const int merge = static_cast<int>(kDecodeWarps * 16 * (d + 2) * 4);
+    const int merge = static_cast<int>(kDecodeWarps * (rows * (d + 8) + 32) * 4);  // lj_flash_decode::MERGE_BYTES
     smem = std::max(pipe, merge);
     if (smem > opts.max_shared_bytes)
       throw unsupported(fmt::format("decode config '{}' needs {} bytes of shared memory, more than the {} the target allows", dc.str(), smem,

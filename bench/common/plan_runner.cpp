@@ -162,4 +162,46 @@ double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
   return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
 }
 
+double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
+  // The store is guarded by a value the sums never take (random floats XOR-folded would have to hit
+  // one exact pattern), so the loads cannot be dropped and nothing is written.
+  const char* src = R"(extern "C" __global__ void __launch_bounds__(512) read16(const uint4* in, long long n, uint4* sink) {
+  uint4 a = make_uint4(0, 0, 0, 0);
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  // Eight loads in flight per thread on every pass, the last pass predicated.
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += 8 * stride) {
+    uint4 v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) v[u] = i + u * stride < n ? __ldcs(in + i + u * stride) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) a.x ^= v[u].x, a.y ^= v[u].y, a.z ^= v[u].z, a.w ^= v[u].w;
+  }
+  if (a.x == 0x7fc00001u && a.y == 0x7fc00001u && a.z == 0x7fc00001u && a.w == 0x7fc00001u) sink[threadIdx.x] = a;
+})";
+  auto prog = must(rt::compile(src, {}, device_target(ctx)), "compile read");
+  auto mod = must(rt::Module::load(ctx, prog.image()), "load read");
+  auto kern = must(mod.kernel("read16"), "read kernel");
+  const int rotations = rt::rotations_for(bytes, static_cast<size_t>(ctx.info().l2_bytes));
+  std::vector<rt::DeviceBuffer> bufs;
+  for (int i = 0; i < rotations; ++i) {
+    bufs.push_back(must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc"));
+    must_ok(rt::fill_random_f32(stream, bufs.back().ptr(), bytes / 4, 11 + static_cast<uint64_t>(i), -1.f, 1.f), "fill");
+  }
+  rt::DeviceBuffer sink = must(rt::DeviceBuffer::allocate(ctx, 512 * 16), "alloc sink");
+  const long long n16 = static_cast<long long>(bytes / 16);
+  std::vector<rt::KernelArgs> args;
+  for (int i = 0; i < rotations; ++i) args.push_back(rt::KernelArgs::of(bufs[static_cast<size_t>(i)].ptr(), n16, sink.ptr()));
+  // The best of a few grid shapes (1, 2 or 4 CTAs of 512 threads per SM): a ceiling, not a kernel.
+  double best_ms = 0.0;
+  for (int per_sm : {1, 2, 4}) {
+    auto cfg = rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * per_sm), 512);
+    rt::TimerOptions opts;
+    opts.rotations = rotations;
+    auto t = must(rt::time_on_stream(stream, [&](int r) { return rt::launch(stream, kern, cfg, args[static_cast<size_t>(r)]); }, opts),
+                  "time read");
+    if (best_ms == 0.0 || t.median_ms < best_ms) best_ms = t.median_ms;
+  }
+  return static_cast<double>(bytes) / (best_ms * 1e-3) / 1e9;
+}
+
 }  // namespace lj::bench

@@ -75,4 +75,9 @@ double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs);
 /// rate is HBM's, as for the kernels it is compared with.
 double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes);
 
+/// Read-only bandwidth (GB/s) of `bytes` from HBM: one wave of CTAs, each thread with 8 16-byte loads
+/// in flight, folded into one value per thread. The ceiling for kernels that only read (decode
+/// attention): at a few MiB a copy pays for its writes and for a grid of one-shot CTAs, a read does not.
+double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes);
+
 }  // namespace lj::bench

@@ -333,7 +333,11 @@ struct lj_flash_decode {
   static constexpr int STAGE_KEYS = WARPS * BN;
   static constexpr int NF = BN / 8;
   static constexpr int PART = ROWS * (D + 2);  // floats per chunk partial: O [ROWS][D], m [ROWS], l [ROWS]
-  static constexpr int MERGE_BYTES = WARPS * 16 * (D + 2) * 4;
+  // Warp partials in shared memory: per warp, ROWS rows of O at a stride of D + 8 floats (the 8 rows
+  // of one 64-bit store land on distinct banks), then m [16] and l [16].
+  static constexpr int OS = D + 8;
+  static constexpr int WSTRIDE = ROWS * OS + 32;
+  static constexpr int MERGE_BYTES = WARPS * WSTRIDE * 4;
   static constexpr int PIPE_BYTES = (16 + 2 * STAGES * STAGE_KEYS) * D * (int)sizeof(T);
   static constexpr int SMEM_BYTES = PIPE_BYTES > MERGE_BYTES ? PIPE_BYTES : MERGE_BYTES;
   static_assert(ROWS >= 1 && ROWS <= 16 && ROWS % G == 0, "decode rows: whole tokens, one 16-row tile");
@@ -408,7 +412,8 @@ struct lj_flash_decode {
     lj_cp_async_wait<0>();
     __syncthreads();  // the pipeline buffers become the merge area
 
-    // Warp partials -> shared memory: per warp [16][D] O, then m[16], l[16].
+    // Warp partials -> shared memory: only the ROWS rows that hold queries (the rest of the 16-row
+    // tile is padding).
     float* mo = reinterpret_cast<float*>(smem_bytes);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -416,15 +421,14 @@ struct lj_flash_decode {
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       const int r = (lane >> 2) + 8 * h;
-      float* wo = mo + warp * 16 * (D + 2);
+      if (8 * h >= ROWS || r >= ROWS) continue;
+      float* wo = mo + warp * WSTRIDE;
 #pragma unroll
-      for (int f = 0; f < W::OF; ++f) {
-        wo[r * D + f * 8 + 2 * (lane & 3)] = acc[0][f][2 * h];
-        wo[r * D + f * 8 + 2 * (lane & 3) + 1] = acc[0][f][2 * h + 1];
-      }
+      for (int f = 0; f < W::OF; ++f)
+        *reinterpret_cast<float2*>(wo + r * OS + f * 8 + 2 * (lane & 3)) = make_float2(acc[0][f][2 * h], acc[0][f][2 * h + 1]);
       if ((lane & 3) == 0) {
-        wo[16 * D + r] = m[h];
-        wo[16 * D + 16 + r] = sum;
+        wo[ROWS * OS + r] = m[h];
+        wo[ROWS * OS + 16 + r] = sum;
       }
     }
     __syncthreads();
@@ -432,16 +436,16 @@ struct lj_flash_decode {
     auto merged = [&](int r, int d, float& mx, float& sum) {
       mx = LJ_NEG_INF;
 #pragma unroll
-      for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, mo[w * 16 * (D + 2) + 16 * D + r]);
+      for (int w = 0; w < WARPS; ++w) mx = fmaxf(mx, mo[w * WSTRIDE + ROWS * OS + r]);
       const float base = mx == LJ_NEG_INF ? 0.f : mx;
       float val = 0.f;
       sum = 0.f;
 #pragma unroll
       for (int w = 0; w < WARPS; ++w) {
-        const float* wo = mo + w * 16 * (D + 2);
-        const float c = lj_exp2(wo[16 * D + r] - base);
-        sum += wo[16 * D + 16 + r] * c;
-        val += wo[r * D + d] * c;
+        const float* wo = mo + w * WSTRIDE;
+        const float c = lj_exp2(wo[ROWS * OS + r] - base);
+        sum += wo[ROWS * OS + 16 + r] * c;
+        val += wo[r * OS + d] * c;
       }
       return val;
     };
@@ -466,68 +470,55 @@ struct lj_flash_decode {
       }
     }
     // Publish, count, and let the last CTA of this (sequence, KV head) merge the chunks.
-    __threadfence();
-    __syncthreads();
-    __shared__ bool last;
-    if (tid == 0) last = atomicAdd(counter, 1u) == (unsigned)(chunks - 1);
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    // Merge the chunks CG at a time. Per group, the chunks' maxima and sums go to shared memory, a
-    // thread per row turns them into weights 2^(m_c - max) (exact powers of two) and keeps the row's
-    // running max and sum, and then every thread folds the weighted O values of its elements in:
-    // one shared and one L2 load per element and chunk.
-    constexpr int CG = 32;
+    if (!lj_arrive_last(counter, (unsigned)chunks, tid, 0, THREADS)) return;
+    // Merge the chunks CG at a time. The merge is the serial tail of the kernel (at B = 1, C = 4096
+    // it took 3 us of a 10 us kernel), so it is built for latency: per group, every thread issues the
+    // L2 loads of its elements' O values (constant offsets from one pointer) and threads < 2 x CG x
+    // ROWS one chunk maximum or sum each, all before any is used (one round trip); the maxima and
+    // sums go through shared memory (one barrier), and each thread weighs the chunks of its own rows
+    // by 2^(m_c - max) (exact powers of two) into its running max, sum and O.
     constexpr int E = (ROWS * D + THREADS - 1) / THREADS;  // elements per thread
-    float* gw = reinterpret_cast<float*>(smem_bytes);     // [CG][ROWS] chunk maxima, then weights
-    float* gl = gw + CG * ROWS;                           // [CG][ROWS] chunk sums
-    float* row_m = gl + CG * ROWS;                        // [ROWS] running max
-    float* row_l = row_m + ROWS;                          // [ROWS] running sum
-    float* row_c = row_l + ROWS;                          // [ROWS] rescale of the running O this group
-    if (tid < ROWS) {
-      row_m[tid] = LJ_NEG_INF;
-      row_l[tid] = 0.f;
-    }
-    float run_o[E];
+    constexpr int CG_REGS = 32 / E > 4 ? 32 / E : 4;       // at most 32 O values in flight
+    constexpr int CG = CG_REGS < THREADS / (2 * ROWS) ? CG_REGS : THREADS / (2 * ROWS);  // chunks per group
+    static_assert(2 * CG * ROWS <= THREADS, "one chunk maximum or sum per thread and group");
+    float* gm = reinterpret_cast<float*>(smem_bytes);     // [CG][ROWS] chunk maxima, then [CG][ROWS] sums
+    float run_m[E], run_l[E], run_o[E];
 #pragma unroll
-    for (int e = 0; e < E; ++e) run_o[e] = 0.f;
+    for (int e = 0; e < E; ++e) run_m[e] = LJ_NEG_INF, run_l[e] = 0.f, run_o[e] = 0.f;
     for (lj_i64 g0 = 0; g0 < chunks; g0 += CG) {
       const int n = chunks - g0 < CG ? (int)(chunks - g0) : CG;
-      __syncthreads();  // the previous group's weights are used
-      for (int i = tid; i < n * ROWS; i += THREADS) {
-        const float* pc = part + (g0 + i / ROWS) * PART + ROWS * D + i % ROWS;
-        gw[i] = __ldcg(pc);
-        gl[i] = __ldcg(pc + ROWS);
+      const float* pg = part + g0 * PART;
+      float cv[E][CG];
+#pragma unroll
+      for (int e = 0; e < E; ++e)
+#pragma unroll
+        for (int c = 0; c < CG; ++c)
+          cv[e][c] = c < n && tid + e * THREADS < ROWS * D ? __ldcg(pg + c * PART + e * THREADS + tid) : 0.f;
+      float ml = 0.f;  // this thread's chunk maximum (c, r) or sum (CG + c, r)
+      const int mc = tid / ROWS, mr = tid % ROWS;
+      if (tid < 2 * CG * ROWS) {
+        const int c = mc < CG ? mc : mc - CG;
+        ml = c < n ? __ldcg(pg + c * PART + ROWS * D + (mc < CG ? 0 : ROWS) + mr) : (mc < CG ? LJ_NEG_INF : 0.f);
       }
-      __syncthreads();
-      if (tid < ROWS) {
-        const int r = tid;
-        float mx = row_m[r];
-        for (int c = 0; c < n; ++c) mx = fmaxf(mx, gw[c * ROWS + r]);
-        const float base = mx == LJ_NEG_INF ? 0.f : mx;
-        const float corr = lj_exp2(row_m[r] - base);
-        float sum = row_l[r] * corr;
-        for (int c = 0; c < n; ++c) {
-          const float w = lj_exp2(gw[c * ROWS + r] - base);
-          gw[c * ROWS + r] = w;
-          sum += gl[c * ROWS + r] * w;
-        }
-        row_m[r] = mx;
-        row_l[r] = sum;
-        row_c[r] = corr;
-      }
+      __syncthreads();  // the previous group's maxima and sums are read
+      if (tid < 2 * CG * ROWS) gm[tid] = ml;
       __syncthreads();
 #pragma unroll
       for (int e = 0; e < E; ++e) {
-        const int i = tid + e * THREADS;
-        if (i < ROWS * D) {
-          const int r = i / D;
-          const float* pc = part + g0 * PART + i;
-          float val = run_o[e] * row_c[r];
-#pragma unroll 8
-          for (int c = 0; c < n; ++c) val += gw[c * ROWS + r] * __ldcg(pc + c * PART);
-          run_o[e] = val;
+        const int r = (tid + e * THREADS) / D < ROWS ? (tid + e * THREADS) / D : ROWS - 1;
+        float mx = run_m[e];
+#pragma unroll
+        for (int c = 0; c < CG; ++c) mx = fmaxf(mx, gm[c * ROWS + r]);
+        const float base = mx == LJ_NEG_INF ? 0.f : mx;
+        const float corr = lj_exp2(run_m[e] - base);
+        float sum = run_l[e] * corr, val = run_o[e] * corr;
+#pragma unroll
+        for (int c = 0; c < CG; ++c) {
+          const float w = lj_exp2(gm[c * ROWS + r] - base);
+          sum += gm[(CG + c) * ROWS + r] * w;
+          val += cv[e][c] * w;
         }
+        run_m[e] = mx, run_l[e] = sum, run_o[e] = val;
       }
     }
 #pragma unroll
@@ -535,8 +526,8 @@ struct lj_flash_decode {
       const int i = tid + e * THREADS;
       if (i < ROWS * D) {
         const int r = i / D, d = i % D;
-        o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(row_l[r] > 0.f ? run_o[e] / row_l[r] : 0.f);
-        if (d == 0) lse(r / G, kvh * G + r % G, lj_row_lse(row_m[r], row_l[r]));
+        o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(run_l[e] > 0.f ? run_o[e] / run_l[e] : 0.f);
+        if (d == 0) lse(r / G, kvh * G + r % G, lj_row_lse(run_m[e], run_l[e]));
       }
     }
     if (tid == 0) *counter = 0u;

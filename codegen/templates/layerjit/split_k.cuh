@@ -21,13 +21,7 @@ __device__ __forceinline__ bool lj_stream_k_reduce(float (&acc)[N], float* part,
   float* mine = part + my_slot * N * THREADS + t;
 #pragma unroll
   for (int i = 0; i < N; ++i) mine[i * THREADS] = acc[i];
-  __threadfence();
-  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
-  __shared__ unsigned last;
-  if (t == 0) last = atomicAdd(counter, 1u) == (unsigned)(contributors - 1);
-  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(THREADS) : "memory");
-  if (!last) return false;
-  __threadfence();
+  if (!lj_arrive_last(counter, (unsigned)contributors, t, bar, THREADS)) return false;
   // Past L1 (other SMs wrote them): the first slot, then + each next one (this CTA's own read back too).
   const float* p = part + slot_of(0) * N * THREADS + t;
 #pragma unroll

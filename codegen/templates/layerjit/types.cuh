@@ -20,6 +20,25 @@ __device__ __forceinline__ void lj_pdl_begin() {
 #endif
 }
 
+// Completion counting across CTAs (split-K GEMMs, split-KV attention). Called by the `threads`
+// threads of named barrier `bar` (0 and blockDim.x: the whole CTA; `t`: the caller's index among
+// them) after their global writes: counts the CTA once on `counter` and tells all of them whether it
+// came last of `expected`. The barrier orders their writes before the GPU-scope acq_rel atomic of
+// thread t = 0, which releases them (cumulatively) to the CTA that counts last and, in that CTA,
+// acquires every other CTA's writes before the second barrier lets its threads read them: one
+// atomic where a membar.gl in every thread, before and after, did the same.
+__device__ __forceinline__ bool lj_arrive_last(unsigned* counter, unsigned expected, int t, int bar, int threads) {
+  __shared__ unsigned lj_arrived_last;
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(threads) : "memory");
+  if (t == 0) {
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(counter) : "memory");
+    lj_arrived_last = old == expected - 1;
+  }
+  asm volatile("bar.sync %0, %1;\n" ::"r"(bar), "r"(threads) : "memory");
+  return lj_arrived_last;
+}
+
 struct lj_bf16 { unsigned short bits; };
 struct lj_f16 { unsigned short bits; };
 struct lj_e4m3 { unsigned char bits; };
