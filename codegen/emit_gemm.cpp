@@ -102,10 +102,12 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   }
   if (hopper) {
     w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
+    // 64-row tiles name every parameter up to BM (they are never persistent, ping-pong or stream-K).
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", cx, cfg.bn, cfg.stages,
            cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
            cfg.pingpong ? ", /*PINGPONG*/ true" : cfg.stream_k ? ", /*PINGPONG*/ false, /*SPLIT*/ 1, /*STREAM_K*/ true" : "",
-           cfg.split_k > 1 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}", cfg.split_k) : "");
+           cfg.bm == 64 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}, /*STREAM_K*/ false, /*BM*/ 64", cfg.split_k)
+           : cfg.split_k > 1 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}", cfg.split_k) : "");
   } else {
     w.comment(fmt::format("Config: {}. {}", cfg.str(),
                           async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads."));
@@ -115,8 +117,11 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   }
   w.blank();
   {
-    // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1).
-    auto fn = w.scope(ctx.signature(cfg.threads(), hopper ? 1 : 0));
+    // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1). 64-row Hopper tiles
+    // skip it (gemm_wgmma.cuh) and, where two rings fit an SM's shared memory, ask for two CTAs per SM.
+    const int ring = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
+    const bool two_per_sm = hopper && cfg.bm == 64 && 2 * (ring + 1024) <= opts.max_shared_bytes + 1024;
+    auto fn = w.scope(ctx.signature(cfg.threads(), hopper ? (two_per_sm ? 2 : 1) : 0));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", hopper ? 1024 : 128);
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);

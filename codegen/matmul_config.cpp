@@ -146,6 +146,11 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
   const int64_t min_k_tiles = fp8 ? 24 : 4;
   while (c.split_k < 8 && tiles * c.split_k * 2 <= p.sm_count && c.split_k * 2 * min_k_tiles <= k_tiles) c.split_k *= 2;
   if (fp8 && c.split_k == 1 && c.bn == 128) c.stages = 6;
+  // Unsplit 128 x 64 tiles (too many to split within one wave): 64 x 128 tiles where they make at
+  // least as many CTAs (M > 64), one consumer warpgroup each. qkv at M = 128 on the H200 (tenth
+  // session): 0.0209 -> 0.0201 ms, 0.91 -> 0.95x cuBLAS, same 96 CTAs; 128 columns also hold whole
+  // RoPE heads. fp8 is unmeasured with 64-row tiles and keeps its.
+  if (!fp8 && c.bn == 64 && c.split_k == 1 && (p.m + 63) / 64 * ((p.n + 127) / 128) >= tiles) c.bm = 64, c.bn = 128;
   return c;
 }
 
@@ -215,7 +220,10 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
       return fmt::format("wgmma needs the sm_90a target, target is sm_{}{}", p.sm, p.arch_specific ? "a" : "");
     if (!wgmma_dtype(p.dtype)) return fmt::format("wgmma takes bf16, f16, f8e4m3 or f8e5m2 operands of one dtype, not {}", dtype_name(p.dtype));
     if (!p.tma) return "x or W rows are not a 2-D tensor with a 16-byte aligned start and row stride (TMA)";
-    if (c.bm != 128) return fmt::format("bm={} (two consumer warpgroups of 64 rows: 128)", c.bm);
+    if (c.bm != 128 && c.bm != 64) return fmt::format("bm={} (128: two consumer warpgroups of 64 rows; or 64: one)", c.bm);
+    if (c.bm == 64 && (c.persistent || c.pingpong || c.stream_k))
+      return "bm=64 runs one tile per CTA: not persistent, ping-pong or stream-K";
+    if (c.bm == 64 && c.bn > 128) return fmt::format("bm=64 with bn={}: 64-row tiles are for few rows, where bn <= 128 keeps the CTAs many", c.bn);
     if (c.bn != 64 && c.bn != 96 && c.bn != 128 && c.bn != 256) return fmt::format("bn={} (64, 96, 128 or 256)", c.bn);
     if (c.bk != 64) return fmt::format("bk={} (fixed: the k tile is one 128-byte swizzle row)", c.bk);
     if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
@@ -340,6 +348,14 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
             c.split_k = sk;
             all.push_back(c);
           }
+      // ... or 64-row tiles (one consumer warpgroup, two CTAs per SM where the ring allows): twice
+      // the row tiles at M = 128, as cuBLAS's 64 x 64 and 64 x 96 tiles there.
+      for (int bn : {64, 96, 128})
+        for (int stages : {4, 6, 8}) {
+          MatmulConfig c = wgmma(bn, stages);
+          c.bm = 64;
+          all.push_back(c);
+        }
     }
   }
   std::vector<MatmulConfig> out;

@@ -44,7 +44,7 @@ struct MatmulConfig {
   /// print.
   std::string str() const;
   int threads() const {
-    return family == Family::Wgmma ? 384 : 32 * (family == Family::Mma ? warps_m * warps_n : warps);
+    return family == Family::Wgmma ? (bm == 64 ? 256 : 384) : 32 * (family == Family::Mma ? warps_m * warps_n : warps);
   }
   /// Elements of k per k tile: bk, except for the Wgmma family, whose k tile is one 128-byte row
   /// (64 bf16/f16 or 128 fp8 elements).

@@ -462,23 +462,26 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   five.stages = 5;  // 5 x 48 KiB
   CHECK_THAT(reject_reason(five, h), Catch::Contains("KiB of shared memory"));
   // M = 128: too few 128 x 256 tiles to fill 132 SMs but for gate_up; 128 x 64 tiles where they fit
-  // one wave, split along K up to one wave (o and down: 64 tiles x 2), else 128 x 128 tiles. Up to
-  // 64 rows the mma.sync tiles.
+  // one wave, split along K up to one wave (o and down: 64 tiles x 2), unsplit ones as 64 x 128
+  // tiles (qkv), else 128 x 128 tiles. Up to 64 rows the mma.sync tiles.
   h.m = 128;
   auto default_for = [&](int64_t n, int64_t k) {
     MatmulProblem q = h;
     q.n = n, q.k = k;
     return default_matmul_config(q).str();
   };
-  CHECK(default_for(6144, 4096) == "wgmma bm=128 bn=64 stages=8 gm=8");  // 96 tiles: a split would need 2 waves
+  // 96 tiles of 128 x 64: a split would need 2 waves; as many 64 x 128 tiles instead.
+  CHECK(default_for(6144, 4096) == "wgmma bm=64 bn=128 stages=8 gm=8");
   CHECK(default_for(4096, 4096) == "wgmma bm=128 bn=64 stages=8 gm=8 sk=2");
   CHECK(default_for(28672, 4096) == "wgmma bm=128 bn=256 stages=4 gm=8");
   CHECK(default_for(4096, 14336) == "wgmma bm=128 bn=64 stages=8 gm=8 sk=2");
-  CHECK(default_for(4096, 448) == "wgmma bm=128 bn=64 stages=8 gm=8");  // 7 k tiles: no split below 4 each
+  CHECK(default_for(4096, 448) == "wgmma bm=64 bn=128 stages=8 gm=8");  // 7 k tiles: no split below 4 each
   CHECK(default_for(16384, 4096) == "wgmma bm=128 bn=128 stages=4 gm=8");  // 256 narrow tiles: 2 waves
   h.m = 256;
   CHECK(default_for(6144, 4096) == "wgmma bm=128 bn=128 stages=4 gm=8");  // 2 x 96 narrow tiles
-  CHECK(default_for(4096, 4096) == "wgmma bm=128 bn=64 stages=8 gm=8");
+  CHECK(default_for(4096, 4096) == "wgmma bm=64 bn=128 stages=8 gm=8");
+  h.m = 100;  // 64-row tiles only where they make as many CTAs: 2 x 48 against 1 x 96
+  CHECK(default_for(6144, 4096) == "wgmma bm=64 bn=128 stages=8 gm=8");
   h.m = 64;
   CHECK(default_matmul_config(h).str() == "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8");
   // Decode, 2-16 rows: one 16-row tile, split 2 ways along K where K < N and the column tiles are
@@ -570,6 +573,27 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   MatmulConfig mma_pp;
   mma_pp.pingpong = mma_pp.persistent = true;
   CHECK_THAT(reject_reason(mma_pp, h), Catch::Contains("pingpong is an option of the wgmma family"));
+
+  // 64-row tiles: one consumer warpgroup (256 threads), one tile per CTA, at most 128 columns.
+  auto b64 = parse_matmul_config("wgmma bm=64 bn=96 stages=8 gm=8 sk=2", &error);
+  REQUIRE(b64.has_value());
+  CHECK(b64->str() == "wgmma bm=64 bn=96 stages=8 gm=8 sk=2");
+  CHECK(reject_reason(*b64, h).empty());
+  CHECK(b64->threads() == 256);
+  CHECK(b64->shared_bytes(2) == 1024 + 8 * (64 + 96) * 64 * 2 + 2 * 8 * 8);
+  for (const char* bad : {"wgmma bm=64 bn=128 stages=4 gm=8 persistent", "wgmma bm=64 bn=128 stages=4 gm=8 pingpong",
+                          "wgmma bm=64 bn=64 stages=4 gm=8 streamk"})
+    CHECK_THAT(reject_reason(*parse_matmul_config(bad, &error), h), Catch::Contains("bm=64 runs one tile per CTA"));
+  MatmulConfig b64_wide = *b64;
+  b64_wide.bn = 256, b64_wide.split_k = 1;
+  CHECK_THAT(reject_reason(b64_wide, h), Catch::Contains("bn <= 128"));
+  MatmulConfig b32 = *b64;
+  b32.bm = 32;
+  CHECK_THAT(reject_reason(b32, h), Catch::Contains("bm=32"));
+  int bm64 = 0;  // tuner candidates at few rows only
+  for (const MatmulConfig& c : matmul_candidates(h128)) bm64 += c.family == MatmulConfig::Family::Wgmma && c.bm == 64;
+  CHECK(bm64 == 9);
+  for (const MatmulConfig& c : matmul_candidates(h)) CHECK(!(c.family == MatmulConfig::Family::Wgmma && c.bm == 64));
 
   // Split-K: "sk=N" after gm, one tile per CTA, at most 16 CTAs per tile and a k tile each.
   auto sk = parse_matmul_config("wgmma bm=128 bn=256 stages=4 gm=8 sk=4", &error);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "codegen/kernel.h"
 #include "layerjit/llama.h"
 #include "runtime/kernel_resources.h"
@@ -156,4 +158,34 @@ TEST_CASE("split-K GEMMs (wgmma and mma.sync) compile without spills or stack, S
     }
   }
   CHECK(seen == 16);
+}
+
+TEST_CASE("64-row wgmma GEMMs compile for sm_90a without spills: 256 threads, two CTAs per SM where two rings fit",
+          "[codegen]") {
+  const Graph g = llama_prefill(LlamaConfig::llama3_8b());
+  const rt::Target target = sm90a();
+  int seen = 0;
+  for (const FusionGroup& grp : matmul_groups(g)) {
+    // (config, CTAs per SM asked for): a 96 KiB ring fits twice in an SM, 128 KiB and more do not.
+    for (const auto& [config, per_sm] : {std::pair{"wgmma bm=64 bn=64 stages=6 gm=8", 2}, std::pair{"wgmma bm=64 bn=128 stages=8 gm=8", 1},
+                                        std::pair{"wgmma bm=64 bn=64 stages=8 gm=8 sk=2", 1}}) {
+      const EmitOptions eo = sm90a_with(config, 128);
+      const GeneratedKernel k = emit_group(g, grp, eo);
+      INFO(k.name << " " << config << "\n" << k.source);
+      CHECK(k.source.find("/*BM*/ 64> Gemm;") != std::string::npos);
+      CHECK(k.source.find(fmt::format("__launch_bounds__(256, {})", per_sm)) != std::string::npos);
+      CHECK(k.launch.threads == 256);
+      Bindings b;
+      b.set("T", 128);
+      CHECK(k.launch.blocks(b) == 2 * k.launch.tiles_per_unit);  // two 64-row tiles of 128 rows
+      auto r = rt::kernel_resources(k, target);
+      INFO((r.ok() ? r->str() : r.message()));
+      REQUIRE(r.ok());
+      CHECK(!r->spills());
+      CHECK(r->stack_bytes == 0);
+      if (per_sm == 2) CHECK(r->registers <= 128);
+      ++seen;
+    }
+  }
+  CHECK(seen == 12);
 }

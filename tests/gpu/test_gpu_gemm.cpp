@@ -71,6 +71,9 @@ std::vector<MatmulConfig> hopper_configs() {
                             "wgmma bm=128 bn=128 stages=4 gm=8 sk=8", "wgmma bm=128 bn=64 stages=8 gm=8",
                             "wgmma bm=128 bn=64 stages=6 gm=8 sk=2", "wgmma bm=128 bn=96 stages=8 gm=8 sk=2"})
     out.push_back(*parse_matmul_config(split, nullptr));
+  // 64-row tiles (one consumer warpgroup): two CTAs per SM (bn=64, 6 stages), one (bn=128), split.
+  for (const char* bm64 : {"wgmma bm=64 bn=64 stages=6 gm=8", "wgmma bm=64 bn=128 stages=8 gm=8", "wgmma bm=64 bn=96 stages=8 gm=8 sk=2"})
+    out.push_back(*parse_matmul_config(bm64, nullptr));
   // Stream-K (persistent: 3 CTAs here, so shares start and end inside tiles and span several).
   for (const char* sk : {"wgmma bm=128 bn=64 stages=6 gm=8 streamk", "wgmma bm=128 bn=128 stages=4 gm=8 streamk"})
     out.push_back(*parse_matmul_config(sk, nullptr));
@@ -367,7 +370,8 @@ graph @rope_gptj(%x: bf16[T, 127], %pos: i32[T], %w: param bf16[192, 127]) {
     for (const char* c : {"wgmma bm=128 bn=256 stages=4 gm=8", "wgmma bm=128 bn=128 stages=4 gm=8 sk=2",
                           "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=128 bn=256 stages=3 gm=8 persistent",
                           "wgmma bm=128 bn=64 stages=6 gm=8 sk=2",  // 64 columns: half of a head's pairs
-                          "wgmma bm=128 bn=64 stages=6 gm=8 streamk"})
+                          "wgmma bm=128 bn=64 stages=6 gm=8 streamk", "wgmma bm=64 bn=64 stages=6 gm=8",
+                          "wgmma bm=64 bn=128 stages=4 gm=8 sk=2"})
       hopper.push_back(*parse_matmul_config(c, nullptr));
   uint64_t seed = 1700;
   for (const Graph& g : m.graphs) {
@@ -471,7 +475,8 @@ graph @swiglu_fp8(%x: f8e4m3[M, 144], %w: param f8e4m3[258, 144], %xs: f32[M]) {
   std::vector<MatmulConfig> kinds{*parse_matmul_config("wgmma bm=128 bn=256 stages=4 gm=8", nullptr),
                                   *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 sk=2", nullptr),
                                   *parse_matmul_config("wgmma bm=128 bn=128 stages=3 gm=8 persistent", nullptr),
-                                  *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 pingpong", nullptr)};
+                                  *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 pingpong", nullptr),
+                                  *parse_matmul_config("wgmma bm=64 bn=64 stages=6 gm=8", nullptr)};
   for (const Graph& g : mod.graphs) {
     const FusionPlan plan = plan_fusion(g);
     REQUIRE(plan.groups.size() == 1);

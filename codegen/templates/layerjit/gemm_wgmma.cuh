@@ -36,6 +36,12 @@
 // STREAM_K (persistent too): the CTAs take equal shares of all tiles' k tiles instead of whole tiles
 // (stream_fixup), so that a few tiles still keep every SM busy.
 //
+// BM_ = 64 (one tile per CTA, neither persistent nor ping-pong nor stream-K): one consumer warpgroup
+// and 64-row tiles, so that few rows (M = 128) make twice the row tiles: more CTAs without a split.
+// It keeps its registers as launched instead of moving them with setmaxnreg: where two rings fit an
+// SM's shared memory the emitter asks for two CTAs per SM (__launch_bounds__(256, 2): at most 128
+// registers per thread).
+//
 // SwiGLU (GLU = true): the two w boxes are the gate rows [c0, c0 + BN/2) and the up rows [N_OUT + c0,
 // ...) of the same output columns; stage() interleaves them back into the 8-gate/8-up column order
 // the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
@@ -45,14 +51,15 @@
 #include "layerjit/wgmma.cuh"
 
 template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false,
-          int SPLIT_K = 1, bool STREAM_K = false>
+          int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128>
 struct lj_wgmma_gemm {
   static constexpr int SPLIT = SPLIT_K;  // CTAs per output tile (split-K)
   // BK: one 128-byte swizzle row of k, 64 16-bit or 128 fp8 elements; every size below is in bytes
   // and the same for both.
-  static constexpr int BM = 128, BK = 128 / (int)sizeof(T);
-  static constexpr int THREADS = 384;
-  static constexpr int EPI_THREADS = PINGPONG ? 128 : 256;  // the threads that stage and store one tile
+  static constexpr int BM = BM_, BK = 128 / (int)sizeof(T);
+  static constexpr int CONSUMER_THREADS = BM == 64 ? 128 : 256;  // one or two consumer warpgroups
+  static constexpr int THREADS = 128 + CONSUMER_THREADS;
+  static constexpr int EPI_THREADS = PINGPONG ? 128 : CONSUMER_THREADS;  // the threads that stage and store one tile
   static constexpr int MI = PINGPONG ? 2 : 1;               // m64 halves of the tile per consumer warpgroup
   static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
   static constexpr int ACC = BN / 2;  // fp32 accumulators per thread and m64 half (64 x BN over 128 threads)
@@ -71,11 +78,12 @@ struct lj_wgmma_gemm {
   static_assert(!PINGPONG || PERSISTENT, "ping-pong consumers take turns over a persistent CTA's tiles");
   static_assert(SPLIT >= 1 && SPLIT <= K_TILES && !(SPLIT > 1 && PERSISTENT), "split-K: one tile per CTA, a k tile each at least");
   static_assert(!STREAM_K || (PERSISTENT && !PINGPONG), "stream-K: a persistent grid, both consumer warpgroups on each share");
-  // Split-K: floats of one CTA's partial (the 256 consumer threads' accumulators, thread-minor).
-  static constexpr int PART_FLOATS = 256 * MI * ACC;
+  static_assert(BM == 128 || (BM == 64 && !PERSISTENT), "tiles of 128 rows, or of 64 (one consumer warpgroup) one per CTA");
+  // Split-K: floats of one CTA's partial (the consumer threads' accumulators, thread-minor).
+  static constexpr int PART_FLOATS = CONSUMER_THREADS * MI * ACC;
 
   // Roles after begin(): the producer thread (thread 0), the idle rest of the producer warpgroup,
-  // the 256 consumer threads.
+  // the consumer threads.
   enum Role { PRODUCER, IDLE, CONSUMER };
   // A position in the ring; the producer's and each consumer's advance in step, tile after tile.
   struct Pipe {
@@ -92,7 +100,7 @@ struct lj_wgmma_gemm {
     }
   };
 
-  static __device__ __forceinline__ int consumer_wg() { return threadIdx.x / 128 - 1; }  // 0 or 1
+  static __device__ __forceinline__ int consumer_wg() { return threadIdx.x / 128 - 1; }  // 0 (or 1 with BM = 128)
   // This thread's index among the EPI_THREADS that stage and store its tile (consumers only).
   static __device__ __forceinline__ int epi_thread() { return PINGPONG ? threadIdx.x & 127 : threadIdx.x - 128; }
   // PINGPONG: whether the CTA's j-th tile is this consumer warpgroup's.
@@ -119,7 +127,7 @@ struct lj_wgmma_gemm {
   static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) { tile_at(blockIdx.x, M, m0, n0); }
 
   // Once per CTA: the barriers, then the register budgets (setmaxnreg moves registers from the
-  // producer warpgroup, 40, to the consumers, 232). Returns this thread's role.
+  // producer warpgroup, 40, to the consumers, 232; not with BM = 64). Returns this thread's role.
   static __device__ __forceinline__ Role begin(unsigned char* smem_raw) {
     unsigned long long* full = full_bars(smem_raw);
     unsigned long long* empty = full + STAGES;
@@ -127,20 +135,20 @@ struct lj_wgmma_gemm {
 #pragma unroll
       for (int s = 0; s < STAGES; ++s) {
         lj_mbar_init(&full[s], 1);   // the producer's arrive.expect_tx (plus the bytes)
-        lj_mbar_init(&empty[s], PINGPONG ? 4 : 8);  // one arrival per warp of the slot's consumer(s)
+        lj_mbar_init(&empty[s], PINGPONG ? 4 : CONSUMER_THREADS / 32);  // one arrival per warp of the slot's consumer(s)
       }
       lj_mbar_init_fence();
     }
     __syncthreads();
     if (threadIdx.x < 128) {
-      lj_setmaxnreg_dec<40>();
+      if constexpr (BM == 128) lj_setmaxnreg_dec<40>();
       return threadIdx.x == 0 ? PRODUCER : IDLE;
     }
-    lj_setmaxnreg_inc<232>();
+    if constexpr (BM == 128) lj_setmaxnreg_inc<232>();
     return CONSUMER;
   }
 
-  // The producer thread: one tile's k tiles into the ring (x: 128 rows; w: two boxes of BN / 2 rows
+  // The producer thread: one tile's k tiles into the ring (x: BM rows; w: two boxes of BN / 2 rows
   // from b_lo and b_hi), each slot once its consumers have released it.
   static __device__ __forceinline__ void produce(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
                                                  lj_i64 b_hi, Pipe& pipe, unsigned char* smem_raw, int kt0 = 0, int kt1 = (int)K_TILES) {
@@ -206,7 +214,7 @@ struct lj_wgmma_gemm {
     if (signals) lj_mbar_arrive(&empty[prev]);
   }
 
-  // One tile, one CTA (the non-persistent kernel): acc = x[m0 .. m0+128, :] * w[b_lo.., b_hi..]^T for
+  // One tile, one CTA (the non-persistent kernel): acc = x[m0 .. m0+BM, :] * w[b_lo.., b_hi..]^T for
   // this consumer warpgroup's 64 rows. Returns false outside the consumers, whose work is done.
   static __device__ __forceinline__ bool mainloop(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
                                                   lj_i64 b_hi, float (&acc)[MI][ACC], unsigned char* smem_raw, int split = 0) {
@@ -226,11 +234,11 @@ struct lj_wgmma_gemm {
   // Split-K: the first k tile of split `s` (kt_begin(SPLIT) = K_TILES), ranges within one tile apart.
   static __device__ __forceinline__ int kt_begin(int s) { return (int)((lj_i64)s * K_TILES / SPLIT); }
 
-  // Split-K, by the 256 consumer threads after the main loop (split_k.cuh, named barrier 1): false
+  // Split-K, by the consumer threads after the main loop (split_k.cuh, named barrier 1): false
   // unless this CTA finished its tile last; the last one's acc then holds the whole sum.
   static __device__ __forceinline__ bool split_reduce(float (&acc)[MI][ACC], float* part, unsigned* counter, int split) {
     if (SPLIT == 1) return true;
-    return lj_split_k_reduce<SPLIT, MI * ACC, 256>(reinterpret_cast<float(&)[MI * ACC]>(acc), part, counter, split, threadIdx.x - 128, 1);
+    return lj_split_k_reduce<SPLIT, MI * ACC, CONSUMER_THREADS>(reinterpret_cast<float(&)[MI * ACC]>(acc), part, counter, split, threadIdx.x - 128, 1);
   }
 
   // Stream-K: the grid's CTAs take the `total` = tiles x K_TILES k tiles in tile order, CTA c the
