@@ -131,6 +131,11 @@ int cmd_tune(const std::vector<std::string>& args) {
     }
     std::printf("  default  %.4f ms  %s\n", def_ms, rep.results[0].config.c_str());
     std::printf("  best     %.4f ms  %s  (%.2fx the default)\n", best.timing.median_ms, best.config.c_str(), def_ms / best.timing.median_ms);
+    if (r->reference_ms)
+      std::printf("  cuBLASLt %.4f ms  (reference only: the bare GEMM, no epilogue; cuBLASLt / best time %.2f)\n", *r->reference_ms,
+                  *r->reference_ms / best.timing.median_ms);
+    else if (!r->reference_note.empty())
+      std::printf("  cuBLASLt not measured: %s\n", r->reference_note.c_str());
     if (r->record) {
       if (r->record->ok)
         std::printf("  stored   %s (%s)\n", r->record->record.winner.config.c_str(), std::string(cache::to_string(r->record->decision)).c_str());

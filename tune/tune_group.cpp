@@ -11,6 +11,7 @@
 #include "codegen/device_headers.h"
 #include "codegen/tensor_layout.h"
 #include "layerjit/error.h"
+#include "runtime/cublaslt.h"
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "runtime/kernel_args.h"
@@ -127,6 +128,36 @@ bool outputs_agree(DType t, double abs_tol, double rel_tol, const std::vector<un
   }
 }
 
+namespace {
+
+// cuBLASLt's bare GEMM at the matmul's sizes over fresh random operands rotated past L2, timed as
+// the candidates are (settings' timer): the reference `layerjit tune` prints beside the winner.
+rt::Result<double> time_reference(rt::Stream& stream, const MatmulProblem& p, const rt::TimerOptions& timer) {
+  const rt::Context& ctx = stream.context();
+  LJ_RT_ASSIGN(rt::CublasLtGemm gemm, rt::CublasLtGemm::create(ctx, p.dtype, p.m, p.n, p.k));
+  const size_t eb = static_cast<size_t>(dtype_bytes(p.dtype));
+  const size_t xb = static_cast<size_t>(p.m * p.k) * eb, wb = static_cast<size_t>(p.n * p.k) * eb,
+               yb = static_cast<size_t>(p.m * p.n * dtype_bytes(gemm.output_dtype()));
+  const int rotations = rt::rotations_for(xb + wb + yb, static_cast<size_t>(ctx.info().l2_bytes));
+  std::vector<rt::DeviceBuffer> bufs;
+  for (int r = 0; r < rotations; ++r)
+    for (size_t bytes : {xb, wb, yb}) {
+      LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, (bytes + 3) / 4 * 4));
+      // Random bits as bf16 pairs: finite values for 16-bit operands; fp8 bytes of every kind.
+      LJ_RT_TRY(rt::fill_random_bf16(stream, buf.ptr(), buf.bytes() / 2, 104729 + 31 * bufs.size(), -1.f, 1.f));
+      bufs.push_back(std::move(buf));
+    }
+  rt::TimerOptions opts = timer;
+  opts.rotations = rotations;
+  LJ_RT_ASSIGN(rt::Timing t, rt::time_on_stream(stream, [&](int r) {
+    const size_t at = static_cast<size_t>(r) * 3;
+    return gemm.run(stream, bufs[at].ptr(), bufs[at + 1].ptr(), bufs[at + 2].ptr());
+  }, opts));
+  return t.median_ms;
+}
+
+}  // namespace
+
 rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const FusionGroup& grp, const Bindings& b,
                                    const TuneSettings& settings) {
   if (std::string why = untunable_reason(g, grp); !why.empty()) throw UserError(fmt::format("@{}: {}", g.name(), why));
@@ -233,6 +264,11 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
     };
   }
   LJ_RT_ASSIGN(out.report, rt::autotune(stream, tp, ao));
+  if (grp.kind == GroupKind::Matmul) {
+    auto ref = time_reference(stream, matmul_problem(g, grp, eo), settings.autotune.timer);
+    if (ref.ok()) out.reference_ms = *ref;
+    else out.reference_note = ref.message();
+  }
   out.measured_best = tp.candidates[static_cast<size_t>(out.report.best)].config;
   out.chosen = out.measured_best;
   out.key = tuning_key(ctx, choice.target, g, grp, out.tuned_at);
