@@ -14,7 +14,7 @@
 namespace lj::cli {
 
 const char* const kTuneUsage =
-    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--no-fuse] [--quiet]\n"
+    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--cublaslt] [--no-fuse] [--quiet]\n"
     "\n"
     "Autotunes every matmul and prefill attention group of the plan (or only group N) on GPU 0: every\n"
     "kernel config the pruner accepts for a matmul's shape, every attention tile set the emitter\n"
@@ -25,6 +25,8 @@ const char* const kTuneUsage =
     "power of two: T=3000 is tuned at T=4096 and serves every T in (2048, 4096]), the arch and the\n"
     "driver. A new run replaces a stored winner only when it is clearly faster (outside the spread and\n"
     "2%). --budget bounds each group's tuning time; candidates past it are reported as not timed.\n"
+    "--cublaslt also times cuBLASLt on each matmul's bare GEMM (no epilogue), for reference only: it\n"
+    "never runs in a plan, and libcublasLt is loaded at run time where present.\n"
     "Needs a CUDA driver and GPU.\n";
 
 namespace {
@@ -43,13 +45,15 @@ int cmd_tune(const std::vector<std::string>& args) {
   FusionOptions fo;
   std::optional<int> group;
   double budget = 0;
-  bool quiet = false;
+  bool quiet = false, cublaslt = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--no-fuse") {
       fo.fuse = false;
     } else if (a == "--quiet") {
       quiet = true;
+    } else if (a == "--cublaslt") {
+      cublaslt = true;
     } else if (a == "--group" || a == "--budget") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
@@ -104,6 +108,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   settings.kernel_cache = &kcache;
   settings.db = db.get();
   settings.autotune.budget_seconds = budget;
+  settings.reference_cublaslt = cublaslt;
   if (!quiet) settings.autotune.progress = [](const std::string& line) { std::fprintf(stderr, "  %s\n", line.c_str()); };
   std::printf("device: %s; tuning %zu group(s) of @%s\n", (*ctx)->info().name.c_str(), todo.size(), g.name().c_str());
   for (const FusionGroup* grp : todo) {

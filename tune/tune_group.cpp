@@ -264,7 +264,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
     };
   }
   LJ_RT_ASSIGN(out.report, rt::autotune(stream, tp, ao));
-  if (grp.kind == GroupKind::Matmul) {
+  if (settings.reference_cublaslt && grp.kind == GroupKind::Matmul) {
     auto ref = time_reference(stream, matmul_problem(g, grp, eo), settings.autotune.timer);
     if (ref.ok()) out.reference_ms = *ref;
     else out.reference_note = ref.message();

@@ -43,9 +43,10 @@ struct GroupTuning {
   std::optional<cache::RecordResult> record;  ///< unset when the DB is disabled
   Bindings tuned_at;                          ///< the bucket's top values the kernels ran with
   std::vector<std::string> pruned;            ///< candidates the emitter refused, each "config: why"
-  /// Matmul groups: cuBLASLt's time for the bare GEMM of the same sizes (no epilogue), measured by
-  /// the same timer, for reference only (it never runs in a plan); unset with the reason in
-  /// `reference_note` where it could not run (no libcublasLt, a dtype it does not take).
+  /// Matmul groups with TuneSettings::reference_cublaslt: cuBLASLt's time for the bare GEMM of the
+  /// same sizes (no epilogue), measured by the same timer, for reference only (it never runs in a
+  /// plan); unset with the reason in `reference_note` where it could not run (no libcublasLt, a
+  /// dtype it does not take).
   std::optional<double> reference_ms;
   std::string reference_note;
 };
@@ -54,6 +55,7 @@ struct TuneSettings {
   rt::AutotuneOptions autotune;
   cache::KernelCache* kernel_cache = nullptr;  ///< compiles go through it when set
   cache::TuningDb* db = nullptr;               ///< the winner is recorded when set (and enabled)
+  bool reference_cublaslt = false;             ///< matmul groups: also time cuBLASLt (GroupTuning::reference_ms)
 };
 
 /// Whether a candidate's output bytes `got` agree with the default config's `want` (elements of
