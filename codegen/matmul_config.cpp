@@ -150,7 +150,8 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
   // least as many CTAs (M > 64), one consumer warpgroup each. qkv at M = 128 on the H200 (tenth
   // session): 0.0209 -> 0.0201 ms, 0.91 -> 0.95x cuBLAS, same 96 CTAs; 128 columns also hold whole
   // RoPE heads. fp8 is unmeasured with 64-row tiles and keeps its.
-  if (!fp8 && c.bn == 64 && c.split_k == 1 && (p.m + 63) / 64 * ((p.n + 127) / 128) >= tiles) c.bm = 64, c.bn = 128;
+  // Narrower W than one 128-column tile keeps its 128 x 64 tiles (unmeasured otherwise).
+  if (!fp8 && c.bn == 64 && c.split_k == 1 && p.n >= 128 && (p.m + 63) / 64 * ((p.n + 127) / 128) >= tiles) c.bm = 64, c.bn = 128;
   return c;
 }
 
