@@ -71,6 +71,10 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const char* cx = c_type(op.xt);
   const char* to = c_type(ot);
 
+  // The pipeline's buffers, which the epilogue reuses for the staged tile (a few configs need more
+  // for it); a persistent kernel's tile has its own (in shared_bytes).
+  const int pipeline_smem = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
+
   SourceWriter w;
   // Split-K, after the main loop: the tile's partials in scratch (SPLIT per tile), then one completion
   // counter per tile; only the CTA that completes the tile goes on to the epilogue.
@@ -119,8 +123,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   {
     // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1). 64-row Hopper tiles
     // skip it (gemm_wgmma.cuh) and, where two rings fit an SM's shared memory, ask for two CTAs per SM.
-    const int ring = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
-    const bool two_per_sm = hopper && cfg.bm == 64 && 2 * (ring + 1024) <= opts.max_shared_bytes + 1024;
+    const bool two_per_sm = hopper && cfg.bm == 64 && 2 * (pipeline_smem + 1024) <= opts.max_shared_bytes + 1024;
     auto fn = w.scope(ctx.signature(cfg.threads(), hopper ? (two_per_sm ? 2 : 1) : 0));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", hopper ? 1024 : 128);
@@ -411,9 +414,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.launch.threads = cfg.threads();
   k.arch_specific = hopper;
   k.config = cfg.str();
-  // The epilogue reuses the pipeline's buffers for the staged tile (a few configs need more for it);
-  // a persistent kernel's has its own (in shared_bytes). It launches one CTA per SM.
-  k.launch.shared_bytes = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
+  k.launch.shared_bytes = pipeline_smem;  // a persistent kernel launches one CTA per SM (below)
   if (table_smem)
     k.launch.shared_bytes = std::max(k.launch.shared_bytes, static_cast<int>(table_end));
   if (cfg.persistent) k.launch.max_blocks = sm_count;
