@@ -3,6 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -89,6 +92,28 @@ TEST_CASE("the device headers are embedded", "[codegen]") {
   for (const char* want : {"layerjit/gemm.cuh", "layerjit/math.cuh", "layerjit/mma.cuh", "layerjit/reduce.cuh",
                            "layerjit/types.cuh", "layerjit/vec.cuh"})
     CHECK(std::find(names.begin(), names.end(), want) != names.end());
+}
+
+TEST_CASE("a directory of device headers replaces the embedded ones of the same name", "[codegen]") {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("lj_headers_{}", std::random_device{}());
+  std::filesystem::create_directories(dir / "layerjit");
+  {
+    std::ofstream(dir / "layerjit" / "math.cuh") << "#pragma once\n// changed math\n";
+    std::ofstream(dir / "layerjit" / "unknown.cuh") << "#pragma once\n";  // no such header: ignored
+  }
+  DeviceHeaders h = embedded_codegen_device_headers();
+  std::string error;
+  CHECK(override_device_headers(h, dir.string(), &error) == 1);
+  CHECK(error.empty());
+  CHECK(h.size() == embedded_codegen_device_headers().size());
+  for (const auto& [name, text] : h) {
+    if (name == "layerjit/math.cuh") CHECK(text == "#pragma once\n// changed math\n");
+    else CHECK(text != "#pragma once\n// changed math\n");
+  }
+  DeviceHeaders none = embedded_codegen_device_headers();
+  CHECK(override_device_headers(none, (dir / "missing").string()) == 0);
+  CHECK(none == embedded_codegen_device_headers());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("attention groups: flash prefill over query tiles, split-KV decode over key chunks", "[codegen]") {
