@@ -149,9 +149,15 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
   // Unsplit 128 x 64 tiles (too many to split within one wave): 64 x 128 tiles where they make at
   // least as many CTAs (M > 64), one consumer warpgroup each. qkv at M = 128 on the H200 (tenth
   // session): 0.0209 -> 0.0201 ms, 0.91 -> 0.95x cuBLAS, same 96 CTAs; 128 columns also hold whole
-  // RoPE heads. fp8 is unmeasured with 64-row tiles and keeps its.
+  // RoPE heads. fp8 moves half the bytes per tile, so 64 x 64 tiles where they fit one wave (o at
+  // M = 128, eleventh session: 0.0128 -> 0.0114 ms, 0.85 -> 0.96x cuBLASLt fp8; 64 x 128: 0.0121),
+  // else 64 x 128 (qkv: 0.0133 -> 0.0130; 64 x 64 in 192 CTAs: 0.0185).
   // Narrower W than one 128-column tile keeps its 128 x 64 tiles (unmeasured otherwise).
-  if (!fp8 && c.bn == 64 && c.split_k == 1 && p.n >= 128 && (p.m + 63) / 64 * ((p.n + 127) / 128) >= tiles) c.bm = 64, c.bn = 128;
+  const int64_t rows64 = (p.m + 63) / 64;
+  if (c.bn == 64 && c.split_k == 1 && p.n >= 128 && rows64 * ((p.n + 127) / 128) >= tiles) {
+    c.bm = 64;
+    if (!fp8 || rows64 * ((p.n + 63) / 64) > p.sm_count) c.bn = 128;
+  }
   return c;
 }
 

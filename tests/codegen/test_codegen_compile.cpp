@@ -410,10 +410,18 @@ graph @fp8_qkv(%x: f8e4m3[M, 4096], %w: param f8e4m3[6144, 4096], %xs: f32[M], %
   CHECK(w.shared_bytes(1) == w.shared_bytes(2));  // a stage is 128 bytes of k either way
   // Defaults at M = 128 (the H200 sweeps, docs/perf.md): 128 x 64 tiles with 8 stages where they fit
   // one wave, split only where each CTA keeps 24 k tiles of 128 (down: 112 k tiles, split 2 ways);
-  // 128 x 128 tiles unsplit get 6 stages.
+  // 128 x 128 tiles unsplit get 6 stages. Unsplit 128 x 64 tiles become 64-row tiles: 64 x 64 where
+  // those fit one wave (o), else 64 x 128 (qkv).
   MatmulProblem m128 = h;
   m128.m = 128, m128.k = 4096;
+  CHECK(default_matmul_config(m128).str() == "wgmma bm=64 bn=128 stages=8 gm=8");
+  m128.n = 4096;
+  CHECK(default_matmul_config(m128).str() == "wgmma bm=64 bn=64 stages=8 gm=8");
+  m128.n = 7;  // narrower W than 128 rows: unchanged
   CHECK(default_matmul_config(m128).str() == "wgmma bm=128 bn=64 stages=8 gm=8");
+  m128.m = 64, m128.n = 4096;  // one row tile either way: unchanged
+  CHECK(default_matmul_config(m128).str() == "wgmma bm=128 bn=64 stages=8 gm=8");
+  m128.m = 128;
   m128.n = 4096, m128.k = 14336;
   CHECK(default_matmul_config(m128).str() == "wgmma bm=128 bn=64 stages=8 gm=8 sk=2");
   m128.n = 16384, m128.k = 4096;  // 256 tiles of 64 columns: two waves
