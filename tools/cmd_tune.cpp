@@ -14,7 +14,7 @@
 namespace lj::cli {
 
 const char* const kTuneUsage =
-    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--cublaslt] [--no-fuse] [--quiet]\n"
+    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--no-cublaslt] [--no-fuse] [--quiet]\n"
     "\n"
     "Autotunes every matmul and prefill attention group of the plan (or only group N) on GPU 0: every\n"
     "kernel config the pruner accepts for a matmul's shape, every attention tile set the emitter\n"
@@ -25,8 +25,9 @@ const char* const kTuneUsage =
     "power of two: T=3000 is tuned at T=4096 and serves every T in (2048, 4096]), the arch and the\n"
     "driver. A new run replaces a stored winner only when it is clearly faster (outside the spread and\n"
     "2%). --budget bounds each group's tuning time; candidates past it are reported as not timed.\n"
-    "--cublaslt also times cuBLASLt on each matmul's bare GEMM (no epilogue), for reference only: it\n"
-    "never runs in a plan, and libcublasLt is loaded at run time where present.\n"
+    "Each matmul's bare GEMM (no epilogue) is also timed in cuBLASLt, for reference only: it never runs\n"
+    "in a plan, and libcublasLt is loaded at run time where present (LAYERJIT_CUBLASLT names the library;\n"
+    "without one the reference is reported missing). --no-cublaslt skips it.\n"
     "Needs a CUDA driver and GPU.\n";
 
 namespace {
@@ -45,15 +46,15 @@ int cmd_tune(const std::vector<std::string>& args) {
   FusionOptions fo;
   std::optional<int> group;
   double budget = 0;
-  bool quiet = false, cublaslt = false;
+  bool quiet = false, cublaslt = true;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--no-fuse") {
       fo.fuse = false;
     } else if (a == "--quiet") {
       quiet = true;
-    } else if (a == "--cublaslt") {
-      cublaslt = true;
+    } else if (a == "--cublaslt" || a == "--no-cublaslt") {
+      cublaslt = a == "--cublaslt";  // --cublaslt: the default, still accepted
     } else if (a == "--group" || a == "--budget") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       const std::string& v = args[++i];
