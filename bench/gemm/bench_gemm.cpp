@@ -16,6 +16,7 @@
 #include "bench/common/plan_runner.h"
 #include "bench/gemm/cublas_gemm.h"
 #include "bench/gemm/gemm_bench_args.h"
+#include "bench/gemm/mma_peak.h"
 #include "layerjit/text.h"
 #include "runtime/fill.h"
 
@@ -114,6 +115,13 @@ int main(int argc, char** argv) {
                     static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m), timed[i].str().c_str(), ms,
                     flops / (ms * 1e-3) / 1e12, bytes / (ms * 1e-3) / 1e9, cms, flops / (cms * 1e-3) / 1e12,
                     bytes / (cms * 1e-3) / 1e9, cms / ms);
+      }
+      if (m >= 4096) {
+        // The mma.sync rows are held to what the instruction delivers on this device at all.
+        static const double peak = mma_sync_peak_tflops(ctx, stream);
+        std::printf("| %s %lldx%lld | %lld | (mma.sync m16n8k16 alone, no memory: %.1f TFLOP/s; 0.60x cuBLAS is %.0f %% of it) | | | | | | | |\n",
+                    s.name, static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m), peak,
+                    100.0 * 0.60 * flops / (cms * 1e-3) / 1e12 / peak);
       }
       if (m <= 16) {
         // At decode sizes the GEMM streams W once: a kernel that only reads the same bytes, timed the
