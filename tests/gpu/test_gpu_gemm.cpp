@@ -95,11 +95,13 @@ bool split_fits(const MatmulConfig& c, int64_t k, int elem_bytes = 2) {
   return c.split_k <= (k + c.k_tile(elem_bytes) - 1) / c.k_tile(elem_bytes);
 }
 
-// Split-K configs of the mma.sync family (tuner candidates for up to 512 rows).
+// Split-K configs of the mma.sync family (tuner candidates for up to 512 rows), and a 16-wide k tile
+// in a two-stage ring: one mma step per k tile, whose register double buffer is copied, not flipped.
 std::vector<MatmulConfig> mma_splits() {
   return {*parse_matmul_config("mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=2", nullptr),
           *parse_matmul_config("mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8 sk=4", nullptr),
-          *parse_matmul_config("mma bm=64 bn=64 bk=32 wm=2 wn=2 stages=3 gm=8 sk=3", nullptr)};
+          *parse_matmul_config("mma bm=64 bn=64 bk=32 wm=2 wn=2 stages=3 gm=8 sk=3", nullptr),
+          *parse_matmul_config("mma bm=64 bn=64 bk=16 wm=2 wn=2 stages=2 gm=8 sk=2", nullptr)};
 }
 
 }  // namespace
