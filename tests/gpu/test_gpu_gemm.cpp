@@ -96,7 +96,7 @@ bool split_fits(const MatmulConfig& c, int64_t k, int elem_bytes = 2) {
 }
 
 // Split-K configs of the mma.sync family (tuner candidates for up to 512 rows), and a 16-wide k tile
-// in a two-stage ring: one mma step per k tile, whose register double buffer is copied, not flipped.
+// in a two-stage ring (one mma step per k tile, the shallowest pipeline the kernel allows).
 std::vector<MatmulConfig> mma_splits() {
   return {*parse_matmul_config("mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=2", nullptr),
           *parse_matmul_config("mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8 sk=4", nullptr),
