@@ -117,11 +117,14 @@ int main(int argc, char** argv) {
                     bytes / (cms * 1e-3) / 1e9, cms / ms);
       }
       if (m >= 4096) {
-        // The mma.sync rows are held to what the instruction delivers on this device at all.
-        static const double peak = mma_sync_peak_tflops(ctx, stream);
-        std::printf("| %s %lldx%lld | %lld | (mma.sync m16n8k16 alone, no memory: %.1f TFLOP/s; 0.60x cuBLAS is %.0f %% of it) | | | | | | | |\n",
-                    s.name, static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m), peak,
-                    100.0 * 0.60 * flops / (cms * 1e-3) / 1e12 / peak);
+        // The mma.sync rows are held to what the instruction delivers on this device at all, and at
+        // the 8 warps per SM the 128 x 128 default runs (two CTAs of 4 warps).
+        static const MmaPeak peak = mma_sync_peak(ctx, stream);
+        std::string by;
+        for (const auto& [warps, tf] : peak.by_warps) by += fmt::format("{}{} warps/SM {:.0f}", by.empty() ? "" : ", ", warps, tf);
+        std::printf("| %s %lldx%lld | %lld | (mma.sync m16n8k16 alone, no memory: %.1f TFLOP/s (%s); 0.60x cuBLAS is %.0f %% of it) | | | | | | | |\n",
+                    s.name, static_cast<long long>(s.n), static_cast<long long>(s.k), static_cast<long long>(m), peak.best, by.c_str(),
+                    100.0 * 0.60 * flops / (cms * 1e-3) / 1e12 / peak.best);
       }
       if (m <= 16) {
         // At decode sizes the GEMM streams W once: a kernel that only reads the same bytes, timed the

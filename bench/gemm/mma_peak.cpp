@@ -6,7 +6,7 @@
 
 namespace lj::bench {
 
-double mma_sync_peak_tflops(rt::Context& ctx, rt::Stream& stream) {
+MmaPeak mma_sync_peak(rt::Context& ctx, rt::Stream& stream) {
   // Eight independent accumulator chains per warp hide the instruction's latency; the operands are
   // small bf16 values (0.25) so the sums stay finite. The store is guarded by a value the sums never
   // take, so no product can be dropped.
@@ -30,17 +30,20 @@ double mma_sync_peak_tflops(rt::Context& ctx, rt::Stream& stream) {
   auto kern = must(mod.kernel("mma_peak"), "mma peak kernel");
   rt::DeviceBuffer sink = must(rt::DeviceBuffer::allocate(ctx, 512 * sizeof(float)), "alloc sink");
   const int iters = 2048;
-  double best = 0.0;
-  for (int warps_per_sm : {8, 16}) {
-    const unsigned threads = 256, ctas = static_cast<unsigned>(ctx.info().sm_count * warps_per_sm / 8);
+  MmaPeak peak;
+  for (int warps_per_sm : {4, 8, 16}) {
+    // CTAs of 4 warps, so that every count is whole CTAs on every SM.
+    const unsigned threads = 128, ctas = static_cast<unsigned>(ctx.info().sm_count * warps_per_sm / 4);
     auto cfg = rt::LaunchConfig::linear(ctas, threads);
     rt::KernelArgs args = rt::KernelArgs::of(iters, sink.ptr());
     auto t = must(rt::time_on_stream(stream, [&](int) { return rt::launch(stream, kern, cfg, args); }, rt::TimerOptions{}),
                   "time mma peak");
     const double flops = 2.0 * 16 * 8 * 16 * 8 * static_cast<double>(iters) * (ctas * threads / 32);
-    best = std::max(best, flops / (t.median_ms * 1e-3) / 1e12);
+    const double tflops = flops / (t.median_ms * 1e-3) / 1e12;
+    peak.by_warps.emplace_back(warps_per_sm, tflops);
+    peak.best = std::max(peak.best, tflops);
   }
-  return best;
+  return peak;
 }
 
 }  // namespace lj::bench
