@@ -1,5 +1,6 @@
 // Matmul kernels against cuBLASLt in the same run: the Llama-3-8B projections (qkv 6144x4096, o
-// 4096x4096, gate_up 28672x4096, down 4096x14336) at M in {1, 16, 128, 4096} rows, bf16 in and out,
+// 4096x4096, gate_up 28672x4096, down 4096x14336) at M in {1, 16, 128, 4096} rows and the square
+// 8192^3 GEMM ("cube", M = 8192), bf16 in and out,
 // fp32 accumulation. Both libraries multiply the same buffers; inputs are rotated through enough
 // copies that no repeat finds its weight in L2. Reports time, TFLOP/s, GB/s (x + W + y bytes once)
 // and the ratio cuBLAS time / layerjit time (> 1: layerjit faster). Then the fused epilogues: the
@@ -42,7 +43,7 @@ Graph matmul_graph(const GemmShape& s) {
 int main(int argc, char** argv) {
   g_program = "bench_gemm";
   GemmBenchArgs args;
-  if (!parse_gemm_bench_args(argc, argv, "qkv|o|gate_up|down", args)) return 2;
+  if (!parse_gemm_bench_args(argc, argv, "qkv|o|gate_up|down|cube", args)) return 2;
   const bool sweep = args.sweep;
   const char* only_shape = args.shape;
   const int64_t only_m = args.m;
@@ -54,14 +55,18 @@ int main(int argc, char** argv) {
   std::printf("device: %s (%d SMs)\n\n", ctx.info().name.c_str(), ctx.info().sm_count);
   std::printf("| GEMM | M | layerjit config | layerjit ms | TFLOP/s | GB/s | cuBLASLt ms | TFLOP/s | GB/s | cuBLAS / layerjit time |\n");
   std::printf("|------|---|-----------------|-------------|---------|------|-------------|---------|------|------------------------|\n");
-  const GemmShape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+  // The Llama projections, and the square 8192^3 GEMM issue 9 names (at M = 8192 only).
+  const GemmShape shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}, {"cube", 8192, 8192}};
   std::vector<std::string> sweep_lines;
   for (const GemmShape& s : shapes) {
     if (only_shape && std::strcmp(only_shape, s.name) != 0) continue;
     const Graph g = matmul_graph(s);
     const FusionPlan plan = plan_fusion(g);
     // --m picks any row count (e.g. 32, decode at B = 32), else the four of the issue.
-    const std::vector<int64_t> rows = only_m ? std::vector<int64_t>{only_m} : std::vector<int64_t>{1, 16, 128, 4096};
+    const bool cube = std::strcmp(s.name, "cube") == 0;
+    const std::vector<int64_t> rows = only_m ? std::vector<int64_t>{only_m}
+                                      : cube ? std::vector<int64_t>{8192}
+                                             : std::vector<int64_t>{1, 16, 128, 4096};
     for (int64_t m : rows) {
       Bindings b;
       b.set("M", m);
