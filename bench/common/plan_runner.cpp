@@ -138,34 +138,46 @@ double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs) {
   return t.median_ms;
 }
 
-double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
-  const char* src = R"(extern "C" __global__ void copy16(uint4* out, const uint4* in, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = in[i];
-})";
-  auto prog = must(rt::compile(src, {}, device_target(ctx)), "compile copy");
-  auto mod = must(rt::Module::load(ctx, prog.image()), "load copy");
-  auto kern = must(mod.kernel("copy16"), "copy kernel");
-  const int rotations = rt::rotations_for(2 * bytes, static_cast<size_t>(ctx.info().l2_bytes));
+RawKernel load_raw_kernel(rt::Context& ctx, const char* source, const char* name) {
+  auto prog = must(rt::compile(source, {}, device_target(ctx)), fmt::format("compile {}", name).c_str());
+  RawKernel k{must(rt::Module::load(ctx, prog.image()), fmt::format("load {}", name).c_str()), {}};
+  k.kernel = must(k.module.kernel(name), fmt::format("kernel {}", name).c_str());
+  return k;
+}
+
+std::vector<rt::DeviceBuffer> random_buffers(rt::Context& ctx, rt::Stream& stream, int count, size_t bytes, uint64_t seed) {
   std::vector<rt::DeviceBuffer> bufs;
-  for (int i = 0; i < 2 * rotations; ++i) {
+  for (int i = 0; i < count; ++i) {
     bufs.push_back(must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc"));
-    must_ok(rt::fill_random_f32(stream, bufs.back().ptr(), bytes / 4, 5 + static_cast<uint64_t>(i), -1.f, 1.f), "fill");
+    must_ok(rt::fill_random_f32(stream, bufs.back().ptr(), bytes / 4, seed + static_cast<uint64_t>(i), -1.f, 1.f), "fill");
   }
+  return bufs;
+}
+
+double time_launches(rt::Stream& stream, rt::Kernel& k, const rt::LaunchConfig& cfg, std::vector<rt::KernelArgs>& args) {
+  rt::TimerOptions opts;
+  opts.rotations = static_cast<int>(args.size());
+  auto t = must(rt::time_on_stream(stream, [&](int r) { return rt::launch(stream, k, cfg, args[static_cast<size_t>(r)]); }, opts), "time");
+  return t.median_ms;
+}
+
+double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
+  RawKernel copy = load_raw_kernel(ctx, R"(extern "C" __global__ void copy16(uint4* out, const uint4* in, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) out[i] = in[i];
+})", "copy16");
+  const int rotations = rt::rotations_for(2 * bytes, static_cast<size_t>(ctx.info().l2_bytes));
+  std::vector<rt::DeviceBuffer> bufs = random_buffers(ctx, stream, 2 * rotations, bytes, 5);
   const long long n16 = static_cast<long long>(bytes / 16);
   std::vector<rt::KernelArgs> args;
   for (int i = 0; i < rotations; ++i) args.push_back(rt::KernelArgs::of(bufs[2 * i + 1].ptr(), bufs[2 * i].ptr(), n16));
-  auto cfg = rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * 8), 512);
-  rt::TimerOptions opts;
-  opts.rotations = rotations;
-  auto t = must(rt::time_on_stream(stream, [&](int r) { return rt::launch(stream, kern, cfg, args[static_cast<size_t>(r)]); }, opts),
-                "time copy");
-  return 2.0 * static_cast<double>(bytes) / (t.median_ms * 1e-3) / 1e9;
+  const double ms = time_launches(stream, copy.kernel, rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * 8), 512), args);
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 
 double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
   // The store is guarded by a value the sums never take (random floats XOR-folded would have to hit
   // one exact pattern), so the loads cannot be dropped and nothing is written.
-  const char* src = R"(extern "C" __global__ void __launch_bounds__(512) read16(const uint4* in, long long n, uint4* sink) {
+  RawKernel read = load_raw_kernel(ctx, R"(extern "C" __global__ void __launch_bounds__(512) read16(const uint4* in, long long n, uint4* sink) {
   uint4 a = make_uint4(0, 0, 0, 0);
   const long long stride = (long long)gridDim.x * blockDim.x;
   // Eight loads in flight per thread on every pass, the last pass predicated.
@@ -177,16 +189,9 @@ double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
     for (int u = 0; u < 8; ++u) a.x ^= v[u].x, a.y ^= v[u].y, a.z ^= v[u].z, a.w ^= v[u].w;
   }
   if (a.x == 0x7fc00001u && a.y == 0x7fc00001u && a.z == 0x7fc00001u && a.w == 0x7fc00001u) sink[threadIdx.x] = a;
-})";
-  auto prog = must(rt::compile(src, {}, device_target(ctx)), "compile read");
-  auto mod = must(rt::Module::load(ctx, prog.image()), "load read");
-  auto kern = must(mod.kernel("read16"), "read kernel");
+})", "read16");
   const int rotations = rt::rotations_for(bytes, static_cast<size_t>(ctx.info().l2_bytes));
-  std::vector<rt::DeviceBuffer> bufs;
-  for (int i = 0; i < rotations; ++i) {
-    bufs.push_back(must(rt::DeviceBuffer::allocate(ctx, bytes), "alloc"));
-    must_ok(rt::fill_random_f32(stream, bufs.back().ptr(), bytes / 4, 11 + static_cast<uint64_t>(i), -1.f, 1.f), "fill");
-  }
+  std::vector<rt::DeviceBuffer> bufs = random_buffers(ctx, stream, rotations, bytes, 11);
   rt::DeviceBuffer sink = must(rt::DeviceBuffer::allocate(ctx, 512 * 16), "alloc sink");
   const long long n16 = static_cast<long long>(bytes / 16);
   std::vector<rt::KernelArgs> args;
@@ -194,12 +199,8 @@ double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
   // The best of a few grid shapes (1, 2 or 4 CTAs of 512 threads per SM): a ceiling, not a kernel.
   double best_ms = 0.0;
   for (int per_sm : {1, 2, 4}) {
-    auto cfg = rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * per_sm), 512);
-    rt::TimerOptions opts;
-    opts.rotations = rotations;
-    auto t = must(rt::time_on_stream(stream, [&](int r) { return rt::launch(stream, kern, cfg, args[static_cast<size_t>(r)]); }, opts),
-                  "time read");
-    if (best_ms == 0.0 || t.median_ms < best_ms) best_ms = t.median_ms;
+    const double ms = time_launches(stream, read.kernel, rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * per_sm), 512), args);
+    if (best_ms == 0.0 || ms < best_ms) best_ms = ms;
   }
   return static_cast<double>(bytes) / (best_ms * 1e-3) / 1e9;
 }

@@ -70,6 +70,20 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
 /// plan over different buffers, so that repeats do not find their inputs in L2).
 double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs);
 
+/// A hand-written benchmark kernel (the anchors and ceilings below), compiled for the device and
+/// loaded; the module keeps the kernel alive.
+struct RawKernel {
+  rt::Module module;
+  rt::Kernel kernel;
+};
+RawKernel load_raw_kernel(rt::Context& ctx, const char* source, const char* name);
+
+/// `count` buffers of `bytes` each, filled with random floats in [-1, 1) (seeds seed, seed + 1, ...).
+std::vector<rt::DeviceBuffer> random_buffers(rt::Context& ctx, rt::Stream& stream, int count, size_t bytes, uint64_t seed);
+
+/// Median time (ms) of one launch of `k` with `cfg`; repeat i takes args[i % args.size()].
+double time_launches(rt::Stream& stream, rt::Kernel& k, const rt::LaunchConfig& cfg, std::vector<rt::KernelArgs>& args);
+
 /// Device-to-device copy bandwidth (GB/s, read + write) with 16-byte vectors: the bandwidth anchor.
 /// Copies small enough to stay in L2 rotate over several buffer pairs (rt::rotations_for), so the
 /// rate is HBM's, as for the kernels it is compared with.

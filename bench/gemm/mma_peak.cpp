@@ -10,7 +10,7 @@ MmaPeak mma_sync_peak(rt::Context& ctx, rt::Stream& stream) {
   // Eight independent accumulator chains per warp hide the instruction's latency; the operands are
   // small bf16 values (0.25) so the sums stay finite. The store is guarded by a value the sums never
   // take, so no product can be dropped.
-  const char* src = R"(extern "C" __global__ void __launch_bounds__(512) mma_peak(int iters, float* sink) {
+  RawKernel mma = load_raw_kernel(ctx, R"(extern "C" __global__ void __launch_bounds__(512) mma_peak(int iters, float* sink) {
   const unsigned a0 = 0x3e803e80u, b0 = 0x3e803e80u;  // bf16 pairs (0.25, 0.25)
   float c[8][4] = {};
   for (int i = 0; i < iters; ++i) {
@@ -24,22 +24,17 @@ MmaPeak mma_sync_peak(rt::Context& ctx, rt::Stream& stream) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
   if (s == -1.0f) sink[threadIdx.x] = s;
-})";
-  auto prog = must(rt::compile(src, {}, device_target(ctx)), "compile mma peak");
-  auto mod = must(rt::Module::load(ctx, prog.image()), "load mma peak");
-  auto kern = must(mod.kernel("mma_peak"), "mma peak kernel");
+})", "mma_peak");
   rt::DeviceBuffer sink = must(rt::DeviceBuffer::allocate(ctx, 512 * sizeof(float)), "alloc sink");
   const int iters = 2048;
   MmaPeak peak;
   for (int warps_per_sm : {4, 8, 16}) {
     // CTAs of 4 warps, so that every count is whole CTAs on every SM.
     const unsigned threads = 128, ctas = static_cast<unsigned>(ctx.info().sm_count * warps_per_sm / 4);
-    auto cfg = rt::LaunchConfig::linear(ctas, threads);
-    rt::KernelArgs args = rt::KernelArgs::of(iters, sink.ptr());
-    auto t = must(rt::time_on_stream(stream, [&](int) { return rt::launch(stream, kern, cfg, args); }, rt::TimerOptions{}),
-                  "time mma peak");
+    std::vector<rt::KernelArgs> args{rt::KernelArgs::of(iters, sink.ptr())};
+    const double ms = time_launches(stream, mma.kernel, rt::LaunchConfig::linear(ctas, threads), args);
     const double flops = 2.0 * 16 * 8 * 16 * 8 * static_cast<double>(iters) * (ctas * threads / 32);
-    const double tflops = flops / (t.median_ms * 1e-3) / 1e12;
+    const double tflops = flops / (ms * 1e-3) / 1e12;
     peak.by_warps.emplace_back(warps_per_sm, tflops);
     peak.best = std::max(peak.best, tflops);
   }
