@@ -6,6 +6,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
+#include "layerjit/error.h"
+
 namespace lj {
 
 int override_device_headers(DeviceHeaders& base, const std::string& dir, std::string* error) {
@@ -32,13 +36,15 @@ const DeviceHeaders& codegen_device_headers() {
     DeviceHeaders h = embedded_codegen_device_headers();
     const char* dir = std::getenv("LAYERJIT_DEVICE_HEADERS");
     if (dir && *dir) {
+      // A misspelt directory must not measure the built-in headers while the user believes otherwise.
       std::string error;
       const int n = override_device_headers(h, dir, &error);
-      if (!error.empty()) std::fprintf(stderr, "layerjit: LAYERJIT_DEVICE_HEADERS: %s\n", error.c_str());
+      if (!error.empty()) throw UserError(fmt::format("LAYERJIT_DEVICE_HEADERS: {}", error));
       if (n == 0)
-        std::fprintf(stderr, "layerjit: LAYERJIT_DEVICE_HEADERS=%s holds no layerjit/*.cuh to replace; using the built-in headers\n", dir);
-      else
-        std::fprintf(stderr, "layerjit: %d device header(s) from %s replace the built-in ones\n", n, dir);
+        throw UserError(fmt::format("LAYERJIT_DEVICE_HEADERS={}: no file there replaces a built-in device header (expected e.g. "
+                                    "{}/layerjit/gemm.cuh); unset it to use the built-in ones",
+                                    dir, dir));
+      std::fprintf(stderr, "layerjit: %d device header(s) from %s replace the built-in ones\n", n, dir);
     }
     return h;
   }();

@@ -15,7 +15,8 @@ using DeviceHeaders = std::vector<std::pair<std::string, std::string>>;
 /// LAYERJIT_DEVICE_HEADERS names a directory: its files replace the embedded ones of the same include
 /// name (DIR/layerjit/gemm.cuh replaces layerjit/gemm.cuh), so a template can be changed and measured
 /// without rebuilding. Cache keys hash the texts, so kernels built from changed headers never mix with
-/// the others. A directory that replaces nothing is reported on stderr once, and ignored.
+/// the others. The replacement is reported on stderr once; a directory that replaces nothing, or a
+/// file that cannot be read, is a UserError.
 const DeviceHeaders& codegen_device_headers();
 
 /// The texts compiled into the library (codegen/templates/layerjit/*.cuh at build time).
