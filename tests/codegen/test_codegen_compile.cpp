@@ -74,6 +74,33 @@ TEST_CASE("every kernel and every pruned matmul config is generated, determinist
         }
       }
     }
+  // fp8 on sm_90a: every Hopper candidate of a scaled fp8 projection (the fp8 compile sweep below
+  // builds the same kernels with NVRTC).
+  Module fp8 = parse_module(R"(
+graph @fp8_gen(%x: f8e4m3[M, 4096], %w: param f8e4m3[6144, 4096], %xs: f32[M], %ws: param f32[6144]) {
+  %acc = matmul(%x, %w, %xs) {out_dtype = f32}
+  %y = mul(%acc, %ws)
+  %o = cast(%y) {dtype = bf16}
+  return %o
+}
+)",
+                            "<fp8>");
+  const Graph& f = fp8.graphs.at(0);
+  const FusionPlan fplan = plan_fusion(f);
+  const FusionGroup& fg = fplan.groups.at(0);
+  int fp8_wgmma = 0;
+  for (int64_t rows : {128, 4096}) {
+    EmitOptions eo;
+    eo.sm = 90, eo.arch_specific = true;
+    eo.hint.set("M", rows);
+    for (const MatmulConfig& c : matmul_candidates(matmul_problem(f, fg, eo))) {
+      if (c.family != MatmulConfig::Family::Wgmma) continue;
+      eo.matmul = c;
+      CHECK(emit_group(f, fg, eo).source.find("lj_e4m3") != std::string::npos);
+      ++fp8_wgmma;
+    }
+  }
+  CHECK(fp8_wgmma >= 20);
   CHECK(emitted > 100);
 }
 
@@ -304,6 +331,9 @@ TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles 
         eo.hint.set(sym, m);
         eo.max_shared_bytes = sm == 80 ? 163 * 1024 : 227 * 1024;  // A100, H100/H200 opt-in limits
         for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
+          // sm_90a adds the Hopper family; its mma.sync and GEMV kernels are the sm_90 sources, built
+          // by the same ptxas for the same SM (compiled above), so only the wgmma ones are new here.
+          if (sm == 91 && c.family != MatmulConfig::Family::Wgmma) continue;
           eo.matmul = c;
           GeneratedKernel k = emit_group(g, grp, eo);
           rt::CompileJob job;
