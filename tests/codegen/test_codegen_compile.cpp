@@ -21,6 +21,17 @@
 using namespace lj;
 
 namespace {
+// The fp8 GEMM as the IR spells its scales: a per-token row scale and a per-channel weight scale on
+// the f32 sums, one rounding to bf16; at the Llama-3-8B QKV shape.
+constexpr const char* kFp8Projection = R"(
+graph @fp8_qkv(%x: f8e4m3[M, 4096], %w: param f8e4m3[6144, 4096], %xs: f32[M], %ws: param f32[6144]) {
+  %acc = matmul(%x, %w, %xs) {out_dtype = f32}
+  %y = mul(%acc, %ws)
+  %o = cast(%y) {dtype = bf16}
+  return %o
+}
+)";
+
 void compile_all(bool fuse) {
   int compiled = 0;
   for (const Graph& g : lj_test::codegen_graphs()) {
@@ -76,15 +87,7 @@ TEST_CASE("every kernel and every pruned matmul config is generated, determinist
     }
   // fp8 on sm_90a: every Hopper candidate of a scaled fp8 projection (the fp8 compile sweep below
   // builds the same kernels with NVRTC).
-  Module fp8 = parse_module(R"(
-graph @fp8_gen(%x: f8e4m3[M, 4096], %w: param f8e4m3[6144, 4096], %xs: f32[M], %ws: param f32[6144]) {
-  %acc = matmul(%x, %w, %xs) {out_dtype = f32}
-  %y = mul(%acc, %ws)
-  %o = cast(%y) {dtype = bf16}
-  return %o
-}
-)",
-                            "<fp8>");
+  Module fp8 = parse_module(kFp8Projection, "<fp8>");
   const Graph& f = fp8.graphs.at(0);
   const FusionPlan fplan = plan_fusion(f);
   const FusionGroup& fg = fplan.groups.at(0);
@@ -360,17 +363,7 @@ TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles 
 }
 
 TEST_CASE("fp8 matmuls: the Hopper GEMM with k32 wgmma on sm_90a, the GEMV elsewhere, every accepted wgmma config compiles", "[codegen]") {
-  // The fp8 GEMM as the IR spells its scales: a per-token row scale and a per-channel weight scale
-  // on the f32 sums, one rounding to bf16; at the Llama-3-8B QKV shape.
-  Module m = parse_module(R"(
-graph @fp8_qkv(%x: f8e4m3[M, 4096], %w: param f8e4m3[6144, 4096], %xs: f32[M], %ws: param f32[6144]) {
-  %acc = matmul(%x, %w, %xs) {out_dtype = f32}
-  %y = mul(%acc, %ws)
-  %o = cast(%y) {dtype = bf16}
-  return %o
-}
-)",
-                          "<fp8>");
+  Module m = parse_module(kFp8Projection, "<fp8>");
   const Graph& g = m.graphs.at(0);
   const FusionPlan plan = plan_fusion(g);
   REQUIRE(plan.groups.size() == 1);
