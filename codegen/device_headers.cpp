@@ -19,12 +19,12 @@ int override_device_headers(DeviceHeaders& base, const std::string& dir, std::st
     std::error_code ec;
     if (!std::filesystem::is_regular_file(file, ec)) continue;
     std::ifstream in(file, std::ios::binary);
-    std::ostringstream body;
-    body << in.rdbuf();
-    if (!in.good() && !in.eof()) {
+    if (!in) {
       if (error) *error = "cannot read " + file.string();
       continue;
     }
+    std::ostringstream body;
+    body << in.rdbuf();
     text = body.str();
     ++replaced;
   }
