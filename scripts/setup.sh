@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++           # build
-  libfmt-dev                      # formatting (header-only use: no libfmt.so at run time)
+  libfmt-dev                      # formatting (compiled into our binaries by deps/fmt_impl.cpp: no libfmt.so at run time)
   libxxhash-dev                   # XXH3-128 cache keys (inlined)
   nlohmann-json3-dev              # cache metadata files
   catch2                          # unit tests (v2)

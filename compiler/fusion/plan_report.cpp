@@ -1,4 +1,6 @@
 // Costs of fusion groups and the human-readable plan (`layerjit plan`, golden tests).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "compiler/fusion/fusion_group.h"
