@@ -122,20 +122,32 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
   return run;
 }
 
-double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs) {
+double median_ms_per_run(rt::Stream& stream, int rotations, int batch, int warmup, int repeats,
+                         const std::function<rt::Status(int)>& run) {
   rt::TimerOptions opts;
-  opts.warmup = 5;
-  opts.repeats = 30;
-  opts.rotations = static_cast<int>(runs.size());
-  auto t = must(rt::time_on_stream(stream, [&](int rotation) -> rt::Status {
-                  for (auto& l : runs[static_cast<size_t>(rotation)].kernels) {
-                    rt::Status s = rt::launch(stream, l.kernel, l.config, l.args);
+  opts.warmup = warmup;
+  opts.repeats = repeats;
+  int next = 0;
+  auto t = must(rt::time_on_stream(stream, [&](int) -> rt::Status {
+                  for (int i = 0; i < batch; ++i) {
+                    rt::Status s = run(next);
                     if (!s.ok()) return s;
+                    next = (next + 1) % rotations;
                   }
                   return rt::Status();
                 }, opts),
                 "time");
-  return t.median_ms;
+  return t.median_ms / batch;
+}
+
+double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs, int batch) {
+  return median_ms_per_run(stream, static_cast<int>(runs.size()), batch, 5, 30, [&](int r) -> rt::Status {
+    for (auto& l : runs[static_cast<size_t>(r)].kernels) {
+      rt::Status s = rt::launch(stream, l.kernel, l.config, l.args);
+      if (!s.ok()) return s;
+    }
+    return rt::Status();
+  });
 }
 
 RawKernel load_raw_kernel(rt::Context& ctx, const char* source, const char* name) {
@@ -154,11 +166,10 @@ std::vector<rt::DeviceBuffer> random_buffers(rt::Context& ctx, rt::Stream& strea
   return bufs;
 }
 
-double time_launches(rt::Stream& stream, rt::Kernel& k, const rt::LaunchConfig& cfg, std::vector<rt::KernelArgs>& args) {
-  rt::TimerOptions opts;
-  opts.rotations = static_cast<int>(args.size());
-  auto t = must(rt::time_on_stream(stream, [&](int r) { return rt::launch(stream, k, cfg, args[static_cast<size_t>(r)]); }, opts), "time");
-  return t.median_ms;
+double time_launches(rt::Stream& stream, rt::Kernel& k, const rt::LaunchConfig& cfg, std::vector<rt::KernelArgs>& args, int batch) {
+  const rt::TimerOptions defaults;
+  return median_ms_per_run(stream, static_cast<int>(args.size()), batch, defaults.warmup, defaults.repeats,
+                           [&](int r) { return rt::launch(stream, k, cfg, args[static_cast<size_t>(r)]); });
 }
 
 double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
@@ -174,7 +185,7 @@ double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 
-double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
+double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes, int batch) {
   // The store is guarded by a value the sums never take (random floats XOR-folded would have to hit
   // one exact pattern), so the loads cannot be dropped and nothing is written.
   RawKernel read = load_raw_kernel(ctx, R"(extern "C" __global__ void __launch_bounds__(512) read16(const uint4* in, long long n, uint4* sink) {
@@ -199,7 +210,8 @@ double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes) {
   // The best of a few grid shapes (1, 2 or 4 CTAs of 512 threads per SM): a ceiling, not a kernel.
   double best_ms = 0.0;
   for (int per_sm : {1, 2, 4}) {
-    const double ms = time_launches(stream, read.kernel, rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * per_sm), 512), args);
+    const double ms =
+        time_launches(stream, read.kernel, rt::LaunchConfig::linear(static_cast<unsigned>(ctx.info().sm_count * per_sm), 512), args, batch);
     if (best_ms == 0.0 || ms < best_ms) best_ms = ms;
   }
   return static_cast<double>(bytes) / (best_ms * 1e-3) / 1e9;

@@ -2,6 +2,7 @@
 // terminal), and plans compiled, loaded and given buffers so that their kernels can be timed back to back.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -66,9 +67,18 @@ struct PlanRun {
 PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
                 std::map<ValueId, rt::DeviceBuffer>& pool, const EmitOptions* emit = nullptr);
 
-/// Median time of one execution of a plan; repeat i runs runs[i % runs.size()] (copies of the same
-/// plan over different buffers, so that repeats do not find their inputs in L2).
-double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs);
+/// Median time (ms) of one execution: each of `repeats` repeats (after `warmup`) times `batch`
+/// consecutive calls of run(i) between its two events and divides by `batch`; i counts 0, 1, ...
+/// modulo `rotations` over every call, so consecutive executions read different copies of their
+/// inputs. batch = 1: launch, DRAM ramp and drain are in every sample (the kernel as timed alone);
+/// batch > 1: one execution's tail overlaps the next one's start, as in a stream of kernels.
+double median_ms_per_run(rt::Stream& stream, int rotations, int batch, int warmup, int repeats,
+                         const std::function<rt::Status(int)>& run);
+
+/// Median time of one execution of a plan; consecutive executions take runs[0], runs[1], ... (copies
+/// of the same plan over different buffers, so that repeats do not find their inputs in L2), `batch`
+/// of them back to back per sample (median_ms_per_run).
+double time_plan(rt::Stream& stream, std::vector<PlanRun>& runs, int batch = 1);
 
 /// A hand-written benchmark kernel (the anchors and ceilings below), compiled for the device and
 /// loaded; the module keeps the kernel alive.
@@ -81,8 +91,9 @@ RawKernel load_raw_kernel(rt::Context& ctx, const char* source, const char* name
 /// `count` buffers of `bytes` each, filled with random floats in [-1, 1) (seeds seed, seed + 1, ...).
 std::vector<rt::DeviceBuffer> random_buffers(rt::Context& ctx, rt::Stream& stream, int count, size_t bytes, uint64_t seed);
 
-/// Median time (ms) of one launch of `k` with `cfg`; repeat i takes args[i % args.size()].
-double time_launches(rt::Stream& stream, rt::Kernel& k, const rt::LaunchConfig& cfg, std::vector<rt::KernelArgs>& args);
+/// Median time (ms) of one launch of `k` with `cfg`; consecutive launches take args[0], args[1], ...,
+/// `batch` of them back to back per sample (median_ms_per_run).
+double time_launches(rt::Stream& stream, rt::Kernel& k, const rt::LaunchConfig& cfg, std::vector<rt::KernelArgs>& args, int batch = 1);
 
 /// Device-to-device copy bandwidth (GB/s, read + write) with 16-byte vectors: the bandwidth anchor.
 /// Copies small enough to stay in L2 rotate over several buffer pairs (rt::rotations_for), so the
@@ -92,6 +103,7 @@ double copy_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes);
 /// Read-only bandwidth (GB/s) of `bytes` from HBM: one wave of CTAs, each thread with 8 16-byte loads
 /// in flight, folded into one value per thread. The ceiling for kernels that only read (decode
 /// attention): at a few MiB a copy pays for its writes and for a grid of one-shot CTAs, a read does not.
-double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes);
+/// `batch` reads back to back per sample: the ceiling of kernels timed that way.
+double read_gbps(rt::Context& ctx, rt::Stream& stream, size_t bytes, int batch = 1);
 
 }  // namespace lj::bench
