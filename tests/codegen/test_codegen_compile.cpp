@@ -318,8 +318,13 @@ TEST_CASE("matmul groups at prefill sizes on sm_90a get the Hopper GEMM reading 
   CHECK_THROWS_WITH(emit_group(odd, plan_fusion(odd).groups[0], oe), Catch::Contains("TMA"));
 }
 
-TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles for sm_80, sm_90 and sm_90a", "[codegen]") {
-  // Both graphs of the 8B layer, at a decode and a prefill bucket: the GEMV and GEMM candidate sets.
+// Every candidate the pruner accepts for the matmul groups of both graphs of the 8B layer, at a decode
+// and a prefill bucket (the GEMV and GEMM candidate sets), compiled for one target. sm = 91 stands for
+// sm_90a, where the Hopper GEMM joins the candidates: its mma.sync and GEMV kernels are the sm_90
+// sources, built by the same ptxas for the same SM, so only the wgmma ones are compiled there. One
+// test case per target, so that ctest runs the three sweeps side by side.
+namespace {
+void compile_pruned_llama_matmuls(int sm) {
   std::vector<rt::CompileJob> jobs;
   std::vector<std::string> what;
   std::set<std::string> seen_configs;
@@ -327,29 +332,25 @@ TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles 
                                   std::tuple{llama_prefill(LlamaConfig::llama3_8b()), "T", 4096}}) {
     for (const FusionGroup& grp : plan_fusion(g).groups) {
       if (grp.kind != GroupKind::Matmul) continue;
-      for (int sm : {80, 90, 91}) {  // 91: sm_90a, where the Hopper GEMM joins the candidates
-        EmitOptions eo;
-        eo.sm = sm == 91 ? 90 : sm;
-        eo.arch_specific = sm == 91;
-        eo.hint.set(sym, m);
-        eo.max_shared_bytes = sm == 80 ? 163 * 1024 : 227 * 1024;  // A100, H100/H200 opt-in limits
-        for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
-          // sm_90a adds the Hopper family; its mma.sync and GEMV kernels are the sm_90 sources, built
-          // by the same ptxas for the same SM (compiled above), so only the wgmma ones are new here.
-          if (sm == 91 && c.family != MatmulConfig::Family::Wgmma) continue;
-          eo.matmul = c;
-          GeneratedKernel k = emit_group(g, grp, eo);
-          rt::CompileJob job;
-          job.source = k.source;
-          job.options.program_name = k.name + ".cu";
-          job.options.headers = codegen_device_headers();
-          auto target = rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a");
-          REQUIRE(target.ok());
-          job.target = *target;
-          jobs.push_back(std::move(job));
-          what.push_back(fmt::format("{} {} {}", k.name, target->name(), c.str()));
-          seen_configs.insert(c.str());
-        }
+      EmitOptions eo;
+      eo.sm = sm == 91 ? 90 : sm;
+      eo.arch_specific = sm == 91;
+      eo.hint.set(sym, m);
+      eo.max_shared_bytes = sm == 80 ? 163 * 1024 : 227 * 1024;  // A100, H100/H200 opt-in limits
+      for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
+        if (sm == 91 && c.family != MatmulConfig::Family::Wgmma) continue;
+        eo.matmul = c;
+        GeneratedKernel k = emit_group(g, grp, eo);
+        rt::CompileJob job;
+        job.source = k.source;
+        job.options.program_name = k.name + ".cu";
+        job.options.headers = codegen_device_headers();
+        auto target = rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a");
+        REQUIRE(target.ok());
+        job.target = *target;
+        jobs.push_back(std::move(job));
+        what.push_back(fmt::format("{} {} {}", k.name, target->name(), c.str()));
+        seen_configs.insert(c.str());
       }
     }
   }
@@ -360,6 +361,19 @@ TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles 
     INFO(what[i] << "\n" << (results[i].ok() ? "" : results[i].message()));
     CHECK(results[i].ok());
   }
+}
+}  // namespace
+
+TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles for sm_80", "[codegen]") {
+  compile_pruned_llama_matmuls(80);
+}
+
+TEST_CASE("every matmul config the pruner accepts for the Llama shapes compiles for sm_90", "[codegen]") {
+  compile_pruned_llama_matmuls(90);
+}
+
+TEST_CASE("every wgmma config the pruner accepts for the Llama shapes compiles for sm_90a", "[codegen]") {
+  compile_pruned_llama_matmuls(91);
 }
 
 TEST_CASE("fp8 matmuls: the Hopper GEMM with k32 wgmma on sm_90a, the GEMV elsewhere, every accepted wgmma config compiles", "[codegen]") {
