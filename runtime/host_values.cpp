@@ -31,6 +31,33 @@ double fp8_value(DType t, uint8_t b) {
 
 namespace {
 
+// The fp8 code of v, field by field, checked by decoding it: false where v is not exactly one of the
+// format's values (between two codes, past the largest, NaN). Direct, where a scan of the 256 codes
+// per element took minutes over a 117M-element weight (`layerjit run` of an fp8 layer).
+bool fp8_code(DType t, double v, unsigned char* p) {
+  if (std::isnan(v)) return false;
+  const bool e4m3 = t == DType::F8E4M3;
+  const int mb = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;  // mantissa bits, exponent bias
+  const double a = std::fabs(v);
+  unsigned code = 0;  // +-0: the sign bit alone
+  if (std::isinf(a)) {
+    if (e4m3) return false;  // e4m3 has no infinity
+    code = 31u << 2;
+  } else if (a != 0) {
+    int e = 0;
+    std::frexp(a, &e);
+    --e;                                         // a in [2^e, 2^(e+1))
+    const int emin = 1 - bias;                   // the smallest normal exponent
+    const int field = e < emin ? 0 : e + bias;   // 0: subnormal
+    if (field > (e4m3 ? 15 : 30)) return false;  // past the largest finite exponent
+    const double steps = a / std::ldexp(1.0, (field == 0 ? emin : e) - mb) - (field == 0 ? 0 : 1 << mb);
+    if (steps < 0 || steps >= (1 << mb) || steps != std::floor(steps)) return false;
+    code = static_cast<unsigned>(field) << mb | static_cast<unsigned>(steps);
+  }
+  *p = static_cast<unsigned char>((std::signbit(v) ? 0x80u : 0u) | code);
+  return decode_element(t, p) == v;  // e4m3's S.1111.111 decodes to NaN: not a value
+}
+
 uint16_t f16_bits(double v) {
   if (std::isnan(v)) return 0x7e00;
   uint16_t sign = std::signbit(v) ? 0x8000 : 0;
@@ -71,15 +98,7 @@ bool encode_element(DType t, double v, unsigned char* p) {
     }
     case DType::F16: { const uint16_t b = f16_bits(v); std::memcpy(p, &b, 2); return decode_element(t, p) == v || std::isnan(v); }
     case DType::F8E4M3:
-    case DType::F8E5M2:
-      for (int c = 0; c < 256; ++c) {  // the code whose value (and sign, for zero) is v
-        const unsigned char byte = static_cast<unsigned char>(c);
-        if (decode_element(t, &byte) == v && !(v == 0 && std::signbit(v) != bool(c & 0x80))) {
-          *p = byte;
-          return true;
-        }
-      }
-      return false;
+    case DType::F8E5M2: return fp8_code(t, v, p);
     case DType::I8: { const int8_t b = static_cast<int8_t>(v); std::memcpy(p, &b, 1); return b == v; }
     case DType::I32: { const int32_t b = static_cast<int32_t>(v); std::memcpy(p, &b, 4); return b == v; }
   }

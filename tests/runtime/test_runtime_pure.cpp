@@ -1,13 +1,15 @@
 // Runtime logic that needs neither GPU nor driver: target parsing and choice, timing statistics,
-// L2 rotation counts, arena rounding, argument packing, tensor-map limits and the shared host/device
-// random numbers.
+// L2 rotation counts, arena rounding, argument packing, tensor-map limits, the shared host/device
+// random numbers and the host encodings of device elements.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "runtime/device/random.cuh"
 #include "runtime/fill.h"
+#include "runtime/host_values.h"
 #include "runtime/launch.h"
 #include "runtime/memory.h"
 #include "runtime/nvrtc.h"
@@ -154,4 +156,38 @@ TEST_CASE("tensor maps: views the driver would refuse are named with the limit t
   // The message says which view: its size, dtype, address, stride and box.
   CHECK_THAT(tensor_map_problem(0x10008, DType::F16, 7, 64, 128, 128, 64),
              Catch::Contains("tensor map over 7 x 64 f16 at 0x10008 (row stride 128 B, box 128 x 64)"));
+}
+
+TEST_CASE("fp8 elements encode to the code they decode from, and nothing else encodes", "[host_values]") {
+  for (lj::DType t : {lj::DType::F8E4M3, lj::DType::F8E5M2}) {
+    INFO(lj::dtype_name(t));
+    int values = 0;
+    for (int c = 0; c < 256; ++c) {
+      const unsigned char code = static_cast<unsigned char>(c);
+      const double v = decode_element(t, &code);
+      unsigned char back = 0x5a;
+      INFO("code 0x" << std::hex << c);
+      if (std::isnan(v)) {
+        CHECK_FALSE(encode_element(t, v, &back));
+        continue;
+      }
+      REQUIRE(encode_element(t, v, &back));
+      CHECK(back == code);  // -0 keeps its sign bit
+      ++values;
+      // Halfway to the next code up (or past the largest) is no value of the format.
+      unsigned char next = static_cast<unsigned char>(c + 1);
+      const double above = (c & 0x7f) == 0x7f ? INFINITY : decode_element(t, &next);
+      if (std::isfinite(v) && v > 0 && !std::isnan(above)) {
+        const double mid = std::isinf(above) ? v * 1.0625 : (v + above) / 2;
+        CHECK_FALSE(encode_element(t, mid, &back));
+      }
+    }
+    CHECK(values == (t == lj::DType::F8E4M3 ? 254 : 250));  // e4m3: 2 NaN codes; e5m2: 6
+  }
+  unsigned char b = 0;
+  CHECK_FALSE(encode_element(lj::DType::F8E4M3, 480.0, &b));  // past e4m3's 448
+  CHECK_FALSE(encode_element(lj::DType::F8E4M3, INFINITY, &b));
+  CHECK(encode_element(lj::DType::F8E5M2, -INFINITY, &b));
+  CHECK(b == 0xfc);
+  CHECK_FALSE(encode_element(lj::DType::F8E5M2, 65536.0, &b));  // past e5m2's 57344
 }
