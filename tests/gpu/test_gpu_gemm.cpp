@@ -164,6 +164,20 @@ TEST_CASE("GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}", "[
   }
 }
 
+// fp8 codes decode two at a time in the GEMV's inner product on sm_89+ (lj_dot_acc), one at a time
+// in odd-width packs and tails: odd K gives narrow packs, K = 1000 a tail.
+TEST_CASE("fp8 GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}", "[gpu][gemm][fp8]") {
+  uint64_t seed = 3300;
+  for (const char* dtype : {"f8e4m3", "f8e5m2"})
+    for (int64_t m : {int64_t{1}, int64_t{7}}) {
+      EmitOptions emit;
+      emit.matmul = MatmulConfig{};
+      emit.matmul->family = MatmulConfig::Family::Gemv;
+      for (int64_t n : kOdd)
+        for (int64_t k : kOdd) check(matmul_graph(n, k, dtype), m, emit, ++seed);
+    }
+}
+
 TEST_CASE("every config the pruner accepts computes the same product", "[gpu][gemm]") {
   // A prefill-sized problem gives every large tile, a 16-row one the GEMV variants and thin tiles.
   rt::Context& ctx = lj_test::gpu();
