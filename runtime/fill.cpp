@@ -6,11 +6,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "runtime/device/random.cuh"
+#include "runtime/host_values.h"
 #include "runtime/launch.h"
+#include "runtime/memory.h"
 #include "runtime/nvrtc.h"
 
 namespace lj::rt {
@@ -111,6 +114,29 @@ bool is_poison_f32(float value) {
   std::uint32_t bits = 0;
   std::memcpy(&bits, &value, sizeof bits);
   return bits == 0x7FC17FC1u;
+}
+
+Result<std::vector<unsigned char>> random_encoded_host(size_t n, DType dtype, std::uint64_t seed, float lo, float hi) {
+  const size_t eb = static_cast<size_t>(dtype_bytes(dtype));
+  std::vector<unsigned char> table(65536 * eb), host(n * eb);
+  for (size_t j = 0; j < 65536; ++j) {
+    const double v = round_to(dtype, lo + (hi - lo) * (static_cast<double>(j) + 0.5) / 65536.0);
+    if (!encode_element(dtype, v, table.data() + j * eb))
+      return Error{fmt::format("random_encoded_host: {} does not encode as {}", v, dtype_name(dtype))};
+  }
+  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;  // xorshift64*
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    const size_t j = static_cast<size_t>((x * 0x2545F4914F6CDD1Dull) >> 48);
+    std::memcpy(host.data() + i * eb, table.data() + j * eb, eb);
+  }
+  return host;
+}
+
+Status fill_random_encoded(Stream& stream, CUdeviceptr out, size_t n, DType dtype, std::uint64_t seed, float lo, float hi) {
+  LJ_RT_ASSIGN(std::vector<unsigned char> host, random_encoded_host(n, dtype, seed, lo, hi));
+  LJ_RT_TRY(copy_to_device(stream, out, host.data(), host.size()));
+  return stream.synchronize();  // `host` goes out of scope
 }
 
 }  // namespace lj::rt

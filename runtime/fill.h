@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "layerjit/types.h"
 #include "runtime/stream.h"
 
 namespace lj::rt {
@@ -13,6 +15,12 @@ namespace lj::rt {
 Status fill_random_f32(Stream& stream, CUdeviceptr out, size_t n, std::uint64_t seed, float lo, float hi);
 /// The same values rounded to bfloat16 (n 16-bit elements).
 Status fill_random_bf16(Stream& stream, CUdeviceptr out, size_t n, std::uint64_t seed, float lo, float hi);
+/// n elements of `dtype` (any: f16, fp8 and i8 are what the device fills above do not cover) uniform
+/// in [lo, hi) and rounded to the dtype, encoded on the host: random 16-bit indices into a table of
+/// 65536 encoded values, so that a 64M-element operand takes a fraction of a second.
+Result<std::vector<unsigned char>> random_encoded_host(size_t n, DType dtype, std::uint64_t seed, float lo, float hi);
+/// The same values uploaded to `out`. Synchronises the stream (the host copy is freed on return).
+Status fill_random_encoded(Stream& stream, CUdeviceptr out, size_t n, DType dtype, std::uint64_t seed, float lo, float hi);
 /// The host twin of fill_random_f32: the value of element i, bit for bit.
 float host_random_f32(std::uint64_t seed, std::uint64_t i, float lo, float hi);
 

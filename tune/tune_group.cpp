@@ -211,8 +211,8 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
         LJ_RT_TRY(rt::fill_random_f32(stream, buf.ptr(), n, seed, -1.f, 1.f));
       } else if (t.dtype == DType::I32) {
         LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), buf.bytes()));
-      } else {
-        return rt::Error{fmt::format("tune: inputs of dtype {} are not supported", dtype_name(t.dtype))};
+      } else {  // fp8 and i8 operands: codes of values in [-1, 1) (i8: -1 and 0)
+        LJ_RT_TRY(rt::fill_random_encoded(stream, buf.ptr(), n, t.dtype, seed, -1.f, 1.f));
       }
       if (r == 0 && p.written) {
         tp.outputs.push_back(rt::TuneOutput{buf.ptr(), buf.bytes(), static_cast<size_t>(dtype_bytes(t.dtype))});

@@ -4,11 +4,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "codegen/device_headers.h"
 #include "runtime/fill.h"
-#include "runtime/host_values.h"
 #include "runtime/kernel_args.h"
 #include "runtime/nvrtc.h"
 
@@ -44,21 +42,6 @@ EmitOptions device_emit_options(rt::Context& ctx) {
   eo.sm = ctx.info().cc();
   eo.arch_specific = device_target(ctx).arch_specific;
   return eo;
-}
-
-void fill_random_encoded(rt::Stream& stream, CUdeviceptr out, size_t n, DType dtype, uint64_t seed, float lo, float hi) {
-  const size_t eb = static_cast<size_t>(dtype_bytes(dtype));
-  std::vector<unsigned char> table(65536 * eb), host(n * eb);
-  for (size_t j = 0; j < 65536; ++j)
-    rt::encode_element(dtype, lo + (hi - lo) * (static_cast<double>(j) + 0.5) / 65536.0, table.data() + j * eb);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;  // xorshift64*
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-    const size_t j = static_cast<size_t>((x * 0x2545F4914F6CDD1Dull) >> 48);
-    std::memcpy(host.data() + i * eb, table.data() + j * eb, eb);
-  }
-  must_ok(rt::copy_to_device(stream, out, host.data(), host.size()), "upload");
-  must_ok(stream.synchronize(), "upload");  // `host` goes out of scope
 }
 
 PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
@@ -106,7 +89,7 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
           must_ok(rt::fill_random_f32(stream, buf.ptr(), n, 99, -1.f, 1.f), "fill");
         } else {  // f16, fp8, i8
           const float hi = t.dtype == DType::I8 ? 127.f : 1.f;
-          fill_random_encoded(stream, buf.ptr(), n, t.dtype, 1234 + static_cast<uint64_t>(v), -hi, hi);
+          must_ok(rt::fill_random_encoded(stream, buf.ptr(), n, t.dtype, 1234 + static_cast<uint64_t>(v), -hi, hi), "fill an input");
         }
         pool.emplace(v, std::move(buf));
       }

@@ -41,11 +41,6 @@ rt::Target device_target(const rt::Context& ctx);
 /// the wgmma kernels). No size hint and no forced config.
 EmitOptions device_emit_options(rt::Context& ctx);
 
-/// Fills `n` elements of `dtype` (f16, fp8, i8: what the device fills do not cover) with uniform
-/// values in [lo, hi) rounded to the dtype: random 16-bit indices into a table of 65536 encoded
-/// values, so that a 64M-element operand takes a fraction of a second on the host.
-void fill_random_encoded(rt::Stream& stream, CUdeviceptr out, size_t n, DType dtype, uint64_t seed, float lo, float hi);
-
 /// One loaded, ready-to-launch kernel of a plan with its buffers.
 struct Launchable {
   rt::Module module;

@@ -19,6 +19,7 @@
 #include "bench/gemm/cublas_gemm.h"
 #include "bench/gemm/gemm_bench_args.h"
 #include "layerjit/text.h"
+#include "runtime/fill.h"
 
 using namespace lj;
 using namespace lj::bench;
@@ -75,8 +76,8 @@ std::vector<double> time_cublas(rt::Context& ctx, rt::Stream& stream, const Case
            must(rt::DeviceBuffer::allocate(ctx, static_cast<size_t>(c.n * c.k * eb)), "w"),
            must(rt::DeviceBuffer::allocate(ctx, static_cast<size_t>(c.m * c.n * 2)), "y")};
     // The fp8 codes of uniform values (no NaN codes), as layerjit's operands get.
-    fill_random_encoded(stream, b.x.ptr(), static_cast<size_t>(c.m * c.k), o.operands, 77 + static_cast<uint64_t>(r), -1.f, 1.f);
-    fill_random_encoded(stream, b.w.ptr(), static_cast<size_t>(c.n * c.k), o.operands, 99 + static_cast<uint64_t>(r), -1.f, 1.f);
+    must_ok(rt::fill_random_encoded(stream, b.x.ptr(), static_cast<size_t>(c.m * c.k), o.operands, 77 + static_cast<uint64_t>(r), -1.f, 1.f), "fill x");
+    must_ok(rt::fill_random_encoded(stream, b.w.ptr(), static_cast<size_t>(c.n * c.k), o.operands, 99 + static_cast<uint64_t>(r), -1.f, 1.f), "fill w");
     bufs.push_back(std::move(b));
   }
   rt::TimerOptions to;

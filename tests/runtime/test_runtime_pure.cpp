@@ -3,6 +3,7 @@
 // random numbers and the host encodings of device elements.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -190,4 +191,36 @@ TEST_CASE("fp8 elements encode to the code they decode from, and nothing else en
   CHECK(encode_element(lj::DType::F8E5M2, -INFINITY, &b));
   CHECK(b == 0xfc);
   CHECK_FALSE(encode_element(lj::DType::F8E5M2, 65536.0, &b));  // past e5m2's 57344
+}
+
+TEST_CASE("random encoded fills hold values of the whole range, not only the few exact ones", "[fill]") {
+  // The table used to encode unrounded values: fp8 then held no code at all but zeros (seen in the
+  // fp8 benchmarks' operands, 2026-12-01).
+  for (lj::DType t : {lj::DType::F8E4M3, lj::DType::F8E5M2, lj::DType::F16, lj::DType::I8}) {
+    INFO(lj::dtype_name(t));
+    auto host = random_encoded_host(4096, t, 7, -1.f, 1.f);
+    REQUIRE(host.ok());
+    const size_t eb = static_cast<size_t>(lj::dtype_bytes(t));
+    int zeros = 0, negative = 0;
+    double lo = 0, hi = 0;
+    for (size_t i = 0; i < 4096; ++i) {
+      const double v = decode_element(t, host->data() + i * eb);
+      REQUIRE(std::isfinite(v));
+      zeros += v == 0;
+      negative += v < 0;
+      lo = std::min(lo, v), hi = std::max(hi, v);
+    }
+    CHECK(lo >= -1.0);
+    CHECK(hi <= 1.0);
+    if (t == lj::DType::I8) {  // [-1, 1) rounds to -1, 0 and 1: about a quarter, a half, a quarter
+      CHECK(negative > 700);
+      CHECK(negative < 1350);
+      continue;
+    }
+    CHECK(zeros < 200);
+    CHECK(lo < -0.9);
+    CHECK(hi > 0.9);
+    CHECK(negative > 1750);
+    CHECK(negative < 2350);
+  }
 }
