@@ -167,6 +167,15 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // One row: the GEMV streams W at copy speed. 2-16 rows: a 16-row tensor-core tile with a deep
   // pipeline reads W once for all rows (measured on an H200 at M = 16: 2.7-4.7x faster than the GEMV
   // re-reading W per 4 rows; docs/perf.md). Unknown M (0): the GEMM serves any M.
+  // fp8 at one row with many W rows (the QKV and gate/up projections, N = 6144 and 28672): 64 x 128
+  // Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a conversion
+  // (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6 stages,
+  // gate/up 0.0391 against 0.0523 with 8); at N = 4096 (o, down) the GEMV stayed ahead.
+  if (p.m == 1 && is_fp8(p.dtype) && wgmma_available(p) && p.n >= 6144) {
+    MatmulConfig c = wgmma(128, p.n >= 16384 ? 8 : 6);
+    c.bm = 64;
+    return c;
+  }
   if (p.m == 1 || p.sm < 80) return gemv_default(p);
   // mma.sync here is 16-bit: fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1, W read
   // once per column tile where the GEMV reads it once per 4 rows); anything else takes the GEMV.
