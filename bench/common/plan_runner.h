@@ -66,7 +66,8 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
 /// consecutive calls of run(i) between its two events and divides by `batch`; i counts 0, 1, ...
 /// modulo `rotations` over every call, so consecutive executions read different copies of their
 /// inputs. batch = 1: launch, DRAM ramp and drain are in every sample (the kernel as timed alone);
-/// batch > 1: one execution's tail overlaps the next one's start, as in a stream of kernels.
+/// batch > 1: no event between executions, as in a stream of kernels (one still ends before the
+/// next begins: a stream does not overlap them).
 double median_ms_per_run(rt::Stream& stream, int rotations, int batch, int warmup, int repeats,
                          const std::function<rt::Status(int)>& run);
 
