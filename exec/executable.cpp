@@ -105,7 +105,8 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
   e.scratch_.resize(e.steps_.size());
   e.scratch_used_.resize(e.steps_.size());
   const char* pdl = std::getenv("LAYERJIT_PDL");
-  e.programmatic_ = opts.programmatic_launch && ctx.info().cc() >= 90 && !(pdl && std::string_view(pdl) == "0");
+  const bool pdl_env_set = pdl && (std::string_view(pdl) == "0" || std::string_view(pdl) == "1");
+  e.programmatic_ = (pdl_env_set ? std::string_view(pdl) == "1" : opts.programmatic_launch) && ctx.info().cc() >= 90;
   const char* log = std::getenv("LAYERJIT_LOG");
   e.log_dispatch_ = log && std::string_view(log).find("dispatch") != std::string_view::npos;
   return e;
@@ -141,7 +142,7 @@ rt::Status Executable::prepare_weights(rt::Stream& stream, const Bindings& b) {
   for (const auto& [v, buf] : prepared_) prepared_bytes_[v] = value_bytes(g, v, b);
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (!plan_.groups[i].prepare) continue;
-    if (rt::Status st = launch(stream, i, b); !st.ok()) {
+    if (rt::Status st = launch(stream, i, b, false); !st.ok()) {
       weights_ready_ = false;
       return st;
     }
@@ -257,6 +258,7 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
     std::fprintf(stderr, "layerjit dispatch @%s%s: %zu kernels (%zu preparing weights, not per call)\n", graph_->name().c_str(),
                  sizes.c_str(), launches_per_run(), kernels_.size() - launches_per_run());
   }
+  bool after_kernel = false;  // the first kernel of a call follows the caller's work: never launched early
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (plan_.groups[i].prepare) continue;  // once per weights: prepare_weights
     if (log) {
@@ -266,7 +268,8 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
                    k.config.empty() ? "" : (k.config + ", ").c_str(), o.config_source.c_str(), o.cache_hit ? "cubin from the cache" : "compiled",
                    static_cast<long long>(k.launch.blocks(b)), k.launch.threads, k.launch.shared_bytes);
     }
-    LJ_RT_TRY(launch(stream, i, b));
+    LJ_RT_TRY(launch(stream, i, b, after_kernel));
+    after_kernel = true;
   }
   return {};
 }
@@ -275,10 +278,10 @@ rt::Status Executable::run_step(rt::Stream& stream, size_t i, const Bindings& b)
   if (i >= steps_.size()) return rt::Error{fmt::format("run_step: @{} has {} kernels, no kernel {}", graph_->name(), steps_.size(), i)};
   LJ_RT_TRY(prepare(b));
   if (!weights_current(b)) LJ_RT_TRY(prepare_weights(stream, b));
-  return launch(stream, i, b);
+  return launch(stream, i, b, false);
 }
 
-rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b) {
+rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b, bool after_kernel) {
   const Graph& g = *graph_;
   const MemoryPlan& mp = planned_;
   const GeneratedKernel& k = kernels_[i];
@@ -309,7 +312,9 @@ rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b) {
   // and Compute show our names. Without a tool attached the calls are no-ops.
   nvtxRangePushA(k.name.c_str());
   rt::LaunchConfig lc = rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads), static_cast<unsigned>(k.launch.shared_bytes));
-  lc.programmatic = programmatic_;
+  // Early only where it pays (the kernel prefetches its weight before it waits) and only after a
+  // kernel of this call: what the caller or weight preparation wrote before must be complete.
+  lc.programmatic = programmatic_ && after_kernel && k.launch.early_prologue;
   rt::Status launched = rt::launch(stream, steps_[i].kernel, lc, args);
   nvtxRangePop();
   LJ_RT_TRY(launched);

@@ -35,9 +35,10 @@ struct BuildOptions {
   bool use_cache = true;
   /// Use the device's arch-specific target where it has one (sm_90a: the wgmma GEMM); false: sm_XY.
   bool arch_specific = true;
-  /// Launch each kernel with programmatic dependent launch where the device has it (sm_90+): its
-  /// CTAs take SM slots while the previous kernel finishes and wait there for its writes
-  /// (lj_pdl_begin). LAYERJIT_PDL=0 in the environment turns it off too.
+  /// Programmatic dependent launch where the device has it (sm_90+), for the kernels that prefetch
+  /// a weight before they wait for the previous kernel (LaunchRule::early_prologue: the GEMVs):
+  /// their CTAs take SM slots while the previous kernel finishes. Other kernels, and the first of
+  /// each call, launch as without it. LAYERJIT_PDL=0 or 1 in the environment overrides this.
   bool programmatic_launch = false;
   /// Matmul configs from the tuning DB (`layerjit tune`'s winners for the hint's bucket on this
   /// device and target) where a record exists and still fits the problem; else the defaults.
@@ -106,7 +107,8 @@ class Executable {
   Executable() = default;
   rt::Status prepare(const Bindings& b);  // the memory plan and arena for `b`
   std::set<ValueId> outside_arena() const;  // bound buffers and prepared weights
-  rt::Status launch(rt::Stream& stream, size_t i, const Bindings& b);
+  /// after_kernel: a kernel of the same call was launched before this one on `stream`.
+  rt::Status launch(rt::Stream& stream, size_t i, const Bindings& b, bool after_kernel);
   struct Step {
     rt::Module module;
     rt::Kernel kernel;
