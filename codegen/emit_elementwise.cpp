@@ -73,6 +73,7 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const E
   k.launch.work = dim_product(space);
   k.launch.per_block = static_cast<int64_t>(kThreads) * vec;
   k.launch.threads = kThreads;
+  k.launch.early = true;  // many small CTAs: where they land does not matter
   return k;
 }
 

@@ -10,12 +10,11 @@
 #include <algorithm>
 
 #include "codegen/emit_matmul.h"
-#include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 
 namespace lj {
 
-GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, int sm) {
+GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg) {
   const Graph& g = ctx.graph();
   const FusionGroup& grp = ctx.group();
   const ValueId x = op.x, wt = op.w;
@@ -41,9 +40,6 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   const int threads = warps * 32;
   const int64_t step = int64_t{32} * vec * unroll;
   const bool k_tail = K % step != 0;
-  // sm_90+: prefetch W before waiting for the previous kernel, and ask to be launched early for it.
-  // Only a W computed from params qualifies: an activation could still be being written.
-  const bool early = sm >= 90 && computed_from_params(g, wt);
 
   ctx.add_group_params();
   const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = rope ? "" : ctx.buffer_param(op.out, true);
@@ -112,10 +108,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   w.blank();
   {
     auto fn = w.scope(ctx.signature(threads));
-    if (early)
-      w.line("lj_pdl_launch_dependents();  // the next kernel may launch (programmatic dependent launch)");
-    else
-      w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.comment(print_node(g, grp.nodes[0]));
     w.line("const int lane = threadIdx.x & 31;");
     if (rope) {
@@ -133,13 +126,6 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, "n", "0", "wc"));
     if (two_rows)
       w.line("const {}* __restrict__ w_up = {} + {};", tw, pw, row_address(w, ctx, wt, rope ? "n2" : "(N + n)", "0", "wu"));
-    if (early) {
-      w.comment("%" + wn + " comes from params alone (no kernel of the call writes it): its first lines are asked of L2");
-      w.comment("before the wait for the previous kernel, so they stream while that kernel drains.");
-      w.line("lj_prefetch_l2(w_row, K * (lj_i64)sizeof({}), lane);", tw);
-      if (two_rows) w.line("lj_prefetch_l2(w_up, K * (lj_i64)sizeof({}), lane);", tw);
-      w.line("lj_pdl_wait();  // the previous kernel's writes visible");
-    }
     w.comment("Rows of %" + xn + " in chunks of MT; %" + wn + " is streamed once per chunk.");
     auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += MT)");
     w.line("const int rows = M - m0 < MT ? (int)(M - m0) : MT;");
@@ -200,7 +186,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   k.launch.per_block = warps;
   k.launch.threads = threads;
   k.config = cfg.str();
-  k.launch.early_prologue = early;
+  k.launch.early = true;  // a warp per column, many small CTAs: where they land does not matter
   return k;
 }
 

@@ -386,7 +386,7 @@ GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOp
     throw UserError(fmt::format("{}: config '{}' cannot run this matmul ([M, {}] x [{}, {}]^T, {}): {}", ctx.kernel_name(),
                                 cfg.str(), p.k, p.n, p.k, dtype_name(p.dtype), why));
   }
-  return cfg.family == MatmulConfig::Family::Gemv ? emit_gemv(ctx, op, cfg, opts.sm) : emit_gemm_mma(ctx, op, cfg, opts);
+  return cfg.family == MatmulConfig::Family::Gemv ? emit_gemv(ctx, op, cfg) : emit_gemm_mma(ctx, op, cfg, opts);
 }
 
 }  // namespace lj

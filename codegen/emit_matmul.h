@@ -89,7 +89,7 @@ std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, co
 /// they are one constant stride apart from a constant start, both 16-byte aligned.
 std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v);
 
-GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, int sm);
+GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
 GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts);
 
 }  // namespace lj

@@ -344,6 +344,7 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
   k.launch.work = dim_as_product(rows);
   k.launch.per_block = 1;
   k.launch.threads = kThreads;
+  k.launch.early = true;  // one small CTA per row: where the CTAs land does not matter
   return k;
 }
 

@@ -286,6 +286,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
   k.launch.work = dim_product(Shape(space.begin(), space.end() - 1));
   k.launch.per_block = 1;
   k.launch.threads = threads;
+  k.launch.early = true;  // one small CTA per row: where the CTAs land does not matter
   k.source = w.str();
   return k;
 }

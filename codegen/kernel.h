@@ -54,10 +54,12 @@ struct LaunchRule {
   /// A persistent kernel's cap (one CTA per SM; its CTAs stride over the tiles): grid.x is at most
   /// this. 0: no cap.
   int64_t max_blocks = 0;
-  /// The kernel prefetches a weight before waiting for the previous kernel (lj_pdl_wait): launched
-  /// with programmatic dependent launch after another kernel of the call, it streams while that
-  /// kernel drains. Kernels without it start after the previous one ends, as without PDL.
-  bool early_prologue = false;
+  /// Worth launching early (programmatic dependent launch, sm_90+): its grid is many small CTAs, or
+  /// few, so where they land does not matter; launched after another kernel of the call, its CTAs
+  /// are resident and waiting in lj_pdl_begin when that kernel ends. Not for kernels sized to one
+  /// even wave (attention, the tensor-core GEMMs): early CTAs land on the SMs that free first and
+  /// unbalance them (docs/exec.md). Those launch after the previous kernel ends, as without PDL.
+  bool early = false;
 
   /// grid.x for the symbol values in `b` (every symbol of `work` must be bound).
   int64_t blocks(const Bindings& b) const;

@@ -105,8 +105,12 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
   e.scratch_.resize(e.steps_.size());
   e.scratch_used_.resize(e.steps_.size());
   const char* pdl = std::getenv("LAYERJIT_PDL");
-  const bool pdl_env_set = pdl && (std::string_view(pdl) == "0" || std::string_view(pdl) == "1");
-  e.programmatic_ = (pdl_env_set ? std::string_view(pdl) == "1" : opts.programmatic_launch) && ctx.info().cc() >= 90;
+  const std::string_view pdl_env = pdl ? pdl : "";
+  const bool pdl_env_set = pdl_env == "0" || pdl_env == "1" || pdl_env == "all";
+  if (pdl && !pdl_env_set)
+    return rt::Error{fmt::format("LAYERJIT_PDL={}: expected 0 (off), 1 (on for the kernels that gain) or all (every kernel)", pdl_env)};
+  e.programmatic_ = (pdl_env_set ? pdl_env != "0" : opts.programmatic_launch) && ctx.info().cc() >= 90;
+  e.programmatic_all_ = pdl_env == "all";
   const char* log = std::getenv("LAYERJIT_LOG");
   e.log_dispatch_ = log && std::string_view(log).find("dispatch") != std::string_view::npos;
   return e;
@@ -312,9 +316,9 @@ rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b, b
   // and Compute show our names. Without a tool attached the calls are no-ops.
   nvtxRangePushA(k.name.c_str());
   rt::LaunchConfig lc = rt::LaunchConfig::linear(blocks, static_cast<unsigned>(k.launch.threads), static_cast<unsigned>(k.launch.shared_bytes));
-  // Early only where it pays (the kernel prefetches its weight before it waits) and only after a
-  // kernel of this call: what the caller or weight preparation wrote before must be complete.
-  lc.programmatic = programmatic_ && after_kernel && k.launch.early_prologue;
+  // Early only where it pays (LaunchRule::early; every kernel with LAYERJIT_PDL=all, to measure) and
+  // only after a kernel of this call, so the first starts after the caller's work as it would without.
+  lc.programmatic = programmatic_ && after_kernel && (k.launch.early || programmatic_all_);
   rt::Status launched = rt::launch(stream, steps_[i].kernel, lc, args);
   nvtxRangePop();
   LJ_RT_TRY(launched);

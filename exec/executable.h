@@ -35,10 +35,11 @@ struct BuildOptions {
   bool use_cache = true;
   /// Use the device's arch-specific target where it has one (sm_90a: the wgmma GEMM); false: sm_XY.
   bool arch_specific = true;
-  /// Programmatic dependent launch where the device has it (sm_90+), for the kernels that prefetch
-  /// a weight before they wait for the previous kernel (LaunchRule::early_prologue: the GEMVs):
-  /// their CTAs take SM slots while the previous kernel finishes. Other kernels, and the first of
-  /// each call, launch as without it. LAYERJIT_PDL=0 or 1 in the environment overrides this.
+  /// Programmatic dependent launch where the device has it (sm_90+), for the kernels marked
+  /// LaunchRule::early (GEMVs, row, RoPE and elementwise kernels): their CTAs are resident and
+  /// waiting when the previous kernel ends. Other kernels, and the first of each call, launch as
+  /// without it. Off by default: no variant has gained on the H200 yet (docs/exec.md).
+  /// LAYERJIT_PDL=0, 1 or all (every kernel, to measure) overrides this.
   bool programmatic_launch = false;
   /// Matmul configs from the tuning DB (`layerjit tune`'s winners for the hint's bucket on this
   /// device and target) where a record exists and still fits the problem; else the defaults.
@@ -137,7 +138,8 @@ class Executable {
   int cache_hits_ = 0;
   std::vector<KernelOrigin> origins_;
   bool log_dispatch_ = false;  // LAYERJIT_LOG contains "dispatch"
-  bool programmatic_ = false;  // BuildOptions::programmatic_launch on an sm_90+ device
+  bool programmatic_ = false;      // BuildOptions::programmatic_launch (or LAYERJIT_PDL) on an sm_90+ device
+  bool programmatic_all_ = false;  // LAYERJIT_PDL=all: every kernel early, not only LaunchRule::early ones
   std::vector<std::pair<std::string, int64_t>> logged_for_;  // the symbol values last logged
 };
 

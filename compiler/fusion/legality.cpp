@@ -89,13 +89,6 @@ bool is_row_quantize(const Graph& g, const Node& n) {
   return axis && (*axis == 0 || *axis == -2);
 }
 
-bool computed_from_params(const Graph& g, ValueId v) {
-  const ValueInfo& info = g.value(v);
-  if (info.producer < 0) return info.is_param;
-  const Node& n = g.node(info.producer);
-  return !n.operands.empty() && std::all_of(n.operands.begin(), n.operands.end(), [&](ValueId o) { return computed_from_params(g, o); });
-}
-
 UseMap::UseMap(const Graph& g) : users_(g.values().size()), is_output_(g.values().size(), false) {
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
     for (ValueId v : g.node(n).operands) {

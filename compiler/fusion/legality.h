@@ -23,10 +23,6 @@ bool is_pointwise(const Node& n);
 /// activations): a row kernel finds the row's amax, the scale and the codes in one pass.
 bool is_row_quantize(const Graph& g, const Node& n);
 
-/// `v` is a param or computed from params alone (a folded norm's W * w, made by weight preparation):
-/// no kernel of a call writes it, so a kernel may read it before the previous kernel finishes.
-bool computed_from_params(const Graph& g, ValueId v);
-
 /// Users of every value (node ids, in graph order) and whether it is a graph output.
 class UseMap {
  public:

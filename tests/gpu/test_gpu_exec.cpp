@@ -4,6 +4,8 @@
 // unbound input, binding an intermediate, a missing symbol value).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "exec/executable.h"
 #include "layerjit/llama.h"
@@ -96,15 +98,32 @@ void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed, b
 TEST_CASE("the small Llama layer runs end to end and matches the CPU reference", "[gpu][exec]") {
   Bindings pre;
   pre.set("T", 33);
-  check_against_reference(llama_prefill(LlamaConfig::small()), pre, 1);
   Bindings dec;
   dec.set("B", 3);
   dec.set("C", 9);
-  check_against_reference(llama_decode(LlamaConfig::small()), dec, 2);
-  // Programmatic dependent launch (sm_90+; off by default, see docs/exec.md): every kernel's CTAs
-  // may start early and must wait for the previous kernel before touching memory.
-  check_against_reference(llama_prefill(LlamaConfig::small()), pre, 3, true);
-  check_against_reference(llama_decode(LlamaConfig::small()), dec, 4, true);
+  Bindings one;
+  one.set("B", 1);
+  one.set("C", 17);
+  // Programmatic dependent launch (sm_90+, for LaunchRule::early kernels, see docs/exec.md): early
+  // CTAs must wait for the previous kernel before touching memory. Off, on, and with every kernel
+  // early (LAYERJIT_PDL=all, read when the executable is built).
+  for (const char* pdl : {"off", "on", "all"}) {
+    INFO("programmatic dependent launch: " << pdl);
+    if (std::string_view(pdl) == "all") ::setenv("LAYERJIT_PDL", "all", 1);
+    const bool on = std::string_view(pdl) != "off";
+    check_against_reference(llama_prefill(LlamaConfig::small()), pre, 1, on);
+    check_against_reference(llama_decode(LlamaConfig::small()), dec, 2, on);
+    check_against_reference(llama_decode(LlamaConfig::small()), one, 3, on);
+    ::unsetenv("LAYERJIT_PDL");
+  }
+  // Any other value is refused by name rather than read as one of them.
+  ::setenv("LAYERJIT_PDL", "yes", 1);
+  exec::BuildOptions bo;
+  bo.hint = dec;
+  auto bad = exec::Executable::build(lj_test::gpu(), llama_decode(LlamaConfig::small()), bo);
+  ::unsetenv("LAYERJIT_PDL");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.message(), Catch::Matchers::Contains("LAYERJIT_PDL=yes: expected 0"));
 }
 
 TEST_CASE("folded norms: the layer matches its unfolded plan and the reference, new norm weights are prepared again",

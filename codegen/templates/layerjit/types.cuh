@@ -20,28 +20,6 @@ __device__ __forceinline__ void lj_pdl_begin() {
 #endif
 }
 
-// The two halves of lj_pdl_begin, for kernels that do useful work between them: a kernel that
-// streams a weight (a param: no kernel of a call writes it) may prefetch it into L2 before it
-// waits, so its first bytes are on chip when the previous kernel's writes become visible. The
-// executable launches such kernels early only after another kernel of the same call (never right
-// after weight preparation or the caller's own writes).
-__device__ __forceinline__ void lj_pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void lj_pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// Asks L2 for the first `bytes` of a row that a warp is about to stream: lane i the i-th 128-byte
-// line, so at most 4 KiB per call. A hint: no register waits for it and nothing is read early.
-__device__ __forceinline__ void lj_prefetch_l2(const void* row, lj_i64 bytes, int lane) {
-  if ((lj_i64)lane * 128 < bytes) asm volatile("prefetch.global.L2 [%0];" ::"l"((const char*)row + lane * 128));
-}
-
 // Completion counting across CTAs (split-K GEMMs, split-KV attention). Called by the `threads`
 // threads of named barrier `bar` (0 and blockDim.x: the whole CTA; `t`: the caller's index among
 // them) after their global writes: counts the CTA once on `counter` and tells all of them whether it
