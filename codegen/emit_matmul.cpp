@@ -386,7 +386,8 @@ GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOp
     throw UserError(fmt::format("{}: config '{}' cannot run this matmul ([M, {}] x [{}, {}]^T, {}): {}", ctx.kernel_name(),
                                 cfg.str(), p.k, p.n, p.k, dtype_name(p.dtype), why));
   }
-  return cfg.family == MatmulConfig::Family::Gemv ? emit_gemv(ctx, op, cfg) : emit_gemm_mma(ctx, op, cfg, opts);
+  if (cfg.family == MatmulConfig::Family::Gemv) return cfg.tensor_cores ? emit_gemv_mma(ctx, op, cfg) : emit_gemv(ctx, op, cfg);
+  return emit_gemm_mma(ctx, op, cfg, opts);
 }
 
 }  // namespace lj

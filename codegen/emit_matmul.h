@@ -90,6 +90,8 @@ std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, co
 std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v);
 
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
+/// The tensor-core GEMV for fp8 x and W ("gemv mma", emit_gemv_mma.cpp).
+GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
 GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts);
 
 }  // namespace lj

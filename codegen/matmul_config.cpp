@@ -8,6 +8,7 @@
 namespace lj {
 
 std::string MatmulConfig::str() const {
+  if (family == Family::Gemv && tensor_cores) return fmt::format("gemv mma u={} warps={}", loads_in_flight, warps);
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
   if (family == Family::Wgmma)
     return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
@@ -45,6 +46,11 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
     const size_t end = std::min(rest.find(' '), rest.size());
     const std::string_view item = rest.substr(0, end);
     rest = end < rest.size() ? rest.substr(end + 1) : std::string_view();
+    if (item == "mma" && c.family == MatmulConfig::Family::Gemv) {
+      c.tensor_cores = true;
+      c.rows_per_pass = 8;  // the mma's 8 columns: rows of x per pass, fixed
+      continue;
+    }
     if (item == "persistent" && c.family == MatmulConfig::Family::Wgmma) {
       c.persistent = true;
       continue;
@@ -81,7 +87,7 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
       else if (key == "gm") field = &c.group_m;
       else if (key == "sk") field = &c.split_k;
     } else {
-      if (key == "mt") field = &c.rows_per_pass;
+      if (key == "mt" && !c.tensor_cores) field = &c.rows_per_pass;
       else if (key == "u") field = &c.loads_in_flight;
       else if (key == "warps") field = &c.warps;
     }
@@ -104,6 +110,14 @@ MatmulConfig gemv_default(const MatmulProblem& p) {
   // 16-byte loads: 4 in flight (64 bytes per lane); narrower loads need more to keep the bytes.
   c.loads_in_flight = p.aligned ? 4 : 8;
   c.warps = static_cast<int>(std::clamp<int64_t>(p.n, 1, 8));
+  return c;
+}
+
+MatmulConfig gemv_mma(int u, int warps) {
+  MatmulConfig c;
+  c.family = MatmulConfig::Family::Gemv;
+  c.tensor_cores = true;
+  c.rows_per_pass = 8, c.loads_in_flight = u, c.warps = warps;
   return c;
 }
 
@@ -223,6 +237,14 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   const int kt = c.k_tile(dtype_bytes(p.dtype));
   if (c.split_k > 1 && p.k > 0 && c.split_k > (p.k + kt - 1) / kt)
     return fmt::format("sk={} for {} k tiles of {} (a CTA without k tiles)", c.split_k, (p.k + kt - 1) / kt, kt);
+  if (c.family == MatmulConfig::Family::Gemv && c.tensor_cores) {
+    if (p.sm < 89) return fmt::format("gemv mma (fp8 mma.sync m16n8k32) needs sm_89 or newer, target is sm_{}", p.sm);
+    if (!is_fp8(p.dtype)) return fmt::format("gemv mma multiplies fp8 x and W of one format, not {}", dtype_name(p.dtype));
+    if (!p.aligned || p.k % 16 != 0) return fmt::format("gemv mma loads 16-byte chunks: rows of x and W must start 16-byte aligned and K (= {}) be a multiple of 16", p.k);
+    if (c.loads_in_flight > 4) return "more than 4 k steps in flight per lane (3 16-byte loads each: 8 spill under 128 registers)";
+    if (c.warps > 16) return "more than 16 warps per CTA";
+    return "";
+  }
   if (c.family == MatmulConfig::Family::Gemv) {
     if (c.rows_per_pass > 16) return "more than 16 rows per pass (fp32 accumulators per lane)";
     if (c.loads_in_flight > 16) return "more than 16 loads in flight per lane";
@@ -279,8 +301,8 @@ namespace {
 // Configs that run but cannot win: tiles far larger than the problem only add masked work, and a
 // GEMV pass over more rows than exist re-reads nothing it saves.
 std::string wasteful(const MatmulConfig& c, const MatmulProblem& p) {
-  if (c.family == MatmulConfig::Family::Gemv)
-    return p.m > 0 && c.rows_per_pass > 1 && c.rows_per_pass > p.m ? fmt::format("{} rows per pass for M = {}", c.rows_per_pass, p.m) : "";
+  if (c.family == MatmulConfig::Family::Gemv)  // (the tensor-core GEMV's 8 rows per pass are the mma's width)
+    return !c.tensor_cores && p.m > 0 && c.rows_per_pass > 1 && c.rows_per_pass > p.m ? fmt::format("{} rows per pass for M = {}", c.rows_per_pass, p.m) : "";
   if (c.bn > 2 * std::max<int64_t>(p.n, 64)) return fmt::format("bn={} for N = {}", c.bn, p.n);
   if (p.m > 0 && c.bm > 2 * std::max<int64_t>(p.m, 64)) return fmt::format("bm={} for M = {}", c.bm, p.m);
   return "";
@@ -300,6 +322,10 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
           all.push_back(c);
         }
   }
+  // fp8 on sm_89+: the tensor-core GEMV (few rows; it re-reads W per 8 rows of x).
+  if ((small_m || p.m == 0) && is_fp8(p.dtype) && p.sm >= 89)
+    for (int u : {2, 4})
+      for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
   if (tensor_core_dtype(p.dtype) && p.sm >= 80) {
     struct Tile { int bm, bn, wm, wn; };
     for (Tile t : {Tile{64, 64, 2, 2}, Tile{64, 128, 2, 2}, Tile{128, 64, 2, 2}, Tile{128, 128, 2, 2},

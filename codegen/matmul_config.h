@@ -22,6 +22,11 @@ struct MatmulConfig {
   int bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 2, stages = 4, group_m = 8;
   // Gemv: rows of x per pass over W, loads of W in flight per lane, warps (columns) per CTA.
   int rows_per_pass = 4, loads_in_flight = 4, warps = 8;
+  /// Gemv, fp8 x and W on sm_89+: the tensor-core GEMV (templates/layerjit/gemv_mma.cuh). A CTA owns
+  /// 16 rows of W (8 pairs of rows with SwiGLU or RoPE) and up to 8 rows of x per pass; its `warps`
+  /// warps take equal shares of K, `loads_in_flight` 64-element k steps ahead per lane, and add
+  /// their partial sums in shared memory in a fixed order. rows_per_pass is unused. Printed "gemv mma".
+  bool tensor_cores = false;
   /// Wgmma: a persistent grid (one CTA per SM walking the tiles), the producer loading the next
   /// tile's stages while the consumers run the epilogue, which stages into shared memory of its own.
   bool persistent = false;
@@ -40,7 +45,7 @@ struct MatmulConfig {
   int split_k = 1;
 
   /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" (with
-  /// " persistent", " pingpong" or " streamk" when set, " sk=N" for split-K) or "gemv mt=4 u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
+  /// " persistent", " pingpong" or " streamk" when set, " sk=N" for split-K), "gemv mt=4 u=4 warps=8" or "gemv mma u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
   /// print.
   std::string str() const;
   int threads() const {

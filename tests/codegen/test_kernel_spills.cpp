@@ -7,9 +7,12 @@
 
 #include <fmt/format.h>
 
+#include "codegen/device_headers.h"
 #include "codegen/kernel.h"
+#include "layerjit/text.h"
 #include "layerjit/llama.h"
 #include "runtime/kernel_resources.h"
+#include "runtime/nvrtc.h"
 
 using namespace lj;
 
@@ -188,4 +191,86 @@ TEST_CASE("64-row wgmma GEMMs compile for sm_90a without spills: 256 threads, tw
     }
   }
   CHECK(seen == 12);
+}
+
+TEST_CASE("the tensor-core fp8 GEMV compiles for sm_90 and sm_90a without spills, on m16n8k32 fp8 mmas, and the pruner says where it cannot run",
+          "[codegen]") {
+  // Every gemv mma candidate on the FP8 layer's four projections at B = 1 (RoPE + cache writes,
+  // residual, SwiGLU, residual: each epilogue path), both targets.
+  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_fp8.lj");
+  const Graph* g = nullptr;
+  for (const Graph& x : m.graphs)
+    if (x.name() == "llama3_8b_fp8_decode") g = &x;
+  REQUIRE(g);
+  int seen = 0;
+  for (const char* arch : {"sm_90", "sm_90a"}) {
+    auto target = rt::Target::parse(arch);
+    REQUIRE(target.ok());
+    for (const FusionGroup& grp : matmul_groups(*g)) {
+      EmitOptions eo;
+      eo.sm = 90;
+      eo.arch_specific = target->arch_specific;
+      eo.hint.set("B", 1);
+      eo.hint.set("C", 4096);
+      const MatmulProblem p = matmul_problem(*g, grp, eo);
+      std::vector<MatmulConfig> tc;
+      for (const MatmulConfig& c : matmul_candidates(p))
+        if (c.family == MatmulConfig::Family::Gemv && c.tensor_cores) tc.push_back(c);
+      CHECK(tc.size() == 6);
+      for (const MatmulConfig& c : tc) {
+        eo.matmul = c;
+        const GeneratedKernel k = emit_group(*g, grp, eo);
+        auto r = rt::kernel_resources(k, *target);
+        INFO(k.name << " (" << k.config << ") for " << arch << ": " << (r.ok() ? r->str() : r.message()));
+        REQUIRE(r.ok());
+        CHECK(!r->spills());
+        CHECK(r->stack_bytes == 0);
+        CHECK(r->registers * k.launch.threads * std::max(1, 512 / k.launch.threads) <= 65536);  // >= 512 threads per SM
+        CHECK(k.source.find("lj_gemv_mma_share<lj_e4m3, lj_e4m3, U, K>") != std::string::npos);
+        ++seen;
+      }
+    }
+  }
+  CHECK(seen == 48);
+  // The mma itself: m16n8k32 on e4m3 codes in the PTX, no conversion of the codes to float.
+  {
+    EmitOptions eo;
+    eo.hint.set("B", 1);
+    eo.hint.set("C", 4096);
+    eo.matmul = parse_matmul_config("gemv mma u=4 warps=8", nullptr);
+    const FusionGroup grp = matmul_groups(*g).at(1);
+    const GeneratedKernel k = emit_group(*g, grp, eo);
+    rt::CompileOptions opts;
+    opts.program_name = k.name + ".cu";
+    opts.headers = codegen_device_headers();
+    opts.want_ptx = true;
+    auto res = rt::compile(k.source, opts, *rt::Target::parse("sm_90"));
+    INFO((res.ok() ? "" : res.message()));
+    REQUIRE(res.ok());
+    CHECK(res->ptx.find("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32") != std::string::npos);
+    CHECK(res->ptx.find("cvt.rn.f16x2.e4m3x2") == std::string::npos);
+  }
+  // Where it cannot run, the pruner says why before anything is emitted.
+  MatmulProblem p;
+  p.m = 1, p.n = 4096, p.k = 4096, p.dtype = DType::F8E4M3, p.sm = 90;
+  MatmulConfig c = *parse_matmul_config("gemv mma u=4 warps=8", nullptr);
+  CHECK(reject_reason(c, p).empty());
+  CHECK(c.str() == "gemv mma u=4 warps=8");
+  MatmulProblem bf = p;
+  bf.dtype = DType::BF16;
+  CHECK_THAT(reject_reason(c, bf), Catch::Contains("gemv mma multiplies fp8 x and W of one format, not bf16"));
+  MatmulProblem mixed = p;
+  mixed.dtype = DType::F32;  // x and W of different dtypes
+  CHECK_THAT(reject_reason(c, mixed), Catch::Contains("not f32"));
+  MatmulProblem old = p;
+  old.sm = 80;
+  CHECK_THAT(reject_reason(c, old), Catch::Contains("needs sm_89 or newer, target is sm_80"));
+  MatmulProblem odd = p;
+  odd.k = 4100;
+  CHECK_THAT(reject_reason(c, odd), Catch::Contains("K (= 4100) be a multiple of 16"));
+  c.loads_in_flight = 8;
+  CHECK_THAT(reject_reason(c, p), Catch::Contains("more than 4 k steps in flight"));
+  std::string error;
+  CHECK_FALSE(parse_matmul_config("gemv mma mt=2 u=4", &error));
+  CHECK_THAT(error, Catch::Contains("unknown key 'mt' for the gemv family"));
 }

@@ -178,6 +178,95 @@ TEST_CASE("fp8 GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}"
     }
 }
 
+// The tensor-core fp8 GEMV ("gemv mma"): 16-byte chunks of K (K a multiple of 16, not of the 64
+// elements a warp step takes, nor of a warp's share), N not a multiple of its 16-row tiles or 8-pair
+// tiles, M across the 8-row chunks; then every epilogue it has (row scale + residual, SwiGLU, RoPE
+// with cache writes) in e4m3, as the FP8 layer's projections have them.
+TEST_CASE("the tensor-core fp8 GEMV matches the reference on odd shapes and fused epilogues", "[gpu][gemm][fp8]") {
+  std::vector<MatmulConfig> configs;
+  for (const char* c : {"gemv mma u=2 warps=4", "gemv mma u=4 warps=8", "gemv mma u=4 warps=16"})
+    configs.push_back(*parse_matmul_config(c, nullptr));
+  uint64_t seed = 5100;
+  for (const char* dtype : {"f8e4m3", "f8e5m2"})
+    for (int64_t n : {7, 129, 1000})
+      for (int64_t k : {16, 1008, 4112})
+        for (const MatmulConfig& c : configs)
+          for (int64_t m : {1, 9}) {
+            EmitOptions emit;
+            emit.matmul = c;
+            check(matmul_graph(n, k, dtype), m, emit, ++seed);
+          }
+  Module mod = parse_module(R"(
+graph @row_scaled(%x: f8e4m3[M, 1008], %w: param f8e4m3[130, 1008], %rs: f32[M], %r: bf16[M, 130]) {
+  %y = matmul(%x, %w, %rs)
+  %h = add(%r, %y)
+  return %h
+}
+graph @row_scaled_swiglu(%x: f8e4m3[M, 144], %w: param f8e4m3[258, 144], %rs: f32[M]) {
+  %gu = matmul(%x, %w, %rs)
+  %g, %u = split(%gu) {axis = 1, sizes = [129, 129]}
+  %s = silu(%g)
+  %a = mul(%s, %u)
+  return %a
+}
+)",
+                            "<fp8 gemv epilogues>");
+  for (const Graph& g : mod.graphs)
+    for (const MatmulConfig& c : configs)
+      for (int64_t m : {1, 7, 17}) {
+        EmitOptions emit;
+        emit.matmul = c;
+        check(g, m, emit, ++seed);
+      }
+  Module rope = parse_module(R"(
+graph @rope_decode(%x: f8e4m3[T, 144], %pos: i32[T], %kc: bf16[T, C, 1, 128], %vc: bf16[T, C, 1, 128], %w: param f8e4m3[512, 144],
+                   %rs: f32[T]) {
+  %qkv = matmul(%x, %w, %rs)
+  %qf, %kf, %vf = split(%qkv) {axis = 1, sizes = [256, 128, 128]}
+  %qh = reshape(%qf) {shape = [T, 2, 128]}
+  %kh = reshape(%kf) {shape = [T, 1, 128]}
+  %vh = reshape(%vf) {shape = [T, 1, 128]}
+  %c, %s = rope_table(%pos) {dim = 128, theta = 500000.0}
+  %q = rope(%qh, %c, %s) {style = "half"}
+  %k = rope(%kh, %c, %s) {style = "half"}
+  %kc2 = kv_cache_write(%kc, %k, %pos)
+  %vc2 = kv_cache_write(%vc, %vh, %pos)
+  return %q, %kc2, %vc2
+}
+graph @rope_gptj(%x: f8e4m3[T, 128], %pos: i32[T], %w: param f8e4m3[192, 128]) {
+  %qk = matmul(%x, %w)
+  %qf, %kf = split(%qk) {axis = 1, sizes = [128, 64]}
+  %qh = reshape(%qf) {shape = [T, 2, 64]}
+  %kh = reshape(%kf) {shape = [T, 1, 64]}
+  %c, %s = rope_table(%pos) {dim = 64}
+  %q = rope(%qh, %c, %s) {style = "interleaved"}
+  %k = rope(%kh, %c, %s) {style = "interleaved"}
+  return %q, %k
+}
+)",
+                             "<fp8 gemv rope>");
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  for (const Graph& g : rope.graphs) {
+    const FusionPlan plan = plan_fusion(g);
+    REQUIRE(plan.groups.size() == 2);
+    const FusionGroup& grp = plan.groups[1];
+    REQUIRE(grp.kind == GroupKind::Matmul);
+    for (const MatmulConfig& c : configs)
+      for (int64_t rows : {1, 7, 9}) {
+        lj_test::GroupCase gc;
+        gc.graph = &g;
+        gc.bind.set("T", rows);
+        gc.bind.set("C", 5);
+        gc.seed = ++seed;
+        gc.emit.matmul = c;
+        INFO(g.name() << ", T = " << rows << ", config " << c.str());
+        lj_test::check_group(ctx, *stream, gc, grp);
+      }
+  }
+}
+
 TEST_CASE("every config the pruner accepts computes the same product", "[gpu][gemm]") {
   // A prefill-sized problem gives every large tile, a 16-row one the GEMV variants and thin tiles.
   rt::Context& ctx = lj_test::gpu();

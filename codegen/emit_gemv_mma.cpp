@@ -1,0 +1,163 @@
+// Matmul groups, decode shapes with fp8 x and W on sm_89+: the tensor-core GEMV ("gemv mma"). The
+// SIMT GEMV (emit_gemv.cpp) converts every fp8 code to float before its FMA, and on the H200 those
+// conversions held it to 1.6-2.3 TB/s; here the codes go to mma.sync.m16n8k32 as loaded
+// (templates/layerjit/gemv_mma.cuh: fragment layout and the k permutation that lets each lane load
+// 16 contiguous bytes).
+//
+// One CTA owns a tile of 16 W rows and loops over x in chunks of 8 rows (the mma's 8 columns; at
+// decode B = 1 one of them is real, which costs tensor-core work the GEMV has to spare, not bytes).
+// Its WARPS warps take equal shares of K's 64-element steps, so a tile keeps WARPS x U x 1 KiB of W
+// in flight; the fp32 partials meet in shared memory and are added in warp order (deterministic).
+// With SwiGLU or RoPE the tile is 8 pairs of rows instead (gate n and up N + n, or the two columns
+// of a rotation pair) in A rows g and g + 8, so one thread holds both values of each output.
+#include <algorithm>
+
+#include "codegen/emit_matmul.h"
+#include "layerjit/text.h"
+
+namespace lj {
+
+GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg) {
+  const Graph& g = ctx.graph();
+  const FusionGroup& grp = ctx.group();
+  const ValueId x = op.x, wt = op.w;
+  const int64_t N = op.n_out, K = op.k;
+  const bool rope = !op.segments.empty();
+  const bool two_rows = op.glu || rope;
+  // Tiles: 16 output columns, or 8 pairs of rows.
+  const int64_t units = two_rows ? (rope ? N / 2 : N) : N;
+  const int64_t per_tile = two_rows ? 8 : 16;
+  const int64_t tiles = (units + per_tile - 1) / per_tile;
+  const DType ot = g.value(rope ? op.y : op.out).type.dtype;
+  const int unroll = cfg.loads_in_flight;
+  const int warps = cfg.warps;
+  const int threads = 32 * warps;
+  const int64_t steps = (K + 63) / 64;
+
+  ctx.add_group_params();
+  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = rope ? "" : ctx.buffer_param(op.out, true);
+  const char* tx = c_type(op.xt);
+  const char* tw = c_type(op.wt);
+  const std::string xn = g.value(x).name, wn = g.value(wt).name;
+
+  SourceWriter w;
+  ctx.header_comment(w);
+  w.line("#include \"layerjit/gemv_mma.cuh\"");
+  if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
+  w.blank();
+  if (op.glu) {
+    w.line("constexpr lj_i64 N = {};  // output columns: silu(gate) * up, gate rows [0, N) and up rows [N, 2N) of %{}", N, wn);
+  } else if (rope) {
+    w.line("constexpr lj_i64 N = {};  // columns of %{}: rows of %{}, taken in rotation pairs", N, g.value(op.y).name, wn);
+    w.line("constexpr lj_i64 D = {}, HALF = {};  // RoPE: heads of D columns, {}", op.rope_dim, op.rope_dim / 2,
+           op.rope_interleaved ? "pairs (2i, 2i + 1)" : "pairs (i, i + HALF)");
+  } else {
+    w.line("constexpr lj_i64 N = {};  // output columns: rows of %{}", N, wn);
+  }
+  w.line("constexpr lj_i64 K = {};  // reduction length", K);
+  w.line("constexpr lj_i64 UNITS = {};  // {}: {} per CTA", units, two_rows ? "pairs of W rows" : "W rows", per_tile);
+  w.line("constexpr lj_i64 STEPS = {};  // 64-element k steps of a row: 4 lanes x 16 bytes", steps);
+  w.line("constexpr int WARPS = {};  // warps per CTA, each a share of the k steps", warps);
+  w.line("constexpr int U = {};  // k steps in flight per lane", unroll);
+  w.blank();
+  {
+    // At least 512 threads per SM (<= 128 registers): two 8-warp CTAs, so the 256 tiles of o and
+    // down at N = 4096 fit the H200's 132 SMs in one wave.
+    auto fn = w.scope(ctx.signature(threads, std::max(1, 512 / threads)));
+    w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    w.comment(print_node(g, grp.nodes[0]));
+    w.line("__shared__ float partial[WARPS][32][4];  // each warp's 16 x 8 accumulator tile, in mma fragment order");
+    w.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
+    w.line("const int gr = lane >> 2, t = lane & 3;  // the lane's A rows {{gr, gr + 8}}, x row (B column) gr, k chunk t");
+    // The two W rows of A rows gr and gr + 8.
+    if (op.glu) {
+      w.line("const lj_i64 ua = (lj_i64)blockIdx.x * 8 + gr;  // gate row ua, up row N + ua");
+      w.line("const bool a_in = ua < UNITS, b_in = a_in;");
+      w.line("const lj_i64 ra = ua, rb = N + ua;");
+    } else if (rope) {
+      w.line("const lj_i64 pa = (lj_i64)blockIdx.x * 8 + gr;  // the rotation pair of A rows gr and gr + 8");
+      w.line("const bool a_in = pa < UNITS, b_in = a_in;");
+      if (op.rope_interleaved)
+        w.line("const lj_i64 ra = 2 * pa, rb = ra + 1;");
+      else
+        w.line("const lj_i64 ra = pa / HALF * D + pa % HALF, rb = ra + HALF;");
+    } else {
+      w.line("const lj_i64 ra = (lj_i64)blockIdx.x * 16 + gr, rb = ra + 8;");
+      w.line("const bool a_in = ra < UNITS, b_in = rb < UNITS;");
+    }
+    w.line("const {}* __restrict__ wa = {} + {};", tw, pw, row_address(w, ctx, wt, "(a_in ? ra : 0)", "0", "wa"));
+    w.line("const {}* __restrict__ wb = {} + {};", tw, pw, row_address(w, ctx, wt, "(b_in ? rb : 0)", "0", "wb"));
+    w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
+    w.line("const lj_i64 s0 = warp * STEPS / WARPS, s1 = (warp + 1) * STEPS / WARPS;  // this warp's k steps");
+    w.comment("Rows of %" + xn + " in chunks of 8 (the mma's columns); %" + wn + " is streamed once per chunk.");
+    auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += 8)");
+    w.line("const bool x_in = m0 + gr < M;");
+    w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
+    w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
+    w.line("lj_gemv_mma_share<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);", tw, tx);
+    w.line("if (m0 > 0) __syncthreads();  // the previous chunk's partials are read");
+    w.line("#pragma unroll");
+    w.line("for (int r = 0; r < 4; ++r) partial[warp][lane][r] = c[r];");
+    w.line("__syncthreads();");
+    // Thread e < 16 x 8 (or 8 x 8 pairs) sums one accumulator over the warps: fragment lane fl, register
+    // fr; C row fl / 4 + 8 * (fr / 2), column 2 * (fl % 4) + fr % 2.
+    if (two_rows) {
+      w.comment("Thread e < 64: A rows gr' and gr' + 8 (a pair) at x row m0 + column, registers fr and fr + 2.");
+      w.line("const int e = threadIdx.x;");
+      w.line("if (e >= 64) continue;");
+      w.line("const int fl = e >> 1, fr = e & 1;");
+      w.line("float sum = 0.f, sum_b = 0.f;");
+      w.line("#pragma unroll");
+      w.line("for (int v = 0; v < WARPS; ++v) sum += partial[v][fl][fr], sum_b += partial[v][fl][fr + 2];");
+      w.line("const lj_i64 u = (lj_i64)blockIdx.x * 8 + (fl >> 2);");
+    } else {
+      w.comment("Thread e < 128: one accumulator (fragment lane fl, register fr), added over the warps.");
+      w.line("const int e = threadIdx.x;");
+      w.line("if (e >= 128) continue;");
+      w.line("const int fl = e >> 2, fr = e & 3;");
+      w.line("float sum = 0.f;");
+      w.line("#pragma unroll");
+      w.line("for (int v = 0; v < WARPS; ++v) sum += partial[v][fl][fr];");
+      w.line("const lj_i64 u = (lj_i64)blockIdx.x * 16 + (fl >> 2) + 8 * (fr >> 1);");
+    }
+    w.line("const lj_i64 m = m0 + 2 * (fl & 3) + (fr & 1);");
+    w.line("if (u >= UNITS || m >= M) continue;");
+    std::string rs = row_scale_expr(w, ctx, op, "m", "sc");
+    if (!rs.empty()) {
+      w.line("const float rs = {};  // %{}", rs, g.value(op.row_scale).name);
+      w.line("sum *= rs;");
+      if (two_rows) w.line("sum_b *= rs;");
+    }
+    if (rope) {
+      if (op.rope_interleaved)
+        w.line("const lj_i64 n = 2 * u, n2 = n + 1;");
+      else
+        w.line("const lj_i64 n = u / HALF * D + u % HALF, n2 = n + HALF;");
+      w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),
+             rounded_expr(op.yt, "sum_b"), g.value(op.y).name);
+      auto first = w.scope("");
+      emit_rope_stores(w, ctx, op, "m", "n", 1, "ya", "yb", false);
+      auto second = w.scope("");
+      emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false, "", false);
+    } else {
+      w.line("const lj_i64 n = u;");
+      emit_epilogue_element(w, ctx, op, "m", "n", op.glu ? std::vector<std::string>{"sum", "sum_b"} : std::vector<std::string>{"sum"},
+                            "r", "");
+      w.line("{}[{}] = lj_from_float<{}>(r);  // %{}", po, row_address(w, ctx, op.out, "m", "n", "yc"), c_type(ot), g.value(op.out).name);
+    }
+  }
+
+  GeneratedKernel k;
+  k.group = grp.id;
+  k.name = ctx.kernel_name();
+  k.source = w.str();
+  k.params = ctx.params();
+  k.launch.work.constant = tiles;
+  k.launch.per_block = 1;
+  k.launch.threads = threads;
+  k.config = cfg.str();
+  k.launch.early = true;  // many small CTAs: where they land does not matter
+  return k;
+}
+
+}  // namespace lj

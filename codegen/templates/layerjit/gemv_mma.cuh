@@ -1,0 +1,69 @@
+// The fp8 GEMV's main loop on the tensor cores (sm_89+): y[m, n] = sum_k x[m, k] * w[n, k] for fp8
+// x and W with mma.sync.m16n8k32 (e4m3 or e5m2 operands, fp32 accumulators). The SIMT GEMV
+// (emit_gemv.cpp) converts every code of x and W to float before its FMA, and those conversions,
+// not the bytes, bound it (1.6-2.3 TB/s on the H200 where the bf16 GEMV reads 2.9-3.9); here the
+// codes go to the tensor cores as loaded.
+//
+// A warp computes a 16 x 8 tile: 16 rows of W (A, row-major) against up to 8 rows of x (B, one
+// column each). Which k a fragment register holds does not matter to a dot product as long as A and
+// B agree, so lane 4g + t takes the 16 bytes at k = 64 s + 16 t of W rows a and b (A rows g and
+// g + 8) and of its x row (B column g), and feeds bytes 0-7 to one mma and 8-15 to the next: in the
+// PTX ISA's m16n8k32 layout a thread's A registers are rows {g, g + 8} x k {4t..4t+3, 16+4t..16+4t+3}
+// and its B registers k {4t..4t+3, 16+4t..16+4t+3} x column g, the same k for both. C: rows
+// {g, g + 8} x columns {2t, 2t + 1}.
+#pragma once
+#include "layerjit/types.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+template <class TW, class TX>
+struct lj_fp8_mma;  // W's and x's fp8 formats
+#define LJ_FP8_MMA(TW, TX, SW, SX)                                                                                             \
+  template <>                                                                                                                  \
+  struct lj_fp8_mma<TW, TX> {                                                                                                  \
+    static __device__ __forceinline__ void m16n8k32(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,        \
+                                                    unsigned b0, unsigned b1) {                                                \
+      asm volatile("mma.sync.aligned.m16n8k32.row.col.f32." SW "." SX ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "   \
+                   "{%0, %1, %2, %3};\n"                                                                                       \
+                   : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                                            \
+                   : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));                                                    \
+    }                                                                                                                          \
+  };
+LJ_FP8_MMA(lj_e4m3, lj_e4m3, "e4m3", "e4m3")
+LJ_FP8_MMA(lj_e4m3, lj_e5m2, "e4m3", "e5m2")
+LJ_FP8_MMA(lj_e5m2, lj_e4m3, "e5m2", "e4m3")
+LJ_FP8_MMA(lj_e5m2, lj_e5m2, "e5m2", "e5m2")
+#undef LJ_FP8_MMA
+
+// 16 bytes at p, or zeros where `in` is false: a row past N or M, or k past K, adds nothing.
+__device__ __forceinline__ uint4 lj_load16_or_zero(const void* p, bool in) {
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  if (in) v = *reinterpret_cast<const uint4*>(p);
+  return v;
+}
+
+// One warp's share of k, steps [s0, s1) of 64 elements, added to c: U steps' loads (3U 16-byte
+// loads per lane) are issued before the first of their mmas. K % 16 == 0 (the emitter's check), so
+// a 16-byte chunk is wholly inside k < K or wholly past it; rows start 16-byte aligned.
+template <class TW, class TX, int U, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr,
+                                                  bool a_in, bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
+  static_assert(K % 16 == 0, "the tensor-core GEMV loads whole 16-byte chunks of each row");
+#pragma unroll 1  // the U steps are the unrolling; more only holds more registers (ptxas spilled at 16 warps)
+  for (lj_i64 s = s0; s < s1; s += U) {
+    uint4 a[U], b[U], x[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const lj_i64 k = (s + u) * 64 + 16 * t;
+      const bool in = s + u < s1 && k < K;
+      a[u] = lj_load16_or_zero(wa + k, in && a_in);
+      b[u] = lj_load16_or_zero(wb + k, in && b_in);
+      x[u] = lj_load16_or_zero(xr + k, in && x_in);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      lj_fp8_mma<TW, TX>::m16n8k32(c, a[u].x, b[u].x, a[u].y, b[u].y, x[u].x, x[u].y);
+      lj_fp8_mma<TW, TX>::m16n8k32(c, a[u].z, b[u].z, a[u].w, b[u].w, x[u].z, x[u].w);
+    }
+  }
+}
+#endif
