@@ -185,6 +185,14 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a conversion
   // (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6 stages,
   // gate/up 0.0391 against 0.0523 with 8); at N = 4096 (o, down) the GEMV stayed ahead.
+  // ... and ahead of both, on sm_89+, the tensor-core GEMV, which feeds the codes to mma.sync as
+  // loaded (H200, thirteenth session, `layerjit tune` of the FP8 layer's groups at B = 1: QKV + RoPE
+  // 0.0112 ms with 4 warps against the 64-row tiles' 0.0155, o 0.0089 against the GEMV's 0.0121,
+  // gate/up 0.0334 against 0.0397, down 0.0198 against 0.0324; 8 warps everywhere but QKV).
+  if (p.m == 1 && is_fp8(p.dtype) && p.sm >= 89) {
+    const MatmulConfig tc = gemv_mma(4, p.rope_pair_dim > 0 ? 4 : 8);
+    if (reject_reason(tc, p).empty()) return tc;
+  }
   if (p.m == 1 && is_fp8(p.dtype) && wgmma_available(p) && p.n >= 6144) {
     MatmulConfig c = wgmma(128, p.n >= 16384 ? 8 : 6);
     c.bm = 64;

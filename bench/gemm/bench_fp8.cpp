@@ -1,6 +1,6 @@
 // The fp8 GEMM (e4m3 x e4m3 -> bf16, fp32 accumulation on the tensor cores) against cuBLASLt's fp8
 // GEMM in the same run, the library torch._scaled_mm calls: 8192^3 and the Llama-3-8B projections
-// at M = 128 and 4096. Per case:
+// at M = 1 (decode: bytes per second matter, printed for --config candidates), 128 and 4096. Per case:
 //   - layerjit's default config on `matmul(%x, %w)` (scales of 1);
 //   - layerjit with the scales as a quantized model has them (a per-token row scale, a per-channel
 //     weight scale on the f32 sums, one rounding to bf16), to show what they cost;
@@ -119,7 +119,9 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   const Case cases[] = {{"cube", 8192, 8192, 8192},     {"qkv", 4096, 6144, 4096},   {"o", 4096, 4096, 4096},
                         {"gate_up", 4096, 28672, 4096}, {"down", 4096, 4096, 14336}, {"qkv", 128, 6144, 4096},
-                        {"o", 128, 4096, 4096},         {"gate_up", 128, 28672, 4096}, {"down", 128, 4096, 14336}};
+                        {"o", 128, 4096, 4096},         {"gate_up", 128, 28672, 4096}, {"down", 128, 4096, 14336},
+                        {"qkv", 1, 6144, 4096},         {"o", 1, 4096, 4096},          {"gate_up", 1, 28672, 4096},
+                        {"down", 1, 4096, 14336}};
   for (const Case& c : cases) {
     if ((args.shape && std::strcmp(args.shape, c.name) != 0) || (args.m && c.m != args.m)) continue;
     const Graph plain = plain_graph(c), scaled = scaled_graph(c);
@@ -158,7 +160,8 @@ int main(int argc, char** argv) {
         continue;
       }
       const double t = time_graph(ctx, stream, plain, b, rotations, &cand);
-      std::fprintf(stderr, "  %s M=%lld %s: %.4f ms, %.1f TFLOP/s\n", c.name, static_cast<long long>(c.m), cand.str().c_str(), t, tflops(t));
+      std::fprintf(stderr, "  %s M=%lld %s: %.4f ms, %.1f TFLOP/s, %.0f GB/s\n", c.name, static_cast<long long>(c.m), cand.str().c_str(), t,
+                   tflops(t), bytes / (t * 1e-3) / 1e9);
       if (t < best) best = t, best_cfg = cand.str();
     }
     if (!more.empty())

@@ -393,12 +393,16 @@ TEST_CASE("fp8 matmuls: the Hopper GEMM with k32 wgmma on sm_90a, the GEMV elsew
       eo.max_shared_bytes = sm == 80 ? 163 * 1024 : 227 * 1024;
       const MatmulProblem p = matmul_problem(g, plan.groups[0], eo);
       CHECK(p.dtype == DType::F8E4M3);
-      // Only the Hopper GEMM multiplies fp8 on tensor cores here; no sm_90a: the GEMV. One row of
-      // this 6144-column projection: 64-row Hopper tiles too.
+      // One row on sm_90 and sm_90a: the tensor-core GEMV (mma.sync m16n8k32 on the codes); more rows
+      // the Hopper GEMM on sm_90a, the GEMV elsewhere (and on sm_80 always).
       const MatmulConfig d = default_matmul_config(p);
       INFO("M = " << rows << ", sm " << sm << ": default " << d.str());
-      CHECK(d.family == (sm == 91 ? MatmulConfig::Family::Wgmma : MatmulConfig::Family::Gemv));
-      if (sm == 91 && rows == 1) CHECK(d.bm == 64);
+      if (rows == 1 && sm != 80) {
+        CHECK(d.str() == "gemv mma u=4 warps=8");
+      } else {
+        CHECK(d.family == (sm == 91 ? MatmulConfig::Family::Wgmma : MatmulConfig::Family::Gemv));
+        CHECK(!d.tensor_cores);
+      }
       // Every wgmma candidate (M = 16 and 128 share the list of up to 512 rows, 4096 has its own),
       // and the default besides: the GEMV candidates differ from it in constants only, and NVRTC
       // takes minutes and gigabytes over the largest (16 rows per pass, 8 loads in flight, every
