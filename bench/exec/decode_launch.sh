@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Llama-3-8B layers under each launch variant, timed as one CUDA graph by `layerjit run` (which
-# also checks fused against unfused): programmatic dependent launch off (LAYERJIT_PDL=0), on for
-# the kernels that mark themselves early (LaunchRule::early, the default) and on for every kernel
-# (LAYERJIT_PDL=all), each also with the wait first ("swap", below). Variants are interleaved and the B = 1 cases repeated, so the spread between
+# also checks fused against unfused): programmatic dependent launch off (LAYERJIT_PDL=0, the
+# default), on for the kernels that mark themselves early (LaunchRule::early, LAYERJIT_PDL=1) and
+# on for every kernel (LAYERJIT_PDL=all), each also with lj_pdl_begin's two instructions in the other order ("swap",
+# below). Variants are interleaved and the B = 1 cases repeated, so the spread between
 # rounds shows beside the differences.
 #
 #   bench/exec/decode_launch.sh LAYERJIT [ROUNDS]      (LAYERJIT_LAUNCH_VARIANTS="off on" picks variants)
@@ -13,15 +14,17 @@ lj="${1:?usage: $0 LAYERJIT [ROUNDS]}"
 rounds="${2:-2}"
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 
-# "swap": the same launches with lj_pdl_begin waiting before it lets the next kernel launch, so at
-# most one kernel waits ahead of the running one (the built-in order lets every early kernel after
-# it become resident at once). Through LAYERJIT_DEVICE_HEADERS, so one build measures both.
+# "swap": the same launches with lj_pdl_begin's two instructions in the other order (the built-in
+# order waits first and then lets the next kernel launch, so at most one kernel waits ahead of the
+# running one; the other order lets every early kernel after it become resident at once). Through
+# LAYERJIT_DEVICE_HEADERS, so one build measures both.
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 types="$src/codegen/templates/layerjit/types.cuh"
 mkdir -p "$tmp/swap/layerjit"
-awk '/griddepcontrol.launch_dependents;/ && !done { held = $0; next }
-     /griddepcontrol.wait;/ && held != "" && !done { print; print held; done = 1; next } { print }' "$types" >"$tmp/swap/layerjit/types.cuh"
+# The first of the two griddepcontrol lines is held back and printed after the second.
+awk '/griddepcontrol\.(wait|launch_dependents);/ && !done { if (held == "") { held = $0; next } print; print held; done = 1; next }
+     { print }' "$types" >"$tmp/swap/layerjit/types.cuh"
 if cmp -s "$types" "$tmp/swap/layerjit/types.cuh"; then echo "decode_launch: the swap edit changed nothing in $types" >&2; exit 1; fi
 
 declare -A ms

@@ -8,15 +8,17 @@
 typedef long long lj_i64;
 
 // Programmatic dependent launch (sm_90+). Every generated kernel starts here. The first instruction
-// lets the next kernel of the stream launch (launched with the programmatic-serialization attribute,
-// its CTAs take free SM slots while this grid finishes, instead of after it); the second waits
-// until the previous kernel has completed and its writes are visible. Nothing touches global memory
-// before it, so the order of every read and write is the stream's. Without the attribute, or before
-// sm_90, both are no-ops.
+// waits until the previous kernel has completed and its writes are visible: nothing touches global
+// memory before it, so the order of every read and write is the stream's. The second then lets the
+// next kernel of the stream launch (launched with the programmatic-serialization attribute, its CTAs
+// take free SM slots while this grid finishes, instead of after it). In this order at most one
+// kernel waits ahead of the running one; the other order let every early kernel after it become
+// resident at once, holding SM slots (H200: 2-10 % slower at decode; the wait first, 1-2 % faster:
+// docs/perf.md). Without the attribute, or before sm_90, both are no-ops.
 __device__ __forceinline__ void lj_pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
