@@ -163,9 +163,12 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   for b in "${benches[@]}"; do
     run "$(basename "$b")" "$b"
   done
+  src="$(cd "$(dirname "$0")/.." && pwd)"
+  # The Llama layers under each launch variant (programmatic dependent launch off / marked kernels /
+  # every kernel, each instruction order), timed as CUDA graphs by `layerjit run`.
+  [[ -x "$lj" ]] && run "decode_launch.sh" "$src/bench/exec/decode_launch.sh" "$lj" 1
   # PyTorch anchors of the benchmarks (bench/*/*.py, e.g. SDPA for bench_attention), timed in the same
   # session: from the source tree next to this script, or copied into the build tree.
-  src="$(cd "$(dirname "$0")/.." && pwd)"
   mapfile -t anchors < <( { find "$src/bench" "$build/bench" -mindepth 2 -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)
   if [[ ${#anchors[@]} -gt 0 ]]; then
     if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
