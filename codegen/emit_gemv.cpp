@@ -25,7 +25,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   const bool two_rows = op.glu || rope;
   const int64_t units = rope ? N / 2 : N;  // warps' worth of work: columns, or pairs of them
   const Shape& xs = g.value(x).type.shape;
-  const DType xt = op.xt, wdt = op.wt, ot = g.value(rope ? op.y : op.out).type.dtype;
+  const DType xt = op.xt, wdt = op.wt;
   const int widest = std::max(dtype_bytes(xt), dtype_bytes(wdt));
   // V: 16 bytes per load where every row of x and W starts aligned; a K that no width divides (or
   // a view at an odd offset) falls back to narrower loads, down to scalars.
@@ -160,21 +160,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     w.line("const float sum = lj_warp_sum(acc[i]){};", rs);
     if (two_rows) w.line("const float sum_up = lj_warp_sum(acc_up[i]){};", rs);
     auto store = w.scope("if (lane == 0)");
-    if (rope) {
-      w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),
-             rounded_expr(op.yt, "sum_up"), g.value(op.y).name);
-      // The pair's two columns; the row's position (for cache writes) is loaded and checked once.
-      {
-        auto first = w.scope("");
-        emit_rope_stores(w, ctx, op, "m", "n", 1, "ya", "yb", false);
-        auto second = w.scope("");
-        emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false, "", false);
-      }
-    } else {
-    emit_epilogue_element(w, ctx, op, "m", "n", op.glu ? std::vector<std::string>{"sum", "sum_up"} : std::vector<std::string>{"sum"},
-                          "r", "");
-    w.line("{}[{}] = lj_from_float<{}>(r);  // %{}", po, row_address(w, ctx, op.out, "m", "n", "yc"), c_type(ot), g.value(op.out).name);
-    }
+    emit_gemv_output(w, ctx, op, po);
   }
 
   GeneratedKernel k;

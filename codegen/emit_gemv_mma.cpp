@@ -28,7 +28,6 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int64_t units = two_rows ? (rope ? N / 2 : N) : N;
   const int64_t per_tile = two_rows ? 8 : 16;
   const int64_t tiles = (units + per_tile - 1) / per_tile;
-  const DType ot = g.value(rope ? op.y : op.out).type.dtype;
   const int unroll = cfg.loads_in_flight;
   const int warps = cfg.warps;
   const int threads = 32 * warps;
@@ -106,9 +105,9 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const int e = threadIdx.x;");
       w.line("if (e >= 64) continue;");
       w.line("const int fl = e >> 1, fr = e & 1;");
-      w.line("float sum = 0.f, sum_b = 0.f;");
+      w.line("float sum = 0.f, sum_up = 0.f;");
       w.line("#pragma unroll");
-      w.line("for (int v = 0; v < WARPS; ++v) sum += partial[v][fl][fr], sum_b += partial[v][fl][fr + 2];");
+      w.line("for (int v = 0; v < WARPS; ++v) sum += partial[v][fl][fr], sum_up += partial[v][fl][fr + 2];");
       w.line("const lj_i64 u = (lj_i64)blockIdx.x * 8 + (fl >> 2);");
     } else {
       w.comment("Thread e < 128: one accumulator (fragment lane fl, register fr), added over the warps.");
@@ -126,25 +125,15 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     if (!rs.empty()) {
       w.line("const float rs = {};  // %{}", rs, g.value(op.row_scale).name);
       w.line("sum *= rs;");
-      if (two_rows) w.line("sum_b *= rs;");
+      if (two_rows) w.line("sum_up *= rs;");
     }
-    if (rope) {
-      if (op.rope_interleaved)
-        w.line("const lj_i64 n = 2 * u, n2 = n + 1;");
-      else
-        w.line("const lj_i64 n = u / HALF * D + u % HALF, n2 = n + HALF;");
-      w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),
-             rounded_expr(op.yt, "sum_b"), g.value(op.y).name);
-      auto first = w.scope("");
-      emit_rope_stores(w, ctx, op, "m", "n", 1, "ya", "yb", false);
-      auto second = w.scope("");
-      emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false, "", false);
-    } else {
+    if (rope && op.rope_interleaved)
+      w.line("const lj_i64 n = 2 * u, n2 = n + 1;");
+    else if (rope)
+      w.line("const lj_i64 n = u / HALF * D + u % HALF, n2 = n + HALF;");
+    else
       w.line("const lj_i64 n = u;");
-      emit_epilogue_element(w, ctx, op, "m", "n", op.glu ? std::vector<std::string>{"sum", "sum_b"} : std::vector<std::string>{"sum"},
-                            "r", "");
-      w.line("{}[{}] = lj_from_float<{}>(r);  // %{}", po, row_address(w, ctx, op.out, "m", "n", "yc"), c_type(ot), g.value(op.out).name);
-    }
+    emit_gemv_output(w, ctx, op, po);
   }
 
   GeneratedKernel k;

@@ -372,6 +372,23 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
 
 }  // namespace
 
+void emit_gemv_output(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& out_param) {
+  const Graph& g = ctx.graph();
+  if (!op.segments.empty()) {
+    w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),
+           rounded_expr(op.yt, "sum_up"), g.value(op.y).name);
+    // The pair's two columns; the row's position (for cache writes) is loaded and checked once.
+    auto first = w.scope("");
+    emit_rope_stores(w, ctx, op, "m", "n", 1, "ya", "yb", false);
+    auto second = w.scope("");
+    emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false, "", false);
+    return;
+  }
+  emit_epilogue_element(w, ctx, op, "m", "n", op.glu ? std::vector<std::string>{"sum", "sum_up"} : std::vector<std::string>{"sum"}, "r", "");
+  w.line("{}[{}] = lj_from_float<{}>(r);  // %{}", out_param, row_address(w, ctx, op.out, "m", "n", "yc"),
+         c_type(g.value(op.out).type.dtype), g.value(op.out).name);
+}
+
 MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
   KernelContext ctx(g, grp);
   return problem_of(ctx, matmul_operands(ctx), opts);

@@ -89,6 +89,11 @@ std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, co
 /// they are one constant stride apart from a constant start, both 16-byte aligned.
 std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v);
 
+/// The GEMV families' output at row `m`, column `n` (names in the generated code) from the fp32 sums
+/// `sum` and, with SwiGLU or RoPE, `sum_up` (the up row, or column `n2` of the rotation pair): the
+/// pair's RoPE stores and cache writes, or the epilogue and one store to `out_param`.
+void emit_gemv_output(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& out_param);
+
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
 /// The tensor-core GEMV for fp8 x and W ("gemv mma", emit_gemv_mma.cpp).
 GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
