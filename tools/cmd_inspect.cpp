@@ -28,8 +28,9 @@ const char* const kInspectUsage =
     "--arch picks the target (default sm_90). No GPU is needed.\n"
     "--bind gives the sizes the kernel is chosen for (a matmul over B=1 rows gets the GEMV kernel, over\n"
     "T=4096 the tensor-core GEMM; unbound: the GEMM); --config sets a matmul group's kernel config as\n"
-    "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8' or\n"
-    "'gemv mt=4 u=4 warps=8', or an attention prefill kernel's tiles as BMxMTxBNxSTAGES, e.g. 64x1x64x3,\n"
+    "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8',\n"
+    "'gemv mt=4 u=4 warps=8' or (fp8, sm_89+) 'gemv mma u=4 warps=8', or an attention prefill kernel's\n"
+    "tiles as BMxMTxBNxSTAGES, e.g. 64x1x64x3,\n"
     "or on sm_90a as 'wgmma bn=128 stages=2'. --no-fuse, --no-matmul-epilogues and --no-norm-folding plan as\n"
     "`layerjit plan` does.\n";
 

@@ -237,6 +237,27 @@ TEST_CASE("matmul groups at decode sizes get the GEMV kernel with one warp per o
   CHECK(seen == 4);  // qkv, o, gate_up, down
 }
 
+TEST_CASE("programmatic launch: kernels of many small CTAs are marked early, attention and tensor-core GEMMs are not", "[codegen]") {
+  // LaunchRule::early: where the CTAs of an early launch land does not matter (docs/exec.md).
+  for (const auto& [g, sym, value] : {std::tuple{llama_decode(LlamaConfig::llama3_8b()), "B", 1},
+                                      std::tuple{llama_prefill(LlamaConfig::llama3_8b()), "T", 4096}}) {
+    EmitOptions eo;
+    eo.arch_specific = true;
+    eo.hint.set(sym, value);
+    eo.hint.set("C", 4096);
+    int early = 0, late = 0;
+    for (const FusionGroup& grp : plan_fusion(g).groups) {
+      const GeneratedKernel k = emit_group(g, grp, eo);
+      INFO(k.name << " " << k.config);
+      const bool gemm = grp.kind == GroupKind::Matmul && k.config.rfind("gemv", 0) != 0;
+      CHECK(k.launch.early == !(grp.kind == GroupKind::Attention || gemm));
+      (k.launch.early ? early : late) += 1;
+    }
+    CHECK(early > 0);
+    CHECK(late > 0);
+  }
+}
+
 TEST_CASE("matmul groups at prefill sizes get the tensor-core GEMM over a 2-D tile grid", "[codegen]") {
   Graph g = llama_prefill(LlamaConfig::llama3_8b());
   FusionPlan plan = plan_fusion(g);
