@@ -38,7 +38,8 @@ struct BuildOptions {
   /// Programmatic dependent launch where the device has it (sm_90+), for the kernels marked
   /// LaunchRule::early (GEMVs, row, RoPE and elementwise kernels): their CTAs are resident and
   /// waiting when the previous kernel ends. Other kernels, and the first of each call, launch as
-  /// without it. Off by default: no variant has gained on the H200 yet (docs/exec.md).
+  /// without it. Off by default: on the H200 the gain is 1-2 % at decode over two rounds, and the
+  /// prefill layer was not measured with the current instruction order (docs/exec.md).
   /// LAYERJIT_PDL=0, 1 or all (every kernel, to measure) overrides this.
   bool programmatic_launch = false;
   /// Matmul configs from the tuning DB (`layerjit tune`'s winners for the hint's bucket on this
