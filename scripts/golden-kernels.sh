@@ -4,7 +4,9 @@
 # its CUDA C++ source and of its PTX (without the line table), compared with
 # tests/golden/kernels.sha256. Generated kernels
 # are deterministic, so a refactor of the compiler must leave this list unchanged; a change that
-# means to change kernels updates it in the same commit and names every kernel it changes.
+# means to change kernels updates it in the same commit and names every kernel it changes. (Every
+# tuner candidate's source, the configs a tuning DB can hold, is the set's other half:
+# tests/golden/candidates.txt, checked by tests/tune/test_golden_candidates.cpp.)
 #
 #   scripts/golden-kernels.sh LAYERJIT              check (exit 1 and the differing files if any)
 #   scripts/golden-kernels.sh LAYERJIT --update     rewrite tests/golden/kernels.sha256
