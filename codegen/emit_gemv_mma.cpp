@@ -25,7 +25,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const bool rope = !op.segments.empty();
   const bool two_rows = op.glu || rope;
   // Tiles: 16 output columns, or 8 pairs of rows.
-  const int64_t units = two_rows ? (rope ? N / 2 : N) : N;
+  const int64_t units = rope ? N / 2 : N;
   const int64_t per_tile = two_rows ? 8 : 16;
   const int64_t tiles = (units + per_tile - 1) / per_tile;
   const int unroll = cfg.loads_in_flight;

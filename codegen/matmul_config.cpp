@@ -181,18 +181,18 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   // One row: the GEMV streams W at copy speed. 2-16 rows: a 16-row tensor-core tile with a deep
   // pipeline reads W once for all rows (measured on an H200 at M = 16: 2.7-4.7x faster than the GEMV
   // re-reading W per 4 rows; docs/perf.md). Unknown M (0): the GEMM serves any M.
-  // fp8 at one row with many W rows (the QKV and gate/up projections, N = 6144 and 28672): 64 x 128
-  // Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a conversion
-  // (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6 stages,
-  // gate/up 0.0391 against 0.0523 with 8); at N = 4096 (o, down) the GEMV stayed ahead.
-  // ... and ahead of both, on sm_89+, the tensor-core GEMV, which feeds the codes to mma.sync as
-  // loaded (H200, thirteenth session, `layerjit tune` of the FP8 layer's groups at B = 1: QKV + RoPE
-  // 0.0112 ms with 4 warps against the 64-row tiles' 0.0155, o 0.0089 against the GEMV's 0.0121,
+  // fp8 at one row on sm_89+: the tensor-core GEMV, which feeds the codes to mma.sync as loaded
+  // (H200, thirteenth session, `layerjit tune` of the FP8 layer's groups at B = 1: QKV + RoPE 0.0112
+  // ms with 4 warps against the 64-row Hopper tiles' 0.0155, o 0.0089 against the GEMV's 0.0121,
   // gate/up 0.0334 against 0.0397, down 0.0198 against 0.0324; 8 warps everywhere but QKV).
   if (p.m == 1 && is_fp8(p.dtype) && p.sm >= 89) {
     const MatmulConfig tc = gemv_mma(4, p.rope_pair_dim > 0 ? 4 : 8);
     if (reject_reason(tc, p).empty()) return tc;
   }
+  // Where it cannot run (K not a multiple of 16, unaligned rows), fp8 at one row with many W rows:
+  // 64 x 128 Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a
+  // conversion (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6
+  // stages, gate/up 0.0391 against 0.0523 with 8); at N = 4096 (o, down) the GEMV stayed ahead.
   if (p.m == 1 && is_fp8(p.dtype) && wgmma_available(p) && p.n >= 6144) {
     MatmulConfig c = wgmma(128, p.n >= 16384 ? 8 : 6);
     c.bm = 64;

@@ -16,7 +16,7 @@
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 template <class TW, class TX>
-struct lj_fp8_mma;  // W's and x's fp8 formats
+struct lj_fp8_mma;  // W's and x's fp8 formats: one format for both (the pruner's rule)
 #define LJ_FP8_MMA(TW, TX, SW, SX)                                                                                             \
   template <>                                                                                                                  \
   struct lj_fp8_mma<TW, TX> {                                                                                                  \
@@ -29,8 +29,6 @@ struct lj_fp8_mma;  // W's and x's fp8 formats
     }                                                                                                                          \
   };
 LJ_FP8_MMA(lj_e4m3, lj_e4m3, "e4m3", "e4m3")
-LJ_FP8_MMA(lj_e4m3, lj_e5m2, "e4m3", "e5m2")
-LJ_FP8_MMA(lj_e5m2, lj_e4m3, "e5m2", "e4m3")
 LJ_FP8_MMA(lj_e5m2, lj_e5m2, "e5m2", "e5m2")
 #undef LJ_FP8_MMA
 
