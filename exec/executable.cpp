@@ -3,7 +3,6 @@
 #include "exec/executable.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -13,16 +12,12 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "cache/compile_cached.h"
-#include "cache/location.h"
-#include "cache/tuning_db.h"
 #include "codegen/tensor_layout.h"
+#include "jit/compile_plan.h"
 #include "runtime/fill.h"
 #include "runtime/kernel_args.h"
 #include "runtime/host_values.h"
-#include "runtime/kernel_compile.h"
 #include "runtime/launch.h"
-#include "tune/tune_group.h"
 
 namespace lj::exec {
 
@@ -40,67 +35,33 @@ bool contains(const std::vector<ValueId>& xs, ValueId v) { return std::find(xs.b
 rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, const BuildOptions& opts) {
   Executable e;
   e.ctx_ = &ctx;
-  Lowered lowered = lower(source, opts.fusion);
+  Lowered lowered = jit::plan(source, opts.fusion, opts.hint);
   e.graph_ = lowered.graph;
   e.plan_ = std::move(lowered.plan);
   const Graph& g = *e.graph_;
   e.layouts_ = plan_layouts(g, e.plan_);  // a returned view the plan copies lives in its own buffer
 
-  LJ_RT_ASSIGN(std::vector<int> archs, rt::supported_archs());
   // Arch-specific where the device has it (sm_90a: the wgmma GEMM).
-  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), opts.arch_specific, archs, rt::nvrtc_version()));
-  const EmitOptions eo = rt::device_emit_options(ctx, choice.target, opts.hint);
-  // `layerjit tune`'s winners, stored under the hint's bucket for this device and target.
-  std::unique_ptr<cache::TuningDb> db;
-  if (opts.use_tuned) db = cache::TuningDb::open(cache::cache_options_from_env());
-  const Bindings bucketed = tune::bucket(opts.hint);
-  std::vector<rt::CompileJob> jobs;
-  std::vector<std::string> names;
-  for (const FusionGroup& grp : e.plan_.groups) {
-    KernelOrigin origin{"default", false};
-    try {
-      EmitOptions geo = eo;
-      if ((grp.kind == GroupKind::Matmul || grp.kind == GroupKind::Attention) && db && db->enabled()) {
-        if (std::optional<cache::TuningRecord> rec = db->lookup(tune::tuning_key(ctx, choice.target, g, grp, bucketed))) {
-          const std::string why = tune::apply_tuned_config(g, grp, rec->winner.config, geo);
-          if (why.empty()) {
-            origin.config_source = fmt::format("tuned ({})", tune::bucket_text(g, bucketed));
-          } else {
-            origin.config_source = fmt::format("default (the stored tuning '{}' does not apply: {})", rec->winner.config, why);
-          }
-        }
-      }
-      e.kernels_.push_back(emit_group(g, grp, geo));
-    } catch (const UserError& err) {
-      return rt::Error{err.what()};
-    }
-    e.origins_.push_back(origin);
-    jobs.push_back(rt::compile_job(e.kernels_.back(), choice.target));
-    names.push_back(e.kernels_.back().name);
+  LJ_RT_ASSIGN(const jit::JitTarget target, jit::JitTarget::of_device(ctx, opts.arch_specific));
+  jit::PlanCompileOptions po;
+  po.hint = opts.hint;
+  po.use_tuned = opts.use_tuned;
+  po.use_cache = opts.use_cache;
+  rt::Result<jit::CompiledPlan> compiled = rt::Error{"not compiled"};
+  try {
+    compiled = jit::compile_plan(target, g, e.plan_, po);
+  } catch (const UserError& err) {
+    return rt::Error{err.what()};
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<rt::Result<rt::CompiledProgram>> programs;
-  if (opts.use_cache) {
-    cache::KernelCache kcache = cache::KernelCache::open_default();
-    for (auto& r : cache::compile_many_cached(kcache, jobs, names)) {
-      if (!r.ok()) {
-        programs.push_back(r.status());
-        continue;
-      }
-      e.cache_hits_ += r->hit ? 1 : 0;
-      e.origins_[programs.size()].cache_hit = r->hit;
-      programs.push_back(std::move(r->program));
-    }
-  } else {
-    programs = rt::compile_parallel(jobs);
-  }
-  e.compile_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (size_t i = 0; i < programs.size(); ++i) {
-    if (!programs[i].ok())
-      return rt::Error{fmt::format("group {} ({}): {}", e.plan_.groups[i].id, e.kernels_[i].name, programs[i].message())};
-    LJ_RT_ASSIGN(rt::Module mod, rt::Module::load(ctx, programs[i]->image()));
-    LJ_RT_ASSIGN(rt::Kernel kern, mod.kernel(e.kernels_[i].name));
+  if (!compiled.ok()) return compiled.status();
+  e.compile_seconds_ = compiled->compile_seconds;
+  e.cache_hits_ = compiled->cache_hits;
+  for (jit::CompiledGroup& cg : compiled->groups) {
+    LJ_RT_ASSIGN(rt::Module mod, rt::Module::load(ctx, cg.compiled.program.image()));
+    LJ_RT_ASSIGN(rt::Kernel kern, mod.kernel(cg.kernel.name));
     e.steps_.push_back(Step{std::move(mod), kern});
+    e.origins_.push_back(KernelOrigin{cg.config_source, cg.compiled.cache_hit});
+    e.kernels_.push_back(std::move(cg.kernel));
   }
   e.scratch_.resize(e.steps_.size());
   e.scratch_used_.resize(e.steps_.size());

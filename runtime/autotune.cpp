@@ -65,11 +65,7 @@ Result<TuneReport> autotune(Stream& stream, const TuneProblem& p, const Autotune
 
   // 1. Compile everything at once: NVRTC dominates a tuning run.
   std::vector<CompileJob> jobs;
-  for (const TuneCandidate& c : p.candidates) {
-    Target t = p.target;
-    if (c.arch_specific) t.arch_specific = true;
-    jobs.push_back(CompileJob{c.source, p.compile, t});
-  }
+  for (const TuneCandidate& c : p.candidates) jobs.push_back(c.job);
   say(fmt::format("compiling {} candidates", n));
   std::vector<Result<CompiledProgram>> programs =
       options.compiler ? options.compiler(jobs) : compile_parallel(jobs, options.compile_workers);

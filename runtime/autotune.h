@@ -23,13 +23,12 @@ namespace lj::rt {
 
 struct TuneCandidate {
   std::string config;       ///< the caller's text for it (stored in the tuning DB)
-  std::string source;       ///< complete NVRTC translation unit
+  CompileJob job;           ///< its NVRTC job (source, headers, target)
   std::string kernel_name;  ///< the extern "C" entry point
   LaunchConfig launch;      ///< grid, block, dynamic shared memory
   /// Its own argument sets, laid out like the problem's (same count, same buffers) where its
   /// parameter list differs (a kernel reading through TMA tensor maps); empty: the problem's.
   std::vector<KernelArgs> arg_sets;
-  bool arch_specific = false;  ///< compile for the sm_XYa variant of the problem's target
 };
 
 /// One buffer the kernels write: poisoned before every verification run, compared afterwards.
@@ -49,8 +48,6 @@ struct TuneProblem {
   /// `why` (first bad element, values) when not.
   std::function<bool(size_t index, const std::vector<unsigned char>& want, const std::vector<unsigned char>& got, std::string* why)>
       compare;
-  CompileOptions compile;
-  Target target;
 };
 
 enum class CandidateStatus { kTimed, kCompileFailed, kLoadFailed, kLaunchFailed, kMismatch, kOverBudget };

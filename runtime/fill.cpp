@@ -110,6 +110,19 @@ Status fill_zero(Stream& stream, CUdeviceptr out, size_t bytes) {
   return {};
 }
 
+Status fill_random_operand(Stream& stream, CUdeviceptr out, size_t n, DType dtype, std::uint64_t seed) {
+  switch (dtype) {
+    case DType::BF16: return fill_random_bf16(stream, out, n, seed, -1.f, 1.f);
+    case DType::F32: return fill_random_f32(stream, out, n, seed, -1.f, 1.f);
+    case DType::I32: return fill_zero(stream, out, n * 4);
+    case DType::I8: return fill_random_encoded(stream, out, n, dtype, seed, -127.f, 127.f);
+    case DType::F16:
+    case DType::F8E4M3:
+    case DType::F8E5M2: return fill_random_encoded(stream, out, n, dtype, seed, -1.f, 1.f);
+  }
+  return Error{fmt::format("fill_random_operand: no fill for dtype {}", static_cast<int>(dtype))};
+}
+
 bool is_poison_f32(float value) {
   std::uint32_t bits = 0;
   std::memcpy(&bits, &value, sizeof bits);

@@ -5,7 +5,7 @@
 
 #include <optional>
 
-#include "layerjit/reference.h"
+#include "layerjit/host_tensor.h"
 #include "layerjit/types.h"
 
 namespace lj::rt {

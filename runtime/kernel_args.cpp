@@ -6,7 +6,7 @@
 
 namespace lj::rt {
 
-Result<KernelArgs> pack_kernel_args(const Context& ctx, const GeneratedKernel& k, const Bindings& b, const ArgSources& src) {
+Result<KernelArgs> pack_kernel_args(const Context& ctx, const KernelAbi& k, const Bindings& b, const ArgSources& src) {
   KernelArgs args;
   for (const KernelParam& p : k.params) {
     switch (p.kind) {

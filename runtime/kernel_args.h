@@ -1,10 +1,10 @@
 // Packing a generated kernel's arguments for a launch: one place that knows every parameter kind
-// (codegen/kernel.h), so the executable, the tests, the benchmarks and the autotuner agree on the ABI.
+// (layerjit/kernel_abi.h), so the executable, the tests, the benchmarks and the autotuner agree on the ABI.
 #pragma once
 
 #include <functional>
 
-#include "codegen/kernel.h"
+#include "layerjit/kernel_abi.h"
 #include "runtime/context.h"
 #include "runtime/launch.h"
 
@@ -21,6 +21,6 @@ struct ArgSources {
 /// The arguments of `k` in parameter order for the symbol values `b`: symbols as int64, buffers and
 /// scratch from `src`, tensor maps encoded over the memory `src.buffer` gives (an encoding error
 /// names the kernel and the parameter).
-Result<KernelArgs> pack_kernel_args(const Context& ctx, const GeneratedKernel& k, const Bindings& b, const ArgSources& src);
+Result<KernelArgs> pack_kernel_args(const Context& ctx, const KernelAbi& k, const Bindings& b, const ArgSources& src);
 
 }  // namespace lj::rt

@@ -4,7 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "runtime/kernel_compile.h"
 
 namespace lj::rt {
 
@@ -60,13 +59,11 @@ std::optional<KernelResources> parse_ptxas_info(std::string_view log, std::strin
   return r;
 }
 
-Result<KernelResources> kernel_resources(const GeneratedKernel& k, const Target& target) {
-  CompileJob job = compile_job(k, target);
+Result<KernelResources> kernel_resources(CompileJob job, std::string_view kernel) {
   job.options.extra.push_back("--ptxas-options=-v");
-  auto prog = compile(job.source, job.options, job.target);
-  if (!prog.ok()) return Error{fmt::format("fusion group {} ({}) failed to compile for {}:\n{}", k.group, k.name, target.name(), prog.message())};
-  std::optional<KernelResources> r = parse_ptxas_info(prog->log, k.name);
-  if (!r) return Error{fmt::format("{}: ptxas reported no resources for the kernel in its log:\n{}", k.name, prog->log)};
+  LJ_RT_ASSIGN(CompiledProgram prog, compile(job.source, job.options, job.target));
+  std::optional<KernelResources> r = parse_ptxas_info(prog.log, kernel);
+  if (!r) return Error{fmt::format("{}: ptxas reported no resources for the kernel in its log:\n{}", kernel, prog.log)};
   return *r;
 }
 

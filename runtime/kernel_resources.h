@@ -9,7 +9,6 @@
 #include <string>
 #include <string_view>
 
-#include "codegen/kernel.h"
 #include "runtime/nvrtc.h"
 #include "runtime/result.h"
 
@@ -29,7 +28,8 @@ struct KernelResources {
 /// 'kernel'" to the next entry), or nullopt when the log does not report that kernel.
 std::optional<KernelResources> parse_ptxas_info(std::string_view log, std::string_view kernel);
 
-/// Compiles a generated kernel with ptxas reporting and returns what it uses.
-Result<KernelResources> kernel_resources(const GeneratedKernel& k, const Target& target);
+/// Compiles `job` with ptxas reporting and returns what its entry `kernel` uses. A compile failure
+/// is returned as compile() gives it (the caller names the group).
+Result<KernelResources> kernel_resources(CompileJob job, std::string_view kernel);
 
 }  // namespace lj::rt

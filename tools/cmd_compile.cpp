@@ -6,16 +6,14 @@
 // compiled once for both; a cached kernel skips NVRTC for its cubin and gets its PTX from a PTX-only
 // compile for the compute_XY target (no ptxas), whose text NVRTC makes identical to the PTX of the
 // cubin compile, so a warm run writes the same files as a cold one.
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
-#include "cache/compile_cached.h"
-#include "compiler/dump.h"
-#include "runtime/kernel_compile.h"
+#include "cache/location.h"
+#include "runtime/context.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
@@ -67,6 +65,16 @@ nlohmann::json params_json(const Graph& g, const GeneratedKernel& k) {
 }
 }  // namespace
 
+jit::JitTarget target_for_arch(const std::string& arch) {
+  auto t = jit::JitTarget::of_arch(arch);
+  if (!t.ok()) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
+  // On a machine with a GPU of this arch: its SM count, shared memory and driver, so the kernels (and
+  // the tuned configs) are those `layerjit run` launches there.
+  if (auto ctx = rt::Context::get(0); ctx.ok())
+    if (auto dev = jit::JitTarget::of_device(**ctx, t->target.arch_specific); dev.ok() && dev->target == t->target) return *dev;
+  return *t;
+}
+
 int cmd_compile(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   FusionOptions fo;
@@ -90,105 +98,65 @@ int cmd_compile(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (!dir) throw UsageError{"--emit DIR is required"};
-  auto target = rt::Target::parse(arch);
-  if (!target.ok() || target->ptx_only) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
-  EmitOptions eo;
-  eo.sm = target->sm;
-  eo.arch_specific = target->arch_specific;
-  eo.hint = o.bindings;  // --bind picks each matmul's kernel (GEMV for a few rows, else the GEMM)
+  const jit::JitTarget target = target_for_arch(arch);
   Module m = load_module(o);
 
   std::error_code ec;
   std::filesystem::create_directories(*dir, ec);
   LJ_CHECK(!ec, SourceLoc{}, "cannot create {}: {}", *dir, ec.message());
 
-  std::vector<GeneratedKernel> kernels;
-  std::vector<std::shared_ptr<const Graph>> owner;
-  nlohmann::json manifest = {{"arch", target->name()}, {"nvrtc", rt::nvrtc_version()}, {"fused", fo.fuse}};
-  nlohmann::json skipped = nlohmann::json::array();
-  for (const Graph& source : m.graphs) {
-    const Lowered l = plan_graph(source, fo, o.bindings);
-    const Graph& g = *l.graph;
-    for (const FusionGroup& grp : l.plan.groups) {
-      if (!has_emitter(grp.kind)) {
-        skipped.push_back({{"graph", g.name()}, {"group", grp.id}, {"kind", std::string(group_kind_name(grp.kind))},
-                           {"reason", "kernel generator not written yet"}});
-        continue;
-      }
-      kernels.push_back(emit_kernel(g, grp, eo));
-      owner.push_back(l.graph);
-    }
-  }
-  std::vector<rt::CompileJob> jobs;
-  std::vector<std::string> names;
-  for (const auto& k : kernels) {
-    jobs.push_back(rt::compile_job(k, *target));
-    names.push_back(k.name);
-  }
-  cache::KernelCache kcache = cache::KernelCache::open_default();
-  const auto t0 = std::chrono::steady_clock::now();
-  // A job that asks for PTX always compiles, so ask only where the cubin must be compiled anyway.
-  // The probe leaves hits in the cache's memory layer, where compile_many_cached finds them.
-  for (rt::CompileJob& job : jobs)
-    job.options.want_ptx = kcache.get(cache::compute_key(cache::key_components(job))).status != cache::LoadStatus::kHit;
-  auto results = cache::compile_many_cached(kcache, jobs, names);
-  // Cubins from the cache (also one that vanished between the probe and the compile) need their PTX.
-  std::vector<rt::CompileJob> ptx_jobs;
-  std::vector<size_t> ptx_of;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (!results[i].ok() || !results[i]->program.ptx.empty()) continue;
-    rt::CompileJob job = jobs[i];
-    job.target.ptx_only = true;
-    job.options.want_ptx = false;
-    ptx_jobs.push_back(std::move(job));
-    ptx_of.push_back(i);
-  }
-  auto ptx = rt::compile_parallel(ptx_jobs);
-  for (size_t j = 0; j < ptx_jobs.size(); ++j) {
-    const GeneratedKernel& k = kernels[ptx_of[j]];
-    if (!ptx[j].ok())
-      throw InternalError(fmt::format("fusion group {} ({}): its cubin came from the cache but its PTX failed to "
-                                      "compile for {}:\n{}",
-                                      k.group, k.name, ptx_jobs[j].target.name(), ptx[j].message()));
-    results[ptx_of[j]]->program.ptx = std::move(ptx[j]->ptx);
-  }
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  size_t hits = 0;
-
+  jit::PlanCompileOptions po;
+  po.hint = o.bindings;  // --bind picks each matmul's kernel (GEMV for a few rows, else the GEMM)
+  po.want_ptx = true;
+  po.skip_ungenerated = true;
+  cache::KernelCache kcache(cache::DiskCache::open(cache::cache_options_from_env()));
+  po.cache = &kcache;  // one memory layer for every graph of the module
+  nlohmann::json manifest = {{"arch", target.target.name()}, {"nvrtc", rt::nvrtc_version()}, {"fused", fo.fuse}};
   nlohmann::json list = nlohmann::json::array();
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const GeneratedKernel& k = kernels[i];
-    if (!results[i].ok())
-      throw InternalError(fmt::format("fusion group {} ({}) failed to compile for {}:\n{}", k.group, k.name, target->name(),
-                                      results[i].message()));
-    const rt::CompiledProgram& p = results[i]->program;
-    hits += results[i]->hit;
-    dump(DumpStage::Ptx, k.name, p.ptx);
-    const std::filesystem::path base = std::filesystem::path(*dir) / k.name;
-    const nlohmann::json files = {k.name + ".cu", k.name + ".ptx", k.name + ".cubin"};
-    write_file(base.string() + ".cu", k.source);
-    write_file(base.string() + ".ptx", p.ptx);
-    write_file(base.string() + ".cubin", p.cubin);
-    list.push_back({{"graph", owner[i]->name()},
-                    {"group", k.group},
-                    {"kernel", k.name},
-                    {"cache", results[i]->hit ? "hit" : "compiled"},
-                    {"cache_key", results[i]->key.hex()},
-                    {"files", files},
-                    {"params", params_json(*owner[i], k)},
-                    {"launch", {{"grid_x", k.launch.str()},
-                                {"threads", k.launch.threads},
-                                {"dynamic_shared_bytes", k.launch.shared_bytes}}},
-                    {"compile_ms", p.seconds * 1e3},
-                    {"cubin_bytes", p.cubin.size()}});
+  nlohmann::json skipped = nlohmann::json::array();
+  size_t kernels = 0, hits = 0;
+  double wall = 0;
+  for (const Graph& source : m.graphs) {
+    const Lowered l = jit::plan(source, fo, o.bindings);
+    const Graph& g = *l.graph;
+    auto compiled = jit::compile_plan(target, g, l.plan, po);
+    if (!compiled.ok()) throw InternalError(compiled.message());  // generated code must compile: a layerjit bug
+    wall += compiled->compile_seconds;
+    for (const jit::NotGenerated& n : compiled->not_generated)
+      skipped.push_back({{"graph", g.name()}, {"group", n.group}, {"kind", std::string(group_kind_name(n.kind))}, {"reason", n.reason}});
+    for (const jit::CompiledGroup& cg : compiled->groups) {
+      const GeneratedKernel& k = cg.kernel;
+      const rt::CompiledProgram& p = cg.compiled.program;
+      ++kernels;
+      hits += cg.compiled.cache_hit;
+      const std::filesystem::path base = std::filesystem::path(*dir) / k.name;
+      const nlohmann::json files = {k.name + ".cu", k.name + ".ptx", k.name + ".cubin"};
+      write_file(base.string() + ".cu", k.source);
+      write_file(base.string() + ".ptx", p.ptx);
+      write_file(base.string() + ".cubin", p.cubin);
+      list.push_back({{"graph", g.name()},
+                      {"group", k.group},
+                      {"kernel", k.name},
+                      {"config", k.config},
+                      {"config_source", cg.config_source},
+                      {"cache", cg.compiled.cache_hit ? "hit" : "compiled"},
+                      {"cache_key", cg.compiled.key.hex()},
+                      {"files", files},
+                      {"params", params_json(g, k)},
+                      {"launch", {{"grid_x", k.launch.str()},
+                                  {"threads", k.launch.threads},
+                                  {"dynamic_shared_bytes", k.launch.shared_bytes}}},
+                      {"compile_ms", p.seconds * 1e3},
+                      {"cubin_bytes", p.cubin.size()}});
+    }
   }
   manifest["kernels"] = list;
   manifest["not_generated"] = skipped;
   write_file(std::filesystem::path(*dir) / "manifest.json", manifest.dump(2) + "\n");
+  // Every kernel from the cache gets its PTX from a PTX-only compile (compile_kernels' want_ptx).
   std::printf("%zu kernels for %s in %.2f s (%zu from the cache, %zu compiled; PTX-only compiles for %zu) into %s (%zu "
               "groups without a generator yet: see manifest.json)\n",
-              kernels.size(), target->name().c_str(), wall, hits, kernels.size() - hits, ptx_jobs.size(), dir->c_str(),
-              skipped.size());
+              kernels, target.target.name().c_str(), wall, hits, kernels - hits, hits, dir->c_str(), skipped.size());
   return kExitOk;
 }
 

@@ -9,9 +9,6 @@
 
 #include <unistd.h>
 
-#include "compiler/dump.h"
-#include "runtime/kernel_compile.h"
-#include "runtime/kernel_resources.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
@@ -89,7 +86,6 @@ std::string sass_of(const std::string& cubin, const std::string& kernel_name) {
 int cmd_inspect(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   FusionOptions fo;
-  EmitOptions eo;
   std::string arch = "sm_90";
   std::optional<int> group;
   std::optional<std::string> config;  // --config: a matmul or attention config, by the group's kind
@@ -129,48 +125,51 @@ int cmd_inspect(const std::vector<std::string>& args) {
   }
   if (ptx + sass + resources > 1) throw UsageError{"--ptx, --sass and --resources are exclusive"};
   if (!group) throw UsageError{"--group N is required (see `layerjit plan` for the numbers)"};
-  auto target = rt::Target::parse(arch);
-  if (!target.ok() || target->ptx_only) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
-  eo.sm = target->sm;
-  eo.arch_specific = target->arch_specific;
-  eo.hint = o.bindings;
+  const jit::JitTarget target = target_for_arch(arch);
   Module m = load_module(o);
-  const Lowered lowered = plan_graph(single_graph(m), fo, o.bindings);
+  const Lowered lowered = jit::plan(single_graph(m), fo, o.bindings);
   const Graph& g = *lowered.graph;
   const FusionPlan& plan = lowered.plan;
   if (*group >= static_cast<int>(plan.groups.size()))
     throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),
                                 plan.groups.size() - 1, *group));
   const FusionGroup& grp = plan.groups[static_cast<size_t>(*group)];
+  jit::PlanCompileOptions po;
+  po.hint = o.bindings;
+  po.only_group = grp.id;
+  po.compile = ptx || sass;
+  po.want_ptx = ptx;
   if (config) {
     std::string error;
     if (grp.kind == GroupKind::Matmul) {
-      eo.matmul = parse_matmul_config(*config, &error);
-      if (!eo.matmul) throw UsageError{error};
+      po.matmul = parse_matmul_config(*config, &error);
+      if (!po.matmul) throw UsageError{error};
     } else if (grp.kind == GroupKind::Attention) {
-      eo.attention = parse_attention_config(*config, &error);
-      if (!eo.attention) throw UsageError{error};
+      po.attention = parse_attention_config(*config, &error);
+      if (!po.attention) throw UsageError{error};
     } else {
       throw UsageError{fmt::format("--config sets a matmul or attention kernel's config; group {} is a {} group", grp.id,
                                    group_kind_name(grp.kind))};
     }
   }
-  GeneratedKernel k = emit_kernel(g, grp, eo);
+  auto compiled = jit::compile_plan(target, g, plan, po);
+  if (!compiled.ok()) throw InternalError(compiled.message());  // generated code must compile: a layerjit bug
+  const jit::CompiledGroup& cg = compiled->groups.at(0);
+  const GeneratedKernel& k = cg.kernel;
   if (resources) {
-    auto r = rt::kernel_resources(k, *target);
+    auto r = jit::kernel_resources(k, target.target);
     if (!r.ok()) throw InternalError(r.message());  // generated code must compile: a layerjit bug
-    std::printf("%s for %s: %s; %lld bytes of dynamic shared memory, %lld threads per block\n", k.name.c_str(), target->name().c_str(),
-                r->str().c_str(), static_cast<long long>(k.launch.shared_bytes), static_cast<long long>(k.launch.threads));
+    std::printf("%s for %s: %s; %lld bytes of dynamic shared memory, %lld threads per block\n", k.name.c_str(),
+                target.target.name().c_str(), r->str().c_str(), static_cast<long long>(k.launch.shared_bytes),
+                static_cast<long long>(k.launch.threads));
     return kExitOk;
   }
   if (!ptx && !sass) {
     std::fputs(k.source.c_str(), stdout);
     return kExitOk;
   }
-  auto prog = rt::compile_kernel(k, *target, /*want_ptx=*/true);
-  if (!prog.ok()) throw InternalError(prog.message());  // generated code must compile: a layerjit bug
-  dump(DumpStage::Ptx, k.name, prog->ptx);
-  std::fputs(ptx ? prog->ptx.c_str() : sass_of(prog->cubin, k.name).c_str(), stdout);
+  const rt::CompiledProgram& prog = cg.compiled.program;
+  std::fputs(ptx ? prog.ptx.c_str() : sass_of(prog.cubin, k.name).c_str(), stdout);
   return kExitOk;
 }
 

@@ -42,7 +42,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   Module m = load_module(o);
   for (size_t i = 0; i < m.graphs.size(); ++i) {
     if (i) std::fputs("\n", stdout);
-    const Lowered l = plan_graph(m.graphs[i], fo, o.bindings);
+    const Lowered l = jit::plan(m.graphs[i], fo, o.bindings);
     std::fputs(print_plan(*l.graph, l.plan, o.bindings, &m.graphs[i]).c_str(), stdout);
   }
   return kExitOk;

@@ -79,7 +79,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   for (const std::string& s : source.symbols())
     if (!o.bindings.get(s))
       throw UsageError{fmt::format("@{} has the symbol {}: tuning runs kernels, so give its value with --bind {}=...", source.name(), s, s)};
-  const Lowered lowered = plan_graph(source, fo, o.bindings);
+  const Lowered lowered = jit::plan(source, fo, o.bindings);
   const Graph& g = *lowered.graph;
   const FusionPlan& plan = lowered.plan;
   std::vector<const FusionGroup*> todo;

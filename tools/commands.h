@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tools/cli.h"
-#include "tools/stages.h"
+#include "jit/compile_plan.h"
 
 namespace lj::cli {
 
@@ -18,6 +18,11 @@ extern const char* const kDevicesUsage;
 extern const char* const kTuneUsage;
 extern const char* const kRunUsage;
 extern const char* const kBenchUsage;
+
+/// The JIT target of `--arch` (tools/cmd_compile.cpp): a GPU's own (SMs, shared memory, driver, so
+/// its tuned configs apply) where this machine has one of that arch, else the arch alone. A
+/// malformed arch is a UsageError.
+jit::JitTarget target_for_arch(const std::string& arch);
 
 int cmd_check(const std::vector<std::string>& args);
 int cmd_print(const std::vector<std::string>& args);

@@ -7,66 +7,18 @@
 
 #include <fmt/format.h>
 
-#include "cache/compile_cached.h"
-#include "codegen/device_headers.h"
-#include "codegen/tensor_layout.h"
+#include "jit/compile_kernels.h"
+#include "jit/target.h"
+#include "jit/tuned_config.h"
 #include "layerjit/error.h"
 #include "runtime/cublaslt.h"
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "runtime/kernel_args.h"
-#include "runtime/kernel_compile.h"
 #include "runtime/module.h"
 #include "tune/group_candidates.h"
 
 namespace lj::tune {
-
-Bindings bucket(const Bindings& b) {
-  Bindings out;
-  for (const auto& [name, value] : b.values) {
-    int64_t top = 1;
-    while (top < value) top *= 2;
-    out.set(name, top);
-  }
-  return out;
-}
-
-std::string bucket_text(const Graph& g, const Bindings& bucketed) {
-  std::string out;
-  for (const std::string& s : g.symbols())
-    if (auto v = bucketed.get(s)) out += fmt::format("{}{}<={}", out.empty() ? "" : ",", s, *v);
-  return out;
-}
-
-std::string group_signature(const Graph& g, const FusionGroup& grp) {
-  const std::vector<TensorLayout> layouts = compute_layouts(g, grp.dense_views);
-  std::string out = fmt::format("{}:", group_kind_name(grp.kind));
-  for (NodeId id : grp.nodes) {
-    const Node& n = g.node(id);
-    std::string ops, res;
-    for (ValueId v : n.operands) ops += (ops.empty() ? "" : ", ") + g.value(v).type.str();
-    for (ValueId v : n.results) res += (res.empty() ? "" : ", ") + g.value(v).type.str();
-    out += fmt::format(" {}({}) -> {};", op_name(n.kind), ops, res);
-  }
-  // Views change how a kernel loads (alignment, strides): part of the problem.
-  for (ValueId v : grp.inputs) {
-    const TensorLayout& l = layouts[static_cast<size_t>(v)];
-    std::string strides;
-    for (const DimProduct& s : l.strides) strides += (strides.empty() ? "" : ",") + s.str();
-    out += fmt::format(" in@{}[{}]", l.offset.str(), strides);
-  }
-  return out;
-}
-
-cache::TuningKey tuning_key(const rt::Context& ctx, const rt::Target& target, const Graph& g, const FusionGroup& grp,
-                            const Bindings& bucketed) {
-  cache::TuningKey key;
-  key.group_signature = group_signature(g, grp);
-  key.symbol_bucket = bucket_text(g, bucketed);
-  key.arch = target.name();
-  key.driver_version = rt::format_cuda_version(ctx.info().driver_version);
-  return key;
-}
 
 std::string untunable_reason(const Graph& g, const FusionGroup& grp) {
   if (grp.kind == GroupKind::Matmul) return "";
@@ -77,31 +29,6 @@ std::string untunable_reason(const Graph& g, const FusionGroup& grp) {
   } catch (const UserError& e) {
     return e.what();
   }
-  return "";
-}
-
-std::string apply_tuned_config(const Graph& g, const FusionGroup& grp, const std::string& config, EmitOptions& eo) {
-  std::string why;
-  EmitOptions trial = eo;
-  if (grp.kind == GroupKind::Matmul) {
-    std::optional<MatmulConfig> c = parse_matmul_config(config, &why);
-    if (!c) return why;
-    why = reject_reason(*c, matmul_problem(g, grp, eo));
-    if (!why.empty()) return why;
-    trial.matmul = *c;
-  } else if (grp.kind == GroupKind::Attention) {
-    std::optional<AttentionConfig> c = parse_attention_config(config, &why);
-    if (!c) return why;
-    trial.attention = *c;
-    try {
-      (void)emit_group(g, grp, trial);
-    } catch (const UserError& e) {
-      return e.what();
-    }
-  } else {
-    return fmt::format("{} groups have no configs", group_kind_name(grp.kind));
-  }
-  eo = trial;
   return "";
 }
 
@@ -163,23 +90,19 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
   if (std::string why = untunable_reason(g, grp); !why.empty()) throw UserError(fmt::format("@{}: {}", g.name(), why));
   const rt::Context& ctx = stream.context();
   GroupTuning out;
-  out.tuned_at = bucket(b);
-  LJ_RT_ASSIGN(auto archs, rt::supported_archs());
-  LJ_RT_ASSIGN(rt::TargetChoice choice, rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()));
-
-  const EmitOptions eo = rt::device_emit_options(ctx, choice.target, out.tuned_at);
+  out.tuned_at = jit::bucket(b);
+  LJ_RT_ASSIGN(const jit::JitTarget target, jit::JitTarget::of_device(ctx));
+  const EmitOptions eo = target.emit_options(out.tuned_at);
   Candidates cands = group_candidates(g, grp, eo);
   out.pruned = cands.pruned;
   std::vector<GeneratedKernel> kernels;
 
   rt::TuneProblem tp;
-  tp.target = choice.target;
-  tp.compile.headers = codegen_device_headers();
   for (Candidate& c : cands.list) {
     rt::LaunchConfig lc = rt::LaunchConfig::linear(static_cast<unsigned>(c.kernel.launch.blocks(out.tuned_at)),
                                                    static_cast<unsigned>(c.kernel.launch.threads),
                                                    static_cast<unsigned>(c.kernel.launch.shared_bytes));
-    tp.candidates.push_back(rt::TuneCandidate{c.config, c.kernel.source, c.kernel.name, lc, {}, c.kernel.arch_specific});
+    tp.candidates.push_back(rt::TuneCandidate{c.config, jit::compile_job(c.kernel, target.target), c.kernel.name, lc, {}});
     kernels.push_back(std::move(c.kernel));
   }
 
@@ -204,16 +127,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
       const size_t n = static_cast<size_t>(numel(resolve(t.shape, out.tuned_at)));
       LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))));
       const uint64_t seed = 7919 * static_cast<uint64_t>(r + 1) + static_cast<uint64_t>(p.buffer);
-      // 16-bit inputs get bf16 values in [-1, 1) (read as f16 they are finite values of similar size).
-      if (dtype_bytes(t.dtype) == 2) {
-        LJ_RT_TRY(rt::fill_random_bf16(stream, buf.ptr(), n, seed, -1.f, 1.f));
-      } else if (t.dtype == DType::F32) {
-        LJ_RT_TRY(rt::fill_random_f32(stream, buf.ptr(), n, seed, -1.f, 1.f));
-      } else if (t.dtype == DType::I32) {
-        LJ_RT_TRY(rt::fill_zero(stream, buf.ptr(), buf.bytes()));
-      } else {  // fp8 and i8 operands: codes of values in [-1, 1) (i8: -1 and 0)
-        LJ_RT_TRY(rt::fill_random_encoded(stream, buf.ptr(), n, t.dtype, seed, -1.f, 1.f));
-      }
+      LJ_RT_TRY(rt::fill_random_operand(stream, buf.ptr(), n, t.dtype, seed));
       if (r == 0 && p.written) {
         tp.outputs.push_back(rt::TuneOutput{buf.ptr(), buf.bytes(), static_cast<size_t>(dtype_bytes(t.dtype))});
         output_types.push_back(t.dtype);
@@ -254,9 +168,9 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
   if (settings.kernel_cache && !ao.compiler) {
     std::vector<std::string> names;
     for (const GeneratedKernel& k : kernels) names.push_back(k.name);
-    ao.compiler = [cache = settings.kernel_cache, names](std::span<const rt::CompileJob> jobs) {
+    ao.compiler = [cache = settings.kernel_cache, names, workers = ao.compile_workers](std::span<const rt::CompileJob> jobs) {
       std::vector<rt::Result<rt::CompiledProgram>> programs;
-      for (auto& r : cache::compile_many_cached(*cache, jobs, names)) {
+      for (auto& r : jit::compile_jobs(jobs, names, jit::KernelCompileOptions{cache, false, workers})) {
         if (r.ok()) programs.emplace_back(std::move(r->program));
         else programs.emplace_back(r.error());
       }
@@ -271,7 +185,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
   }
   out.measured_best = tp.candidates[static_cast<size_t>(out.report.best)].config;
   out.chosen = out.measured_best;
-  out.key = tuning_key(ctx, choice.target, g, grp, out.tuned_at);
+  out.key = jit::tuning_key(target, g, grp, out.tuned_at);
   if (settings.db && settings.db->enabled()) {
     std::vector<cache::Measured> measured;
     for (const rt::CandidateResult& r : out.report.results)

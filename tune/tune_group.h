@@ -16,21 +16,6 @@
 
 namespace lj::tune {
 
-/// Symbol values rounded up to the next power of two: one tuning serves every value of a bucket
-/// (T = 3000 and T = 4096 share "T<=4096"), and the kernel is tuned at the bucket's top.
-Bindings bucket(const Bindings& b);
-/// "B<=1,C<=4096": the bucket as the tuning DB's key text (symbols in graph order).
-std::string bucket_text(const Graph& g, const Bindings& bucketed);
-
-/// What identifies a group's tuning problem independently of value names: kinds, dtypes and shapes
-/// of its nodes ("matmul(bf16[T, 4096], bf16[6144, 4096]) -> bf16[T, 6144]"), and the operands'
-/// view layouts (an offset view loads differently).
-std::string group_signature(const Graph& g, const FusionGroup& grp);
-
-/// The tuning DB key for a group at bucket `b` on `ctx`'s device.
-cache::TuningKey tuning_key(const rt::Context& ctx, const rt::Target& target, const Graph& g, const FusionGroup& grp,
-                            const Bindings& bucketed);
-
 /// Whether the group kind has configs to tune (matmul groups; attention groups whose query rows
 /// take the prefill kernels), and if not, why.
 std::string untunable_reason(const Graph& g, const FusionGroup& grp);
@@ -68,9 +53,5 @@ bool outputs_agree(DType t, double abs_tol, double rel_tol, const std::vector<un
 /// nothing to tune or a symbol is unbound; returns an Error when the GPU work fails.
 rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const FusionGroup& grp, const Bindings& b,
                                    const TuneSettings& settings);
-
-/// The config a tuned record names, applied to `eo` if it parses and the group's emitter accepts it;
-/// otherwise `eo` is left alone and the reason returned.
-std::string apply_tuned_config(const Graph& g, const FusionGroup& grp, const std::string& config, EmitOptions& eo);
 
 }  // namespace lj::tune

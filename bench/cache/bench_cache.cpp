@@ -17,10 +17,9 @@
 #include <fmt/format.h>
 
 #include "cache/disk_cache.h"
-#include "cache/env_registry.h"
-#include "codegen/device_headers.h"
 #include "codegen/kernel.h"
 #include "compiler/fusion/fusion_group.h"
+#include "jit/compile_kernels.h"
 #include "layerjit/llama.h"
 #include "runtime/nvrtc.h"
 
@@ -33,7 +32,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 struct Job {
   std::string name;
-  std::string source;
+  rt::CompileJob compile;
 };
 
 }  // namespace
@@ -64,13 +63,13 @@ int main(int argc, char** argv) {
       for (const FusionGroup& grp : plan.groups) {
         if (!has_emitter(grp.kind)) continue;
         GeneratedKernel k = emit_group(g, grp, EmitOptions{target->sm});
-        jobs.push_back({k.name, k.source});
+        jobs.push_back({k.name, jit::compile_job(k, *target)});
       }
     }
   }
   // The unfused and fused plans share some single-op groups: identical sources are one cache entry.
-  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.source < b.source; });
-  jobs.erase(std::unique(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.source == b.source; }),
+  std::sort(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.compile.source < b.compile.source; });
+  jobs.erase(std::unique(jobs.begin(), jobs.end(), [](const Job& a, const Job& b) { return a.compile.source == b.compile.source; }),
              jobs.end());
 
   std::string dir = keep;
@@ -82,21 +81,8 @@ int main(int argc, char** argv) {
   cache::CacheOptions opts;
   opts.root = std::filesystem::path(dir) / "root";
 
-  const auto& headers = codegen_device_headers();
-  std::vector<std::pair<std::string_view, std::string_view>> header_views(headers.begin(), headers.end());
-  rt::CompileOptions copts;
-  copts.headers = headers;
-  auto components_of = [&](const Job& j) {
-    cache::KeyComponents c;
-    c.source = j.source;
-    for (const char* o : rt::fixed_options()) c.options.emplace_back(o);
-    c.options.push_back("--gpu-architecture=" + target->name());
-    c.arch = target->name();
-    c.nvrtc_version = rt::nvrtc_version();
-    c.device_headers_hash = cache::hash_device_headers(header_views);
-    c.env = cache::capture_code_env();
-    return c;
-  };
+  // The kernel cache's own key (jit::key_components), as the executable computes it.
+  auto components_of = [](const Job& j) { return jit::key_components(j.compile); };
 
   // Cold: key, miss, compile, store.
   auto cold_cache = cache::DiskCache::open(opts);
@@ -106,8 +92,7 @@ int main(int argc, char** argv) {
   for (const Job& j : jobs) {
     cache::KeyComponents c = components_of(j);
     if (cold_cache->load(cache::compute_key(c)).status != cache::LoadStatus::kMiss) return 1;
-    copts.program_name = j.name + ".cu";
-    auto prog = rt::compile(j.source, copts, *target);
+    auto prog = rt::compile(j.compile.source, j.compile.options, j.compile.target);
     if (!prog.ok()) {
       std::fprintf(stderr, "bench_cache: %s\n", prog.message().c_str());
       return 1;

@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "codegen/device_headers.h"
+#include "cache/location.h"
+#include "jit/compile_plan.h"
 #include "runtime/fill.h"
 #include "runtime/kernel_args.h"
 #include "runtime/nvrtc.h"
@@ -30,43 +31,29 @@ rt::Context* context_or_skip() {
   return nullptr;
 }
 
-rt::Target device_target(const rt::Context& ctx) {
-  auto archs = must(rt::supported_archs(), "supported archs");
-  return must(rt::choose_target(ctx.info().cc(), true, archs, rt::nvrtc_version()), "target").target;
-}
+rt::Target device_target(const rt::Context& ctx) { return must(jit::JitTarget::of_device(ctx), "target").target; }
 
-EmitOptions device_emit_options(rt::Context& ctx) {
-  EmitOptions eo;
-  eo.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-  eo.sm_count = ctx.info().sm_count;
-  eo.sm = ctx.info().cc();
-  eo.arch_specific = device_target(ctx).arch_specific;
-  return eo;
-}
+EmitOptions device_emit_options(rt::Context& ctx) { return must(jit::JitTarget::of_device(ctx), "target").emit_options(); }
 
 PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
                 std::map<ValueId, rt::DeviceBuffer>& pool, const EmitOptions* emit) {
   PlanRun run;
-  const rt::Target target = device_target(ctx);
-  for (const FusionGroup& grp : plan.groups) {
-    EmitOptions eo;
-    if (emit) eo = *emit;
-    eo.hint = b;  // the bound sizes pick each matmul's kernel family (GEMV at decode sizes)
-    if (!emit) eo.sm = target.sm, eo.arch_specific = target.arch_specific;
-    eo.sm_count = ctx.info().sm_count;
-    GeneratedKernel k = emit_group(g, grp, eo);
-    run.bytes += group_cost(g, grp, b).bytes;
+  const jit::JitTarget target = must(jit::JitTarget::of_device(ctx, emit ? emit->arch_specific : true), "target");
+  // Rotated copies of one plan share their kernels: one kernel cache for the process, so each source
+  // compiles once (and not at all when an earlier process left it in LAYERJIT_CACHE_DIR).
+  static cache::KernelCache kernel_cache(cache::DiskCache::open(cache::cache_options_from_env()));
+  jit::PlanCompileOptions po;
+  po.hint = b;  // the bound sizes pick each matmul's kernel family (GEMV at decode sizes)
+  po.use_tuned = false;  // a benchmark times the defaults, or the configs it gives
+  po.cache = &kernel_cache;
+  if (emit) po.matmul = emit->matmul, po.attention = emit->attention;
+  jit::CompiledPlan compiled = must(jit::compile_plan(target, g, plan, po), "compile");
+  for (size_t i = 0; i < compiled.groups.size(); ++i) {
+    const jit::CompiledGroup& cg = compiled.groups[i];
+    const GeneratedKernel& k = cg.kernel;
+    run.bytes += group_cost(g, plan.groups[i], b).bytes;
     run.config += (run.config.empty() ? "" : "; ") + (k.config.empty() ? std::string("-") : k.config);
-    // Rotated copies of one plan share their kernels: compile each source once per process.
-    static std::map<std::string, std::string> images;
-    auto it = images.find(k.source);
-    if (it == images.end()) {
-      rt::CompileOptions opts;
-      opts.headers = codegen_device_headers();
-      auto prog = must(rt::compile(k.source, opts, target), "compile");
-      it = images.emplace(k.source, prog.image()).first;
-    }
-    auto mod = must(rt::Module::load(ctx, it->second), "load");
+    auto mod = must(rt::Module::load(ctx, cg.compiled.program.image()), "load");
     auto kern = must(mod.kernel(k.name), "kernel");
     rt::ArgSources src;
     src.scratch = [&](size_t bytes) -> rt::Result<CUdeviceptr> {
@@ -79,17 +66,12 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
         const TensorType& t = g.value(v).type;
         const size_t n = static_cast<size_t>(numel(resolve(t.shape, b)));
         auto buf = must(rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))), "allocate");
-        if (t.dtype == DType::I32) {  // positions: small, inside every cache
+        if (t.dtype == DType::I32) {  // positions: small, inside every cache, not all the same
           std::vector<int> pos(n);
-          for (size_t i = 0; i < n; ++i) pos[i] = static_cast<int>(i % 7);
+          for (size_t j = 0; j < n; ++j) pos[j] = static_cast<int>(j % 7);
           must_ok(rt::copy_to_device(stream, buf.ptr(), pos.data(), n * 4), "upload positions");
-        } else if (t.dtype == DType::BF16) {
-          must_ok(rt::fill_random_bf16(stream, buf.ptr(), n, 1234 + static_cast<uint64_t>(v), -1.f, 1.f), "fill");
-        } else if (t.dtype == DType::F32) {
-          must_ok(rt::fill_random_f32(stream, buf.ptr(), n, 99, -1.f, 1.f), "fill");
-        } else {  // f16, fp8, i8
-          const float hi = t.dtype == DType::I8 ? 127.f : 1.f;
-          must_ok(rt::fill_random_encoded(stream, buf.ptr(), n, t.dtype, 1234 + static_cast<uint64_t>(v), -hi, hi), "fill an input");
+        } else {
+          must_ok(rt::fill_random_operand(stream, buf.ptr(), n, t.dtype, 1234 + static_cast<uint64_t>(v)), "fill an input");
         }
         pool.emplace(v, std::move(buf));
       }

@@ -56,9 +56,11 @@ struct PlanRun {
   std::string config;  ///< the configs the kernels were emitted with ("; "-separated, "-" for none)
 };
 
-/// Compiles and sets up every group of `plan` for the sizes in `b` (also the emit hint). Buffers come
-/// from `pool` (one per IR buffer value, so groups of one plan share intermediates as a real execution
-/// would), filled with random values. `emit` (optional) sets the config and target options.
+/// Compiles (jit::compile_plan, through one kernel cache per process, no tuned configs) and sets up
+/// every group of `plan` for the sizes in `b` (also the hint). Buffers come from `pool` (one per IR
+/// buffer value, so groups of one plan share intermediates as a real execution would), filled with
+/// random values. `emit` (optional) gives the matmul and attention configs, and with arch_specific
+/// false the plain sm_XY target.
 PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const FusionPlan& plan, const Bindings& b,
                 std::map<ValueId, rt::DeviceBuffer>& pool, const EmitOptions* emit = nullptr);
 

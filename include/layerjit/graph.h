@@ -13,8 +13,7 @@
 
 namespace lj {
 
-using ValueId = int32_t;
-using NodeId = int32_t;
+using NodeId = int32_t;  // ValueId: layerjit/types.h
 
 /// An SSA value: a graph input (activation or param) or one result of a node.
 struct ValueInfo {

@@ -13,6 +13,9 @@
 
 namespace lj {
 
+/// A value's index in its graph's value table (graph.h).
+using ValueId = int32_t;
+
 // The one list of element types: name in the text format, size in bytes, kind.
 #define LJ_DTYPES(X)        \
   X(F32, "f32", 4, Float)   \

@@ -11,7 +11,7 @@
 #include "codegen/kernel.h"
 #include "layerjit/text.h"
 #include "layerjit/llama.h"
-#include "runtime/kernel_resources.h"
+#include "jit/compile_kernels.h"
 #include "runtime/nvrtc.h"
 
 using namespace lj;
@@ -30,7 +30,7 @@ TEST_CASE("the Llama layers' kernels compile for sm_80, sm_90 and sm_90a without
       eo.max_shared_bytes = target->sm == 80 ? 163 * 1024 : 227 * 1024;
       for (const FusionGroup& grp : plan_fusion(g).groups) {
         const GeneratedKernel k = emit_group(g, grp, eo);
-        auto r = rt::kernel_resources(k, *target);
+        auto r = jit::kernel_resources(k, *target);
         INFO(k.name << " (" << k.config << ") for " << arch << ": " << (r.ok() ? r->str() : r.message()));
         REQUIRE(r.ok());
         // Known: the mma.sync prefill attention (two 16-row m-tiles per warp) sits at the 255-register
@@ -92,7 +92,7 @@ TEST_CASE("the persistent and ping-pong wgmma GEMMs compile for sm_90a without s
       CHECK(k.launch.str().rfind("min(", 0) == 0);
       b.set("T", 1);  // one row of tiles: one CTA per tile up to the SM count
       CHECK(k.launch.blocks(b) == std::min<int64_t>(k.launch.tiles_per_unit, 132));
-      auto r = rt::kernel_resources(k, target);
+      auto r = jit::kernel_resources(k, target);
       INFO((r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());
       // Known: ping-pong holds a whole 128 x 128 tile's accumulators per thread (128 registers) under
@@ -123,7 +123,7 @@ TEST_CASE("stream-K wgmma GEMMs compile for sm_90a without spills, one CTA per S
       b.set("T", 128);  // 16 to 224 tiles of 64 k tiles or more: a share for each of the 132 SMs
       CHECK(k.launch.blocks(b) == 132);
       CHECK(scratch_bytes(k, b) == 132 * (2 * 128 * eo.matmul->bn * 4 + 4));
-      auto r = rt::kernel_resources(k, target);
+      auto r = jit::kernel_resources(k, target);
       INFO((r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());
       CHECK(!r->spills());
@@ -152,7 +152,7 @@ TEST_CASE("split-K GEMMs (wgmma and mma.sync) compile without spills or stack, S
       CHECK(k.launch.blocks(b) == (128 + eo.matmul->bm - 1) / eo.matmul->bm * k.launch.tiles_per_unit);
       // Scratch: one fp32 partial of bm x bn per CTA (and counters).
       CHECK(scratch_bytes(k, b) == k.launch.blocks(b) * (eo.matmul->bm * eo.matmul->bn * 4 + 4));
-      auto r = rt::kernel_resources(k, target);
+      auto r = jit::kernel_resources(k, target);
       INFO((r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());
       CHECK(!r->spills());
@@ -181,7 +181,7 @@ TEST_CASE("64-row wgmma GEMMs compile for sm_90a without spills: 256 threads, tw
       Bindings b;
       b.set("T", 128);
       CHECK(k.launch.blocks(b) == 2 * k.launch.tiles_per_unit);  // two 64-row tiles of 128 rows
-      auto r = rt::kernel_resources(k, target);
+      auto r = jit::kernel_resources(k, target);
       INFO((r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());
       CHECK(!r->spills());
@@ -220,7 +220,7 @@ TEST_CASE("the tensor-core fp8 GEMV compiles for sm_90 and sm_90a without spills
       for (const MatmulConfig& c : tc) {
         eo.matmul = c;
         const GeneratedKernel k = emit_group(*g, grp, eo);
-        auto r = rt::kernel_resources(k, *target);
+        auto r = jit::kernel_resources(k, *target);
         INFO(k.name << " (" << k.config << ") for " << arch << ": " << (r.ok() ? r->str() : r.message()));
         REQUIRE(r.ok());
         CHECK(!r->spills());

@@ -87,19 +87,25 @@ TEST_CASE("the autotuner rejects a wrong candidate and survives broken ones", "[
   LJ_REQUIRE_OK(archs);
   auto choice = rt::choose_target(ctx.info().cc(), false, *archs, rt::nvrtc_version());
   LJ_REQUIRE_OK(choice);
-  p.target = choice->target;
-  p.compile.headers = codegen_device_headers();
+  rt::CompileJob job;
+  job.options.headers = codegen_device_headers();
+  job.target = choice->target;
+  auto with = [&](const std::string& source) {
+    rt::CompileJob j = job;
+    j.source = source;
+    return j;
+  };
   // 0: the default. 1: the same kernel with every output 6% too large (a subtly wrong kernel).
   // 2: a syntax error. 3: asks for more shared memory than any block may have. 4: correct again.
   const std::string wrong = replace_once(k.source, "const float r = y[j];", "const float r = y[j] * 1.0625f;");
   const std::string broken = replace_once(k.source, "Gemm::tile(M, m0, n0);", "Gemm::tile(M, m0, n0)");
   rt::LaunchConfig too_big = lc;
   too_big.dynamic_smem = static_cast<unsigned>(ctx.info().max_smem_per_block_optin) + 4096;
-  p.candidates = {{"default", k.source, k.name, lc},
-                  {"wrong", wrong, k.name, lc},
-                  {"broken", broken, k.name, lc},
-                  {"too much shared memory", k.source, k.name, too_big},
-                  {"default again", k.source, k.name, lc}};
+  p.candidates = {{"default", with(k.source), k.name, lc},
+                  {"wrong", with(wrong), k.name, lc},
+                  {"broken", with(broken), k.name, lc},
+                  {"too much shared memory", with(k.source), k.name, too_big},
+                  {"default again", with(k.source), k.name, lc}};
   std::vector<rt::DeviceBuffer> bufs;
   rt::KernelArgs args;
   for (const KernelParam& prm : k.params) {

@@ -38,9 +38,8 @@ TEST_CASE("ptxas verbose logs parse per entry", "[runtime][resources]") {
 }
 
 TEST_CASE("a compiled kernel reports its resources", "[runtime][resources]") {
-  GeneratedKernel k;
-  k.name = "lj_saxpy_resources";
-  k.source =
+  rt::CompileJob job;
+  job.source =
       "extern \"C\" __global__ void lj_saxpy_resources(float* y, const float* x, float a, int n) {\n"
       "  __shared__ float tile[64];\n"
       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
@@ -50,7 +49,8 @@ TEST_CASE("a compiled kernel reports its resources", "[runtime][resources]") {
       "}\n";
   auto target = rt::Target::parse("sm_90");
   REQUIRE(target.ok());
-  auto r = rt::kernel_resources(k, *target);
+  job.target = *target;
+  auto r = rt::kernel_resources(job, "lj_saxpy_resources");
   REQUIRE(r.ok());
   CHECK(r->registers > 0);
   CHECK(r->registers < 64);

@@ -7,6 +7,7 @@
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
 #include "tune/group_candidates.h"
+#include "jit/tuned_config.h"
 #include "tune/tune_group.h"
 
 using namespace lj;
@@ -96,22 +97,22 @@ TEST_CASE("tuner: a stored winner is applied when the emitter accepts it, else t
   const FusionPlan plan = plan_fusion(g);
   const FusionGroup& attn = group_of(plan, GroupKind::Attention);
   EmitOptions eo = target(true);
-  CHECK(tune::apply_tuned_config(g, attn, "wgmma bn=64 stages=4", eo).empty());
+  CHECK(jit::apply_config(g, attn, "wgmma bn=64 stages=4", eo).empty());
   REQUIRE(eo.attention.has_value());
   CHECK(eo.attention->str() == "wgmma bn=64 stages=4");
 
   EmitOptions plain = target(false);
-  CHECK_THAT(tune::apply_tuned_config(g, attn, "wgmma bn=64 stages=4", plain), Catch::Contains("needs sm_90a"));
+  CHECK_THAT(jit::apply_config(g, attn, "wgmma bn=64 stages=4", plain), Catch::Contains("needs sm_90a"));
   CHECK(!plain.attention.has_value());  // left alone
-  CHECK_THAT(tune::apply_tuned_config(g, attn, "wgmma bn=96 stages=2", eo), Catch::Contains("BN must be 64 or 128"));
-  CHECK_THAT(tune::apply_tuned_config(g, attn, "mma bm=128", eo), Catch::Contains("expected BMxMTxBNxSTAGES"));
+  CHECK_THAT(jit::apply_config(g, attn, "wgmma bn=96 stages=2", eo), Catch::Contains("BN must be 64 or 128"));
+  CHECK_THAT(jit::apply_config(g, attn, "mma bm=128", eo), Catch::Contains("expected BMxMTxBNxSTAGES"));
 
   const FusionGroup& mm = group_of(plan, GroupKind::Matmul);
   EmitOptions m = target(true);
-  CHECK(tune::apply_tuned_config(g, mm, "wgmma bm=128 bn=128 stages=3 gm=8", m).empty());
+  CHECK(jit::apply_config(g, mm, "wgmma bm=128 bn=128 stages=3 gm=8", m).empty());
   REQUIRE(m.matmul.has_value());
   CHECK(m.matmul->str() == "wgmma bm=128 bn=128 stages=3 gm=8");
-  CHECK(!tune::apply_tuned_config(g, mm, "128x2x64x2", m).empty());
+  CHECK(!jit::apply_config(g, mm, "128x2x64x2", m).empty());
 }
 
 TEST_CASE("tuner: candidate outputs agree bit for bit or within the tolerance, never through a NaN", "[tune]") {

@@ -1,36 +1,11 @@
-#include "codegen/kernel.h"
+#include "codegen/attention_config.h"
 
 #include <charconv>
 #include <cstdio>
 
 #include <fmt/format.h>
 
-#include "layerjit/error.h"
-
 namespace lj {
-
-int64_t LaunchRule::blocks(const Bindings& b) const {
-  auto value = [&](const DimProduct& p) {
-    int64_t v = p.constant;
-    for (const std::string& s : p.symbols) {
-      const std::optional<int64_t> x = b.get(s);
-      if (!x) throw UserError(fmt::format("launch needs a value for symbol {} (grid = {})", s, str()));
-      v *= *x;
-    }
-    return v;
-  };
-  const int64_t work_value = value(work);
-  const int64_t blocks = value(outer) * ((work_value + per_block - 1) / per_block) * tiles_per_unit;
-  return max_blocks > 0 && blocks > max_blocks ? max_blocks : blocks;
-}
-
-std::string LaunchRule::str() const {
-  std::string out = fmt::format("ceil({} / {})", work.str(), per_block);
-  if (!(outer.symbols.empty() && outer.constant == 1)) out = fmt::format("{} * {}", outer.str(), out);
-  if (tiles_per_unit != 1) out += fmt::format(" * {}", tiles_per_unit);
-  if (max_blocks > 0) out = fmt::format("min({}, {})", out, max_blocks);
-  return out;
-}
 
 std::string AttentionConfig::str() const {
   if (decode)
@@ -91,12 +66,6 @@ std::optional<AttentionConfig> parse_attention_config(std::string_view text, std
     at = end + 1;
   }
   return AttentionConfig{values[0], values[1], values[2], values[3]};
-}
-
-int64_t scratch_bytes(const GeneratedKernel& k, const Bindings& b) {
-  for (const KernelParam& p : k.params)
-    if (p.kind == KernelParam::Kind::Scratch) return k.launch.blocks(b) * p.scratch_per_block;
-  return 0;
 }
 
 }  // namespace lj

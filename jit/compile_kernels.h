@@ -1,0 +1,53 @@
+// Compiling generated kernels: the one place a GeneratedKernel becomes an NVRTC job and a cubin,
+// through the kernel cache where one is given. The cache key covers everything that decides the
+// cubin (source, exact NVRTC options, target, NVRTC version, every device header's text, the
+// registered environment); a hit skips NVRTC, a miss (or a corrupt entry, already reported and
+// removed) compiles on the parallel pool and stores.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cache/kernel_cache.h"
+#include "codegen/kernel.h"
+#include "runtime/kernel_resources.h"
+#include "runtime/nvrtc.h"
+
+namespace lj::jit {
+
+/// The NVRTC job of `k` for `target`: its source, the embedded device headers, and a program name
+/// (the kernel's) that makes compile errors name it. A kernel emitted for sm_XYa (wgmma) compiles
+/// for that target, which runs on exactly the devices sm_XY code runs on.
+rt::CompileJob compile_job(const GeneratedKernel& k, const rt::Target& target);
+
+/// The cache key components of one NVRTC job.
+cache::KeyComponents key_components(const rt::CompileJob& job);
+
+struct CompiledKernel {
+  rt::CompiledProgram program;  ///< the cubin (PTX for a PTX-only target), and the PTX when asked
+  bool cache_hit = false;       ///< the cubin came from the cache (no NVRTC for it)
+  cache::CacheKey key;          ///< set when compiled through a cache
+};
+
+struct KernelCompileOptions {
+  cache::KernelCache* cache = nullptr;  ///< nullptr: always NVRTC, nothing stored
+  /// The PTX of every kernel too: from its cubin compile on a miss, from a PTX-only compile (no
+  /// ptxas; NVRTC makes its text identical to the cubin compile's) on a hit.
+  bool want_ptx = false;
+  int workers = 0;  ///< parallel NVRTC compiles; 0: rt::default_compile_workers()
+};
+
+/// Compiles `jobs` (their kernels named by `names`, for the cache's manifest), results in job order.
+std::vector<rt::Result<CompiledKernel>> compile_jobs(std::span<const rt::CompileJob> jobs, std::span<const std::string> names,
+                                                     const KernelCompileOptions& options);
+
+/// compile_jobs over compile_job(k, target) of each kernel; an error starts with the fusion group and
+/// kernel ("fusion group 3 (lj_decode_g3_matmul) failed to compile for sm_90a:").
+std::vector<rt::Result<CompiledKernel>> compile_kernels(std::span<const GeneratedKernel> kernels, const rt::Target& target,
+                                                        const KernelCompileOptions& options);
+
+/// What `k` uses per thread and block compiled for `target` (ptxas's report), never cached.
+rt::Result<rt::KernelResources> kernel_resources(const GeneratedKernel& k, const rt::Target& target);
+
+}  // namespace lj::jit

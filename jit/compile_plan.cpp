@@ -1,0 +1,102 @@
+#include "jit/compile_plan.h"
+
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cache/location.h"
+#include "cache/tuning_db.h"
+#include "compiler/dump.h"
+#include "jit/tuned_config.h"
+
+namespace lj::jit {
+
+Lowered plan(const Graph& g, const FusionOptions& fo, const Bindings& hint) {
+  Lowered l = lower(g, fo);
+  if (dump_enabled(DumpStage::Fusion)) dump(DumpStage::Fusion, "@" + g.name(), print_plan(*l.graph, l.plan, hint, &g));
+  return l;
+}
+
+namespace {
+
+bool has_config(GroupKind k) { return k == GroupKind::Matmul || k == GroupKind::Attention; }
+
+// The emission options of one group and where its config comes from: a given config, else the
+// tuning DB's record for the bucket where one applies, else the emitter's default.
+CompiledGroup choose(const Graph& g, const FusionGroup& grp, const EmitOptions& base, const PlanCompileOptions& o, const JitTarget& t,
+                     cache::TuningDb* db, const Bindings& bucketed, EmitOptions& eo) {
+  CompiledGroup out;
+  out.group = grp.id;
+  out.config_source = "default";
+  eo = base;
+  if (grp.kind == GroupKind::Matmul && o.matmul) eo.matmul = o.matmul;
+  if (grp.kind == GroupKind::Attention && o.attention) eo.attention = o.attention;
+  if (eo.matmul || eo.attention) {
+    out.origin = ConfigOrigin::Given;
+    out.config_source = "given";
+    return out;
+  }
+  if (!has_config(grp.kind) || !db) return out;
+  if (std::optional<cache::TuningRecord> rec = db->lookup(tuning_key(t, g, grp, bucketed))) {
+    const std::string why = apply_config(g, grp, rec->winner.config, eo);
+    if (why.empty()) {
+      out.origin = ConfigOrigin::Tuned;
+      out.config_source = fmt::format("tuned ({})", bucket_text(g, bucketed));
+    } else {
+      out.config_source = fmt::format("default (the stored tuning '{}' does not apply: {})", rec->winner.config, why);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const FusionPlan& plan, const PlanCompileOptions& o) {
+  CompiledPlan out;
+  out.target = t;
+  const EmitOptions base = t.emit_options(o.hint);
+  // Tuning records are keyed by the driver: without one (no device) none can apply.
+  std::unique_ptr<cache::TuningDb> db;
+  if (o.use_tuned && !t.driver_version.empty()) {
+    db = cache::TuningDb::open(cache::cache_options_from_env());
+    if (!db->enabled()) db.reset();
+  }
+  const Bindings bucketed = bucket(o.hint);
+  for (const FusionGroup& grp : plan.groups) {
+    if (o.only_group && grp.id != *o.only_group) continue;
+    if (!has_emitter(grp.kind) && o.skip_ungenerated) {
+      out.not_generated.push_back(NotGenerated{grp.id, grp.kind, "kernel generator not written yet"});
+      continue;
+    }
+    EmitOptions eo;
+    CompiledGroup cg = choose(g, grp, base, o, t, db.get(), bucketed, eo);
+    cg.kernel = emit_group(g, grp, eo);
+    dump(DumpStage::Source, cg.kernel.name, cg.kernel.source);
+    out.groups.push_back(std::move(cg));
+  }
+  if (!o.compile) return out;
+
+  std::vector<GeneratedKernel> kernels;
+  for (const CompiledGroup& cg : out.groups) kernels.push_back(cg.kernel);
+  KernelCompileOptions ko;
+  ko.want_ptx = o.want_ptx;
+  std::optional<cache::KernelCache> own;
+  if (o.use_cache) {
+    if (!o.cache) own.emplace(cache::DiskCache::open(cache::cache_options_from_env()));
+    ko.cache = o.cache ? o.cache : &*own;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto results = compile_kernels(kernels, t.target, ko);
+  out.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].ok()) return results[i].status();
+    CompiledGroup& cg = out.groups[i];
+    cg.compiled = std::move(*results[i]);
+    out.cache_hits += cg.compiled.cache_hit ? 1 : 0;
+    if (o.want_ptx) dump(DumpStage::Ptx, cg.kernel.name, cg.compiled.program.ptx);
+  }
+  return out;
+}
+
+}  // namespace lj::jit

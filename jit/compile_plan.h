@@ -1,0 +1,79 @@
+// The JIT: a lowered plan's fusion groups, each with its config chosen (given, else tuned, else the
+// emitter's default), emitted, compiled through the kernel cache, and reported. The executable,
+// `layerjit compile`, `inspect`, the benchmarks and the tests all come through here, so what
+// `compile --emit` writes is what `run` launches. The stage dumps (LAYERJIT_DUMP=fusion,source,ptx)
+// happen here too, so a program using the library gets them as the CLI does.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/kernel_cache.h"
+#include "codegen/kernel.h"
+#include "compiler/fusion/fusion_group.h"
+#include "jit/compile_kernels.h"
+#include "jit/target.h"
+
+namespace lj::jit {
+
+/// lower() (the graph passes, then the fusion plan), printed under LAYERJIT_DUMP=fusion with the
+/// sizes in `hint`.
+Lowered plan(const Graph& g, const FusionOptions& fo, const Bindings& hint = {});
+
+struct PlanCompileOptions {
+  /// Symbol values the kernels are chosen for (GEMV or GEMM, decode chunks) and the tuning bucket
+  /// looked up; any value runs correctly.
+  Bindings hint;
+  /// Look up `layerjit tune`'s winners for the hint's bucket (needs a target with a driver version).
+  bool use_tuned = true;
+  /// Compile through the kernel cache: `cache`, or when null the one the environment names
+  /// (LAYERJIT_CACHE_DIR), opened for this call. false: always NVRTC.
+  bool use_cache = true;
+  cache::KernelCache* cache = nullptr;
+  /// The PTX of every kernel too (compile_kernels' want_ptx).
+  bool want_ptx = false;
+  /// false: emit only (sources, configs, launch rules); no NVRTC.
+  bool compile = true;
+  /// Configs the caller gives every matmul / attention group (bench sweeps, `inspect --config`):
+  /// they win over tuned and default configs. An emitter refusing one is a UserError.
+  std::optional<MatmulConfig> matmul;
+  std::optional<AttentionConfig> attention;
+  /// Only this group (FusionGroup::id); unset: every group.
+  std::optional<int> only_group;
+  /// Groups without a kernel generator are listed in CompiledPlan::not_generated; false: a UserError.
+  bool skip_ungenerated = false;
+};
+
+/// Where a kernel's config came from.
+enum class ConfigOrigin { Default, Tuned, Given };
+
+struct CompiledGroup {
+  int group = 0;  ///< FusionGroup::id
+  GeneratedKernel kernel;
+  ConfigOrigin origin = ConfigOrigin::Default;
+  /// "default", "tuned (T<=4096)", "given", or "default (the stored tuning 'X' does not apply: why)".
+  std::string config_source;
+  CompiledKernel compiled;  ///< empty when PlanCompileOptions::compile is false
+};
+
+struct NotGenerated {
+  int group = 0;
+  GroupKind kind = GroupKind::Elementwise;
+  std::string reason;
+};
+
+struct CompiledPlan {
+  JitTarget target;
+  std::vector<CompiledGroup> groups;  ///< in plan order
+  std::vector<NotGenerated> not_generated;
+  double compile_seconds = 0;  ///< wall time of the compiles (cache lookups included)
+  int cache_hits = 0;
+};
+
+/// Chooses, emits and compiles the kernels of `plan` over `g` (a Lowered's graph) for `t`. Throws
+/// UserError where the input is at fault (a group without a generator, a given config an emitter
+/// refuses); returns an Error when a kernel fails to compile (naming the group and its lines).
+rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const FusionPlan& plan, const PlanCompileOptions& o = {});
+
+}  // namespace lj::jit

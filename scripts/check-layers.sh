@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The dependency line, checked on the sources: each folder may include headers only from the folders
+# below it (docs/architecture.md, "Dependencies point one way"; the CMake link lines say the same).
+# The public headers (include/layerjit/) declare both ops' and the compiler's types: runtime/ and
+# cache/, which sit beside the compiler, not above it, may use only the ops-level ones (types,
+# errors, attributes, op kinds, the kernel ABI, the host tensor), and those must not include the
+# graph. Exit 1 naming every include that points the wrong way. Run by ctest (layers:includes).
+set -euo pipefail
+src="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$src"
+
+ops_public='layerjit/(types|error|attrs|op_kind|kernel_abi|host_tensor)\.h|layerjit/op_kinds\.def|layerjit/random\.cuh'
+# folder: the project include prefixes its files may use (besides their own folder)
+declare -A allowed=(
+  [ops]="layerjit/"
+  [compiler]="layerjit/|ops/"
+  [codegen]="layerjit/|ops/|compiler/"
+  [runtime]="$ops_public"
+  [cache]="$ops_public"
+  [jit]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/"
+  [tune]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/"
+  [exec]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/"
+)
+bad=0
+for dir in "${!allowed[@]}"; do
+  while IFS= read -r hit; do
+    file="${hit%%:*}"
+    inc="$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$hit")"
+    [[ "$inc" == "$dir/"* ]] && continue
+    # Only project headers: a folder name first, or layerjit/.
+    [[ "$inc" =~ ^(layerjit|ops|compiler|codegen|runtime|cache|jit|tune|exec|tools|examples|bench|tests)/ ]] || continue
+    if ! grep -Eq "^(${allowed[$dir]})" <<<"$inc"; then
+      echo "check-layers: $file includes \"$inc\": $dir/ may include only ${allowed[$dir]}" >&2
+      bad=1
+    fi
+  done < <(grep -rn --include='*.h' --include='*.cpp' --include='*.cuh' '#include "' "$dir" | sed -E 's/^([^:]+):[0-9]+:/\1:/')
+done
+# The ops-level public headers must not reach up into the compiler's.
+while IFS= read -r hit; do
+  echo "check-layers: $hit: an ops header includes a compiler header" >&2
+  bad=1
+done < <(grep -En '#include "layerjit/(graph|builder|passes|llama|text)\.h"' \
+           include/layerjit/{types,error,attrs,op_kind,kernel_abi,host_tensor}.h 2>/dev/null || true)
+[[ $bad -eq 0 ]] && echo "check-layers: every include points down the dependency line"
+exit $bad
