@@ -13,7 +13,7 @@ namespace lj {
 namespace {
 
 constexpr std::array kOpNames = {
-#define LJ_OP(id, name, min_ops, max_ops, results) std::string_view(name),
+#define LJ_OP(id, name, cls) std::string_view(name),
 #include "layerjit/op_kinds.def"
 #undef LJ_OP
 };

@@ -5,79 +5,11 @@
 
 namespace lj {
 
-bool is_view(OpKind k) {
-  switch (k) {
-    case OpKind::Reshape:
-    case OpKind::Split: return true;
-    case OpKind::Matmul:
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Silu:
-    case OpKind::Gelu:
-    case OpKind::Relu:
-    case OpKind::Exp:
-    case OpKind::Rsqrt:
-    case OpKind::Cast:
-    case OpKind::RmsNorm:
-    case OpKind::RmsScale:
-    case OpKind::LayerNorm:
-    case OpKind::RopeTable:
-    case OpKind::Rope:
-    case OpKind::Softmax:
-    case OpKind::Attention:
-    case OpKind::KvCacheWrite:
-    case OpKind::Transpose:
-    case OpKind::Concat:
-    case OpKind::ReduceSum:
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMean:
-    case OpKind::Quantize:
-    case OpKind::Dequantize: return false;
-  }
-  LJ_ASSERT(false, "unhandled op kind {}", static_cast<int>(k));
-  __builtin_unreachable();
-}
+bool is_view(OpKind k) { return op_class(k) == OpClass::View; }
 
-bool is_elementwise(OpKind k) {
-  switch (k) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Silu:
-    case OpKind::Gelu:
-    case OpKind::Relu:
-    case OpKind::Exp:
-    case OpKind::Rsqrt:
-    case OpKind::Cast:
-    case OpKind::Quantize:  // with a scale operand; without one it is a reduction (is_pointwise)
-    case OpKind::Dequantize: return true;
-    case OpKind::Matmul:
-    case OpKind::RmsNorm:
-    case OpKind::RmsScale:
-    case OpKind::LayerNorm:
-    case OpKind::RopeTable:
-    case OpKind::Rope:
-    case OpKind::Softmax:
-    case OpKind::Attention:
-    case OpKind::KvCacheWrite:
-    case OpKind::Reshape:
-    case OpKind::Transpose:
-    case OpKind::Split:
-    case OpKind::Concat:
-    case OpKind::ReduceSum:
-    case OpKind::ReduceMax:
-    case OpKind::ReduceMean: return false;
-  }
-  LJ_ASSERT(false, "unhandled op kind {}", static_cast<int>(k));
-  __builtin_unreachable();
-}
+bool is_elementwise(OpKind k) { return op_class(k) == OpClass::Elementwise; }
 
-bool is_row_reduction(OpKind k) {
-  return k == OpKind::RmsNorm || k == OpKind::RmsScale || k == OpKind::LayerNorm || k == OpKind::Softmax;
-}
+bool is_row_reduction(OpKind k) { return op_class(k) == OpClass::RowReduction; }
 
 bool is_dynamic_quantize(const Node& n) { return n.kind == OpKind::Quantize && n.operands.size() == 1; }
 

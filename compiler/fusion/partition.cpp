@@ -304,39 +304,21 @@ class Partitioner {
 
   void single(NodeId n) {
     GroupKind k = GroupKind::Copy;
-    switch (kind(n)) {
-      case OpKind::Matmul: k = GroupKind::Matmul; break;
-      case OpKind::Attention: k = GroupKind::Attention; break;
-      case OpKind::RmsNorm:
-      case OpKind::RmsScale:
-      case OpKind::LayerNorm:
-      case OpKind::Softmax: k = GroupKind::RowReduce; break;
-      case OpKind::RopeTable:
-      case OpKind::Rope:
-      case OpKind::KvCacheWrite: k = GroupKind::RopeKvWrite; break;
-      case OpKind::ReduceSum:
-      case OpKind::ReduceMax:
-      case OpKind::ReduceMean: k = GroupKind::Reduce; break;
-      case OpKind::Add:
-      case OpKind::Sub:
-      case OpKind::Mul:
-      case OpKind::Div:
-      case OpKind::Silu:
-      case OpKind::Gelu:
-      case OpKind::Relu:
-      case OpKind::Exp:
-      case OpKind::Rsqrt:
-      case OpKind::Cast:
-      case OpKind::Dequantize: k = GroupKind::Elementwise; break;
-      case OpKind::Quantize:
+    switch (op_class(kind(n))) {
+      case OpClass::Matmul: k = GroupKind::Matmul; break;
+      case OpClass::Attention: k = GroupKind::Attention; break;
+      case OpClass::RowReduction: k = GroupKind::RowReduce; break;
+      case OpClass::RopeKv: k = GroupKind::RopeKvWrite; break;
+      case OpClass::Reduction: k = GroupKind::Reduce; break;
+      case OpClass::Elementwise:
+        // A quantize without a scale operand finds its scale first: a row kernel for a per-row
+        // scale, else a reduction (a per-tensor or per-column scale).
         k = is_pointwise(g_.node(n))         ? GroupKind::Elementwise
             : is_row_quantize(g_, g_.node(n)) ? GroupKind::RowReduce
-                                              : GroupKind::Reduce;  // a per-tensor or per-column scale
+                                              : GroupKind::Reduce;
         break;
-      case OpKind::Transpose:
-      case OpKind::Concat: k = GroupKind::Copy; break;
-      case OpKind::Reshape:
-      case OpKind::Split: LJ_ASSERT(false, "views get no group"); break;
+      case OpClass::Movement: k = GroupKind::Copy; break;
+      case OpClass::View: LJ_ASSERT(false, "views get no group"); break;
     }
     int gid = new_group(k, n);
     if (!opts_.fuse) note(gid, "--no-fuse: one kernel per op");
