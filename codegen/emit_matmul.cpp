@@ -355,6 +355,7 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes, p.sm_count = opts.sm_count;
   p.out_bytes = dtype_bytes(op.yt);
   if (!op.segments.empty() && !op.rope_interleaved) p.rope_pair_dim = op.rope_dim;
+  p.glu = op.glu;
   p.arch_specific = opts.arch_specific;
   p.tma = tma_rows(ctx, op.x) && tma_rows(ctx, op.w);
   p.m = op.rows.constant;

@@ -259,6 +259,9 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.warps > 32) return "more than 32 warps per CTA";
     return "";
   }
+  if (p.glu && c.bn / c.warps_n % 16 != 0)
+    return fmt::format("SwiGLU pairs gate and up tiles of 8 columns: bn={} over wn={} warps gives each {} columns, not whole 16s", c.bn,
+                       c.warps_n, c.bn / c.warps_n);
   if (const int64_t d = p.rope_pair_dim; d > 0 && c.bn % d != 0 && d % c.bn != 0)
     return fmt::format("bn={} neither holds whole heads of {} nor divides one: a tile would miss half of some RoPE pairs", c.bn, d);
   if (c.family == MatmulConfig::Family::Wgmma) {

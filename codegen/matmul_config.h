@@ -79,6 +79,8 @@ struct MatmulProblem {
   /// RoPE in the epilogue with half-style pairs (d, d + D/2): D, which a tile's width must divide or
   /// be a multiple of so that each tile holds both columns of its pairs; 0 without.
   int64_t rope_pair_dim = 0;
+  /// SwiGLU in the epilogue: a tensor-core tile pairs 8 gate and 8 up columns per 16 of each warp.
+  bool glu = false;
 };
 
 /// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows (above 16 rows: one 64x64 tile over all

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/attention_plan.h"
 #include "codegen/tensor_layout.h"
 #include "layerjit/error.h"
 
@@ -66,11 +67,8 @@ std::string apply_config(const Graph& g, const FusionGroup& grp, const std::stri
     std::optional<AttentionConfig> c = parse_attention_config(config, &why);
     if (!c) return why;
     trial.attention = *c;
-    try {
-      (void)emit_group(g, grp, trial);
-    } catch (const UserError& e) {
-      return e.what();
-    }
+    why = plan_attention(g, grp, trial).reject;
+    if (!why.empty()) return why;
   } else {
     return fmt::format("{} groups have no configs", group_kind_name(grp.kind));
   }

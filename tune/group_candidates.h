@@ -15,15 +15,14 @@ struct Candidate {
 
 struct Candidates {
   std::vector<Candidate> list;      ///< the default first
-  std::vector<std::string> pruned;  ///< "config: why" for configs the emitter refused
+  std::vector<std::string> pruned;  ///< "config: why" for attention tile sets the plan refuses
   /// Largest |a - b| allowed between two correct candidates at output magnitude |a|: absolute + rel * |a|.
   double abs_tolerance = 0, rel_tolerance = 0;
 };
 
-/// Matmul groups: the pruner's candidates (matmul_candidates). Attention prefill groups: the default
-/// tiles of the target (the Hopper kernel on sm_90a where it applies), then the other mma.sync and
-/// wgmma tile sets; each emitted, configs the emitter refuses listed in `pruned`. `eo.hint` must hold
-/// the values the kernels run with.
+/// Matmul groups: the pruner's candidates (matmul_candidates: reject_reason decides before emitting).
+/// Attention groups: attention_candidates (the default tiles of the target first, the plan deciding
+/// which others fit). Each emitted; `eo.hint` must hold the values the kernels run with.
 Candidates group_candidates(const Graph& g, const FusionGroup& grp, const EmitOptions& eo);
 
 }  // namespace lj::tune

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/attention_plan.h"
 #include "jit/compile_kernels.h"
 #include "jit/target.h"
 #include "jit/tuned_config.h"
@@ -24,12 +25,7 @@ std::string untunable_reason(const Graph& g, const FusionGroup& grp) {
   if (grp.kind == GroupKind::Matmul) return "";
   if (grp.kind != GroupKind::Attention)
     return fmt::format("group {} is a {} group: only matmul and attention groups have configs to tune", grp.id, group_kind_name(grp.kind));
-  try {
-    (void)emit_group(g, grp);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
+  return plan_attention(g, grp, EmitOptions{}).reject;
 }
 
 bool outputs_agree(DType t, double abs_tol, double rel_tol, const std::vector<unsigned char>& want, const std::vector<unsigned char>& got,
