@@ -8,7 +8,7 @@
 
 #include "codegen/kernel.h"
 #include "codegen/source_writer.h"
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
 
 namespace lj {
 

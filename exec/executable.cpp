@@ -12,7 +12,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
 #include "jit/compile_plan.h"
 #include "runtime/fill.h"
 #include "runtime/kernel_args.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "codegen/kernel.h"
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
 #include "layerjit/reference.h"
 #include "runtime/context.h"
 #include "runtime/graph.h"

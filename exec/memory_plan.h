@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codegen/kernel.h"
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
 
 namespace lj::exec {
 
@@ -25,7 +25,7 @@ struct LiveRange {
 
 /// The buffers the executable places (every buffer a kernel touches except graph inputs and those in
 /// `external`, bound by the caller) with their live ranges, in graph value order. `layouts` say which
-/// buffer is behind each output: plan_layouts (codegen/tensor_layout.h), where a returned view the
+/// buffer is behind each output: plan_layouts (compiler/fusion/tensor_layout.h), where a returned view the
 /// plan copies is its own buffer, so the buffer it was sliced from dies after its last reader.
 std::map<ValueId, LiveRange> live_ranges(const Graph& g, const std::vector<TensorLayout>& layouts,
                                          const std::vector<GeneratedKernel>& kernels, const std::set<ValueId>& external);

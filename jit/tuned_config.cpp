@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "codegen/attention_plan.h"
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
 #include "layerjit/error.h"
 
 namespace lj::jit {

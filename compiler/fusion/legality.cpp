@@ -73,16 +73,6 @@ bool same_iteration_space(const Graph& g, NodeId a, NodeId b) {
   return ta.shape == tb.shape;
 }
 
-ValueId memory_owner(const Graph& g, ValueId v, const std::vector<ValueId>& dense_views) {
-  for (NodeId p = g.value(v).producer; p >= 0; p = g.value(v).producer) {
-    if (std::find(dense_views.begin(), dense_views.end(), v) != dense_views.end()) break;
-    const OpKind k = g.node(p).kind;
-    if (!is_view(k) && k != OpKind::KvCacheWrite) break;
-    v = g.node(p).operands[0];
-  }
-  return v;
-}
-
 bool smaller_at_every_size(const Graph& g, ValueId part, ValueId whole) {
   const DimProduct p = dim_product(g.value(part).type.shape), w = dim_product(g.value(whole).type.shape);
   if (p.overflow || w.overflow || p.constant >= w.constant) return false;

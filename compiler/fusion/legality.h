@@ -43,10 +43,6 @@ bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>
 /// broadcast the producer's result into a larger iteration space.
 bool same_iteration_space(const Graph& g, NodeId a, NodeId b);
 
-/// The value whose memory `v` occupies: a view aliases its operand, an in-place cache write its
-/// cache (the rule codegen's compute_layouts lays buffers out by); `v` itself otherwise. A view in
-/// `dense_views` (FusionPlan::dense_views) owns its memory.
-ValueId memory_owner(const Graph& g, ValueId v, const std::vector<ValueId>& dense_views = {});
 /// `part` holds fewer elements than `whole` at every symbol value: `whole`'s symbols include
 /// `part`'s and its constant factor is larger (a [T, 8, 128] slice of a [T, 6144] buffer). A copy
 /// of `part` frees memory only then.

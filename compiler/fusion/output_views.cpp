@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "compiler/fusion/legality.h"
+#include "compiler/fusion/tensor_layout.h"
 
 namespace lj {
 

@@ -13,7 +13,8 @@
 
 #include "codegen/device_headers.h"
 #include "codegen/kernel.h"
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
+#include "jit/compile_kernels.h"
 #include "layerjit/text.h"
 #include "runtime/nvrtc.h"
 #include "tests/codegen/codegen_graphs.h"
@@ -43,10 +44,8 @@ void compile_all(bool fuse) {
       for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
         auto target = rt::Target::parse(arch);
         REQUIRE(target.ok());
-        rt::CompileOptions opts;
-        opts.program_name = k.name + ".cu";
-        opts.headers = codegen_device_headers();
-        auto prog = rt::compile(k.source, opts, *target);
+        const rt::CompileJob job = jit::compile_job(k, *target);
+        auto prog = rt::compile(job.source, job.options, job.target);
         INFO(g.name() << " group " << grp.id << " for " << arch << ":\n" << (prog.ok() ? "" : prog.message()));
         REQUIRE(prog.ok());
         CHECK(!prog->cubin.empty());
@@ -362,14 +361,9 @@ void compile_pruned_llama_matmuls(int sm) {
         if (sm == 91 && c.family != MatmulConfig::Family::Wgmma) continue;
         eo.matmul = c;
         GeneratedKernel k = emit_group(g, grp, eo);
-        rt::CompileJob job;
-        job.source = k.source;
-        job.options.program_name = k.name + ".cu";
-        job.options.headers = codegen_device_headers();
         auto target = rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a");
         REQUIRE(target.ok());
-        job.target = *target;
-        jobs.push_back(std::move(job));
+        jobs.push_back(jit::compile_job(k, *target));
         what.push_back(fmt::format("{} {} {}", k.name, target->name(), c.str()));
         seen_configs.insert(c.str());
       }
@@ -436,12 +430,8 @@ TEST_CASE("fp8 matmuls: the Hopper GEMM with k32 wgmma on sm_90a, the GEMV elsew
         CHECK(c.family != MatmulConfig::Family::Mma);
         eo.matmul = c;
         GeneratedKernel k = emit_group(g, plan.groups[0], eo);
-        rt::CompileJob job;
-        job.source = k.source;
-        job.options.program_name = k.name + ".cu";
-        job.options.headers = codegen_device_headers();
+        rt::CompileJob job = jit::compile_job(k, *rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a"));
         job.options.want_ptx = c.family == MatmulConfig::Family::Wgmma;
-        job.target = *rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a");
         jobs.push_back(std::move(job));
         what.push_back(fmt::format("M={} {} {}", rows, jobs.back().target.name(), c.str()));
         hopper += c.family == MatmulConfig::Family::Wgmma;
@@ -812,12 +802,7 @@ TEST_CASE("wgmma attention compiles for sm_90a: head_dim 64/128, GQA 1/4/8/16, b
       eo.attention->bn = bn;
       GeneratedKernel k = emit_group(g, plan_fusion(g).groups.at(0), eo);
       REQUIRE(k.arch_specific);
-      rt::CompileJob job;
-      job.source = k.source;
-      job.options.program_name = k.name + ".cu";
-      job.options.headers = codegen_device_headers();
-      job.target = *target;
-      jobs.push_back(std::move(job));
+      jobs.push_back(jit::compile_job(k, *target));
       what.push_back(fmt::format("{} {}", g.name(), eo.attention->str()));
     }
   }

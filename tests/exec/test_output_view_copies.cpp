@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "codegen/kernel.h"
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
 #include "tests/unit/error_of.h"

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
 #include "compiler/fusion/legality.h"
 #include "exec/index_inputs.h"
 #include "jit/compile_kernels.h"

@@ -39,6 +39,18 @@ struct ScopedCacheDir {
   }
 };
 
+// Stores `config` as the tuning winner of `grp` at `hint`'s bucket on `t`, in the cache dir's DB.
+void record_winner(const ScopedCacheDir& dir, const jit::JitTarget& t, const Graph& g, const FusionGroup& grp, const Bindings& hint,
+                   const std::string& config) {
+  cache::CacheOptions co;
+  co.root = dir.dir;
+  co.durable = false;
+  auto db = cache::TuningDb::open(co);
+  REQUIRE(db->enabled());
+  const cache::Measured m{config, 100.0, 1.0};
+  REQUIRE(db->record(jit::tuning_key(t, g, grp, jit::bucket(hint)), std::span(&m, 1)).ok);
+}
+
 jit::JitTarget hopper(std::string driver) {
   auto t = jit::JitTarget::of_arch("sm_90a");
   REQUIRE(t.ok());
@@ -73,15 +85,7 @@ TEST_CASE("compile_plan: a given config wins, a tuned record applies where the d
 
   // A record at T = 3000's bucket (T<=4096) naming another config than the default.
   const std::string other = def == "wgmma bm=128 bn=128 stages=4 gm=8" ? "wgmma bm=128 bn=256 stages=3 gm=8" : "wgmma bm=128 bn=128 stages=4 gm=8";
-  {
-    cache::CacheOptions co;
-    co.root = cache_dir.dir;
-    co.durable = false;
-    auto db = cache::TuningDb::open(co);
-    REQUIRE(db->enabled());
-    const cache::Measured m{other, 100.0, 1.0};
-    REQUIRE(db->record(jit::tuning_key(t, *l.graph, mm, jit::bucket(rows(3000))), std::span(&m, 1)).ok);
-  }
+  record_winner(cache_dir, t, *l.graph, mm, rows(3000), other);
   auto tuned = jit::compile_plan(t, *l.graph, l.plan, o);
   REQUIRE(tuned.ok());
   CHECK(tuned->groups[0].origin == jit::ConfigOrigin::Tuned);
@@ -123,14 +127,7 @@ TEST_CASE("compile_plan: a record that no longer fits the group falls back to th
   const Graph g = parse_module(kProjection).graphs.at(0);
   const Lowered l = jit::plan(g, {}, rows(4096));
   const jit::JitTarget t = hopper("13.0");
-  {
-    cache::CacheOptions co;
-    co.root = cache_dir.dir;
-    co.durable = false;
-    auto db = cache::TuningDb::open(co);
-    const cache::Measured m{"not a config", 100.0, 1.0};
-    REQUIRE(db->record(jit::tuning_key(t, *l.graph, l.plan.groups[0], jit::bucket(rows(4096))), std::span(&m, 1)).ok);
-  }
+  record_winner(cache_dir, t, *l.graph, l.plan.groups[0], rows(4096), "not a config");
   jit::PlanCompileOptions o;
   o.hint = rows(4096);
   o.compile = false;

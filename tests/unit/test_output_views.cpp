@@ -6,6 +6,7 @@
 
 #include "compiler/fusion/fusion_group.h"
 #include "compiler/fusion/legality.h"
+#include "compiler/fusion/tensor_layout.h"
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
 

@@ -1,5 +1,5 @@
 // View layout analysis: offsets and strides of reshape/split results into their source buffers.
-#include "codegen/tensor_layout.h"
+#include "compiler/fusion/tensor_layout.h"
 
 #include <algorithm>
 
@@ -127,6 +127,18 @@ std::vector<DimProduct> reshape_strides(const Shape& from, const std::vector<Dim
 
 }  // namespace
 
+ValueId aliased_operand(const Graph& g, ValueId v, const std::vector<ValueId>& dense) {
+  const NodeId p = g.value(v).producer;
+  if (p < 0 || std::find(dense.begin(), dense.end(), v) != dense.end()) return -1;
+  const OpKind k = g.node(p).kind;
+  return op_class(k) == OpClass::View || k == OpKind::KvCacheWrite ? g.node(p).operands[0] : -1;
+}
+
+ValueId memory_owner(const Graph& g, ValueId v, const std::vector<ValueId>& dense) {
+  for (ValueId a = aliased_operand(g, v, dense); a >= 0; a = aliased_operand(g, v, dense)) v = a;
+  return v;
+}
+
 std::vector<TensorLayout> compute_layouts(const Graph& g, const std::vector<ValueId>& dense) {
   std::vector<TensorLayout> out(g.values().size());
   for (ValueId id = 0; id < static_cast<ValueId>(g.values().size()); ++id) {
@@ -135,7 +147,7 @@ std::vector<TensorLayout> compute_layouts(const Graph& g, const std::vector<Valu
     l.offset = DimProduct{0, {}, false};
     l.strides = dense_strides(v.type.shape);
     l.buffer = id;
-    if (v.producer < 0 || std::find(dense.begin(), dense.end(), id) != dense.end()) continue;
+    if (aliased_operand(g, id, dense) < 0) continue;
     const Node& n = g.node(v.producer);
     if (n.kind == OpKind::Split) {
       const TensorLayout& src = out[static_cast<size_t>(n.operands[0])];

@@ -1,7 +1,8 @@
-// Where each IR value lives in device memory. A value produced by a kernel (or a graph input) owns
-// a dense row-major buffer; a view (reshape, split) is an offset and strides into the buffer it
-// aliases. Offsets and strides are symbolic products (constant * symbols), so a view of a [T, 6144]
-// buffer is described exactly for every T.
+// Where each IR value lives in device memory: the analysis the fusion planner and codegen share. A
+// value produced by a kernel (or a graph input) owns a dense row-major buffer; a view (reshape, split)
+// is an offset and strides into the buffer it aliases, and a kv_cache_write's result is its cache
+// (the write is in place). Offsets and strides are symbolic products (constant * symbols), so a view
+// of a [T, 6144] buffer is described exactly for every T.
 #pragma once
 
 #include <string>
@@ -18,6 +19,13 @@ struct TensorLayout {
   DimProduct offset;                // in elements
   std::vector<DimProduct> strides;  // in elements, one per dim of the value
 };
+
+/// The one aliasing rule: the operand whose memory `v` lives in (a view's source, a kv_cache_write's
+/// cache), or -1 where `v` owns its memory (every other value, and a view in `dense`, which
+/// FusionPlan::dense_views stores in a buffer of its own).
+ValueId aliased_operand(const Graph& g, ValueId v, const std::vector<ValueId>& dense = {});
+/// The value owning `v`'s memory: aliased_operand followed to its end (compute_layouts' buffer).
+ValueId memory_owner(const Graph& g, ValueId v, const std::vector<ValueId>& dense = {});
 
 /// Layouts of every value of `g`. A kv_cache_write result aliases its cache operand (the write is in
 /// place); a view in `dense` (FusionPlan::dense_views) owns a dense buffer, and views of it alias
