@@ -13,20 +13,6 @@ std::string AttentionConfig::str() const {
   return wgmma ? fmt::format("wgmma bn={} stages={}", bn, stages) : fmt::format("{}x{}x{}x{}", bm, mt, bn, stages);
 }
 
-std::vector<AttentionConfig> decode_attention_candidates() {
-  std::vector<AttentionConfig> out{AttentionConfig::decode_default()};
-  for (int bn : {16, 32})
-    for (int warps : {4, 8})
-      for (int stages : {2, 3, 4})
-        for (int chunk : {0, 128, 256, 512, 1024, 4096}) {
-          AttentionConfig c = AttentionConfig::decode_default();
-          c.bn = bn, c.warps = warps, c.stages = stages, c.chunk = chunk;
-          if (chunk > 0 && chunk % (bn * warps) != 0) continue;
-          if (c.str() != out[0].str()) out.push_back(c);
-        }
-  return out;
-}
-
 std::optional<AttentionConfig> parse_attention_config(std::string_view text, std::string* error) {
   if (text.substr(0, 7) == "decode ") {
     AttentionConfig c = AttentionConfig::decode_default();

@@ -33,7 +33,5 @@ struct AttentionConfig {
 /// Parses str()'s form; nullopt with `error` set (what, and the expected form) otherwise. Whether the
 /// tiles fit a group is the emitter's check.
 std::optional<AttentionConfig> parse_attention_config(std::string_view text, std::string* error);
-/// The decode kernel's tile sets the tuner and bench_attention --sweep try, the default first.
-std::vector<AttentionConfig> decode_attention_candidates();
 
 }  // namespace lj

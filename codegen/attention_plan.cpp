@@ -218,6 +218,20 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
   return p;
 }
 
+std::vector<AttentionConfig> decode_attention_candidates() {
+  std::vector<AttentionConfig> out{AttentionConfig::decode_default()};
+  for (int bn : {16, 32})
+    for (int warps : {4, 8})
+      for (int stages : {2, 3, 4})
+        for (int chunk : {0, 128, 256, 512, 1024, 4096}) {
+          AttentionConfig c = AttentionConfig::decode_default();
+          c.bn = bn, c.warps = warps, c.stages = stages, c.chunk = chunk;
+          if (chunk > 0 && chunk % (bn * warps) != 0) continue;
+          if (c.str() != out[0].str()) out.push_back(c);
+        }
+  return out;
+}
+
 std::vector<AttentionConfig> attention_candidates(const Graph& g, const FusionGroup& grp, const EmitOptions& opts,
                                                   std::vector<std::string>* pruned) {
   EmitOptions eo = opts;

@@ -45,9 +45,13 @@ struct AttentionPlan {
 /// The plan of attention group `grp` under `opts` (opts.attention: a given config, else the default).
 AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 
-/// The configs the tuner measures for the group: the default first, then the other tile sets of
-/// its kernel (decode: decode_attention_candidates(); prefill: the mma.sync sets and, on sm_90a, the
-/// wgmma ones), each once. Those the plan rejects are left out and listed in `pruned` as "config: why".
+/// The decode kernel's tile sets the tuner and bench_attention --sweep-decode try, the default first.
+std::vector<AttentionConfig> decode_attention_candidates();
+
+/// The configs the tuner measures for the group (this file is the home of the attention tile lists):
+/// the default first, then the other tile sets of its kernel (decode: decode_attention_candidates();
+/// prefill: the mma.sync sets and, on sm_90a, the wgmma ones), each once. Those the plan rejects are
+/// left out and listed in `pruned` as "config: why".
 std::vector<AttentionConfig> attention_candidates(const Graph& g, const FusionGroup& grp, const EmitOptions& opts,
                                                   std::vector<std::string>* pruned);
 

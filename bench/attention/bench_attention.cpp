@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/common/plan_runner.h"
+#include "codegen/attention_plan.h"
 #include "layerjit/text.h"
 
 using namespace lj;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "codegen/device_headers.h"
+#include "codegen/attention_plan.h"
 #include "codegen/kernel.h"
 #include "compiler/fusion/tensor_layout.h"
 #include "jit/compile_kernels.h"

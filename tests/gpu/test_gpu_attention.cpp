@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "codegen/attention_plan.h"
 #include "layerjit/text.h"
 #include "tests/gpu/group_check.h"
 
