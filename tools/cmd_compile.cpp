@@ -27,7 +27,10 @@ const char* const kCompileUsage =
     "DIR/<kernel>.cu, .ptx and .cubin for every kernel and DIR/manifest.json (kernels, files,\n"
     "parameters, launch rules, cache hits, compile times, and the groups whose kernel generators are\n"
     "not written yet). The cache keeps cubins only, so the PTX of a cached kernel comes from a\n"
-    "PTX-only NVRTC compile (no ptxas), identical to the PTX of its cubin compile.\n";
+    "PTX-only NVRTC compile (no ptxas), identical to the PTX of its cubin compile.\n"
+    "On a machine whose GPU is the --arch target, the kernels are those `layerjit run` launches there:\n"
+    "chosen for its SM count and shared memory, with `layerjit tune`'s stored winners for the --bind\n"
+    "sizes (manifest.json names each kernel's config and where it came from).\n";
 
 namespace {
 void write_file(const std::filesystem::path& p, const std::string& text) {
