@@ -27,9 +27,6 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
            "and %{}: {}",
            ctx.kernel_name(), xn, dtype_name(op.xt), wn, dtype_name(op.wt));
   const int kt = cfg.k_tile(dtype_bytes(op.xt));  // elements of k per k tile
-  LJ_CHECK(!op.glu || cfg.bn / cfg.warps_n % 16 == 0, g.node(op.node).loc,
-           "{}: SwiGLU pairs gate and up tiles of 8 columns: config '{}' gives warps {} columns", ctx.kernel_name(), cfg.str(),
-           cfg.bn / cfg.warps_n);
   const Shape& xs = g.value(op.x).type.shape;
   const Shape& os = g.value(stored).type.shape;
   const DType ot = g.value(stored).type.dtype;
@@ -39,16 +36,10 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const bool pairs = rope && !op.rope_interleaved && cfg.bn % op.rope_dim != 0;
   bool table_smem = false;   // the RoPE tables of the tile staged in shared memory (below)
   int64_t table_end = 0;     // then: where they end, past the staged tile
-  LJ_CHECK(!rope || op.rope_interleaved || cfg.bn % op.rope_dim == 0 || op.rope_dim % cfg.bn == 0, g.node(op.node).loc,
-           "{}: config '{}' has tiles of {} columns, which neither hold whole heads of {} nor divide one (RoPE pairs)",
-           ctx.kernel_name(), cfg.str(), cfg.bn, op.rope_dim);
   // cp.async moves 16-byte chunks: every row of x and W must start 16-byte aligned (K % 8 == 0 and
   // aligned view offsets); otherwise element loads fill the same shared-memory layout.
   const bool async = ctx.vector_width({op.x, op.w}, xs, 8) == 8;
   const bool split = cfg.split_k > 1;
-  LJ_CHECK(!split || cfg.split_k <= (op.k + kt - 1) / kt, g.node(op.node).loc,
-           "{}: config '{}' splits {} k tiles of {} among {} CTAs (each needs one at least)", ctx.kernel_name(), cfg.str(),
-           (op.k + kt - 1) / kt, kt, cfg.split_k);
   // SwiGLU: the tile's columns interleave 8 gate and 8 up rows of W per 16 (see lj_gemm::for_each_glu).
   const int64_t virtual_n = op.glu ? (op.n_out + 7) / 8 * 16 : op.n;
 

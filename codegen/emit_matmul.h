@@ -94,6 +94,8 @@ std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v);
 /// pair's RoPE stores and cache writes, or the epilogue and one store to `out_param`.
 void emit_gemv_output(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& out_param);
 
+// The family emitters; `cfg` has passed reject_reason (emit_matmul checks it first), which owns
+// every rule a config must meet (tile widths for SwiGLU and RoPE pairs, split-K depth, dtypes).
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
 /// The tensor-core GEMV for fp8 x and W ("gemv mma", emit_gemv_mma.cpp).
 GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);

@@ -81,16 +81,13 @@ int main(int argc, char** argv) {
   cache::CacheOptions opts;
   opts.root = std::filesystem::path(dir) / "root";
 
-  // The kernel cache's own key (jit::key_components), as the executable computes it.
-  auto components_of = [](const Job& j) { return jit::key_components(j.compile); };
-
   // Cold: key, miss, compile, store.
   auto cold_cache = cache::DiskCache::open(opts);
   if (!cold_cache->enabled()) return 1;
   double compile_total = 0;
   auto t0 = Clock::now();
   for (const Job& j : jobs) {
-    cache::KeyComponents c = components_of(j);
+    cache::KeyComponents c = jit::key_components(j.compile);  // the key the executable computes
     if (cold_cache->load(cache::compute_key(c)).status != cache::LoadStatus::kMiss) return 1;
     auto prog = rt::compile(j.compile.source, j.compile.options, j.compile.target);
     if (!prog.ok()) {
@@ -107,7 +104,7 @@ int main(int argc, char** argv) {
   size_t bytes = 0;
   auto t1 = Clock::now();
   for (const Job& j : jobs) {
-    cache::LoadResult r = warm_cache->load(cache::compute_key(components_of(j)));
+    cache::LoadResult r = warm_cache->load(cache::compute_key(jit::key_components(j.compile)));
     if (r.status != cache::LoadStatus::kHit) {
       std::fprintf(stderr, "bench_cache: warm load of %s: %s\n", j.name.c_str(), std::string(cache::to_string(r.status)).c_str());
       return 1;
