@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "codegen/emit_matmul.h"
-#include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 
 namespace lj {
@@ -347,7 +346,7 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
       for (const MatmulOperands::Segment& sg : op.segments)
         for (const auto* ds : {&sg.plain, &sg.rotated})
           for (const MatmulOperands::Dest& d : *ds) dests.push_back(d.value >= 0 ? d.value : g.node(d.cache_write).results[0]);
-      const Shape& hs = g.value(head_pieces(g, op.y).front().heads).type.shape;
+      const Shape& hs = g.value(op.segments.front().heads).type.shape;
       emit_rope_stores(w, ctx, op, "m", "n", 8, "y", "yp", ctx.vector_width(dests, hs, 8) == 8, table_smem ? "row" : "");
     } else {
     std::vector<std::string> acc;

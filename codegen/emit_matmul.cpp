@@ -8,7 +8,6 @@
 #include <map>
 
 #include "codegen/emitters.h"
-#include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 
 namespace lj {
@@ -35,71 +34,40 @@ std::string row_address(SourceWriter& w, const KernelContext& ctx, ValueId v, co
 
 namespace {
 
-// The split of y into two equal halves along its last axis, if that is how y is used.
-const Node* halves_split(const Graph& g, ValueId y) {
-  for (const Node& n : g.nodes()) {
-    if (n.kind != OpKind::Split || n.operands[0] != y || n.results.size() != 2) continue;
-    const Shape& a = g.value(n.results[0]).type.shape;
-    const Shape& b = g.value(n.results[1]).type.shape;
-    if (a == b && a.size() == g.value(y).type.shape.size()) return &n;
-  }
-  return nullptr;
-}
-
-bool reads(const Node& n, ValueId v) { return std::find(n.operands.begin(), n.operands.end(), v) != n.operands.end(); }
-
-}  // namespace
-
-namespace {
-
 bool contains(const std::vector<ValueId>& xs, ValueId v) { return std::find(xs.begin(), xs.end(), v) != xs.end(); }
 
-// The segments of a RoPE epilogue (MatmulOperands::segments), from the group the planner formed.
+// The segments of a RoPE epilogue (MatmulOperands::segments) from the planner's record: each piece
+// stored as heads where the group returns them or a cache write reads them, rotated or not.
 void rope_segments(const KernelContext& ctx, MatmulOperands& op) {
   const Graph& g = ctx.graph();
   const FusionGroup& grp = ctx.group();
-  auto unsupported = [&](const std::string& why) {
-    return UserError(fmt::format("{}: the matmul kernels cannot implement this RoPE epilogue: {}", ctx.kernel_name(), why));
-  };
-  const std::vector<HeadPiece> pieces = head_pieces(g, op.y);
-  if (pieces.empty()) throw unsupported(fmt::format("%{} is not split into heads", g.value(op.y).name));
-  size_t used = 1;  // the matmul
-  auto writes_of = [&](ValueId v, std::vector<MatmulOperands::Dest>& out) {
-    for (NodeId n : grp.nodes) {
-      const Node& node = g.node(n);
-      if (node.kind != OpKind::KvCacheWrite || node.operands[1] != v) continue;
-      if (node.operands.size() != 3) throw unsupported("a paged cache write");
-      if (op.pos >= 0 && node.operands[2] != op.pos) throw unsupported("cache writes at different positions");
-      op.pos = node.operands[2];
+  const MatmulEpilogue& ep = grp.matmul;
+  auto dests = [&](ValueId v, const std::vector<NodeId>& writes, std::vector<MatmulOperands::Dest>& out) {
+    if (contains(grp.outputs, v)) out.push_back({v, -1});
+    for (NodeId n : writes) {
+      op.pos = g.node(n).operands[2];  // the planner took only writes at the tables' positions
       out.push_back({-1, n});
-      ++used;
     }
   };
-  for (const HeadPiece& p : pieces) {
+  for (const MatmulEpilogue::RopePiece& p : ep.rope_pieces) {
     MatmulOperands::Segment s;
-    s.c0 = p.c0, s.c1 = p.c1, s.d = p.d;
-    for (NodeId n : grp.nodes)
-      if (g.node(n).kind == OpKind::Rope && g.node(n).operands[0] == p.heads) s.rope = n;
-    if (contains(grp.outputs, p.heads)) s.plain.push_back({p.heads, -1});
-    writes_of(p.heads, s.plain);
-    if (s.rope >= 0) {
-      const Node& r = g.node(s.rope);
-      const bool interleaved = r.attrs.get_string("style") == "interleaved";
-      const int64_t dim = g.value(r.operands[1]).type.shape.back().value() * 2;
-      if (op.cos >= 0 && (r.operands[1] != op.cos || r.operands[2] != op.sin || interleaved != op.rope_interleaved))
-        throw unsupported("ropes with different tables or pairings");
-      op.cos = r.operands[1], op.sin = r.operands[2], op.rope_interleaved = interleaved, op.rope_dim = dim;
-      if (s.d != dim) throw unsupported(fmt::format("heads of {} rotated as heads of {}", s.d, dim));
-      if (contains(grp.outputs, r.results[0])) s.rotated.push_back({r.results[0], -1});
-      writes_of(r.results[0], s.rotated);
-      ++used;
-    }
+    s.c0 = p.c0, s.c1 = p.c1, s.d = p.d, s.heads = p.heads, s.rope = p.rope;
+    dests(p.heads, p.writes, s.plain);
+    if (s.rope >= 0) dests(g.node(s.rope).results[0], p.rotated_writes, s.rotated);
     op.segments.push_back(s);
   }
-  if (used != grp.nodes.size()) throw unsupported("nodes besides the matmul, its ropes and cache writes");
-  for (const MatmulOperands::Segment& s : op.segments)
-    if ((s.c1 - s.c0) % op.rope_dim != 0) throw unsupported("a piece that is not whole heads of the rotation");
+  op.cos = ep.cos, op.sin = ep.sin, op.rope_interleaved = ep.rope_interleaved, op.rope_dim = ep.rope_dim;
   op.out = -1;
+}
+
+// Every node the planner's record accounts for: a group node outside it (a part of a pattern that
+// could not join, say) is one no matmul kernel implements.
+bool recorded(const MatmulEpilogue& ep, NodeId n) {
+  if (n == ep.silu || n == ep.mul || std::count(ep.pointwise.begin(), ep.pointwise.end(), n)) return true;
+  for (const MatmulEpilogue::RopePiece& p : ep.rope_pieces)
+    if (n == p.rope || std::count(p.writes.begin(), p.writes.end(), n) || std::count(p.rotated_writes.begin(), p.rotated_writes.end(), n))
+      return true;
+  return false;
 }
 
 }  // namespace
@@ -130,34 +98,23 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   op.out = op.y;
   op.n_out = op.n;
 
-  const std::vector<NodeId>& nodes = grp.nodes;
-  if (std::any_of(nodes.begin(), nodes.end(), [&](NodeId n) { return g.node(n).kind == OpKind::Rope; })) {
+  const MatmulEpilogue& ep = grp.matmul;
+  for (NodeId n : grp.nodes)
+    if (n != op.node && !recorded(ep, n)) throw unsupported(fmt::format("{} is not part of an epilogue the planner matched", print_node(g, n)));
+  if (!ep.rope_pieces.empty()) {
     rope_segments(ctx, op);
     return op;
   }
-  size_t i = 1;
-  // SwiGLU: a silu of the first half of y's split (a silu of y itself is an ordinary activation).
-  const Node* halves = halves_split(g, op.y);
-  if (i < nodes.size() && g.node(nodes[i]).kind == OpKind::Silu && halves && g.node(nodes[i]).operands[0] == halves->results[0]) {
-    const Node* split = halves;
-    if (i + 1 >= nodes.size()) throw unsupported("a silu of the first half of the matmul's split needs the product with the second (SwiGLU)");
-    const Node& silu = g.node(nodes[i]);
-    const Node& mul = g.node(nodes[i + 1]);
-    if (mul.kind != OpKind::Mul || !reads(mul, silu.results[0]) || !reads(mul, split->results[1]))
-      throw unsupported("SwiGLU is silu(gate) * up over the two halves of the matmul's output");
+  if (ep.mul >= 0) {  // SwiGLU: silu(gate) * up over the two halves of y
     op.glu = true;
-    op.gate = split->results[0], op.up = split->results[1];
+    op.gate = ep.gate, op.up = ep.up;
     op.n_out = op.n / 2;
-    op.epilogue = {nodes[i], nodes[i + 1]};
-    op.out = mul.results[0];
-    i += 2;
+    op.epilogue = {ep.silu, ep.mul};
+    op.out = g.node(ep.mul).results[0];
   }
-  for (; i < nodes.size(); ++i) {
-    const Node& n = g.node(nodes[i]);
-    if (!is_pointwise(n) || !reads(n, op.out) || g.value(n.results[0]).type.shape != g.value(op.out).type.shape)
-      throw unsupported(fmt::format("{} is not a pointwise op over the matmul's output", print_node(g, nodes[i])));
-    op.epilogue.push_back(nodes[i]);
-    op.out = n.results[0];
+  for (NodeId n : ep.pointwise) {
+    op.epilogue.push_back(n);
+    op.out = g.node(n).results[0];
   }
   if (grp.outputs.size() != 1 || grp.outputs[0] != op.out)
     throw unsupported(fmt::format("it must store exactly one value, the end of the epilogue %{}", g.value(op.out).name));

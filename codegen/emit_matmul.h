@@ -28,7 +28,7 @@ struct MatmulOperands {
   ValueId out = -1;                ///< the value the kernel stores (y without an epilogue); -1 with segments
   int64_t n_out = 0;               ///< columns of `out`
 
-  /// RoPE in the epilogue (the planner's grow_rope_projection): y is cut into heads (head_pieces) and
+  /// RoPE in the epilogue (the planner's record, FusionGroup::matmul): y is cut into heads and
   /// never stored; each segment of columns is stored as heads, rotated where a rope reads it, into
   /// values and KV-cache entries. The tile config pairs columns so that a thread holds both values of
   /// each pair it rotates (pair_columns).
@@ -38,6 +38,7 @@ struct MatmulOperands {
   };
   struct Segment {
     int64_t c0 = 0, c1 = 0, d = 0;  ///< columns of y; the heads' head_dim
+    ValueId heads = -1;             ///< the piece of y as heads [rows, H, D]
     NodeId rope = -1;               ///< rotates the segment (-1: stored as computed)
     std::vector<Dest> plain, rotated;
   };

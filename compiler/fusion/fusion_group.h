@@ -30,6 +30,30 @@ enum class GroupKind : uint8_t {
 
 std::string_view group_kind_name(GroupKind k);
 
+/// What the planner matched in a matmul group's epilogue (grow_matmul, grow_rope_projection): the
+/// emitters read it rather than match the pattern again. Empty for a bare matmul.
+struct MatmulEpilogue {
+  /// SwiGLU: silu(gate) * up over the two halves `gate`, `up` of the matmul's output (a split).
+  NodeId silu = -1, mul = -1;
+  ValueId gate = -1, up = -1;
+  /// Pointwise nodes after it (bias, residual, activation, cast/quantize), each reading the last.
+  std::vector<NodeId> pointwise;
+  /// RoPE in the epilogue: the output cut into heads along its columns (legality's head_pieces),
+  /// each piece rotated by `rope` (or not: -1) and written to the KV cache by `writes` (of the
+  /// piece's heads) and `rotated_writes` (of the rope's result), in node order.
+  struct RopePiece {
+    int64_t c0 = 0, c1 = 0, d = 0;  ///< columns of the output; the heads' head_dim
+    ValueId heads = -1;             ///< the piece as heads [rows, H, D]
+    NodeId rope = -1;
+    std::vector<NodeId> writes, rotated_writes;
+  };
+  std::vector<RopePiece> rope_pieces;  ///< non-empty: a RoPE epilogue (then no SwiGLU, no pointwise)
+  /// The tables every rope reads (cos, sin: a rope_table's results), its head_dim and pairing.
+  ValueId cos = -1, sin = -1;
+  int64_t rope_dim = 0;
+  bool rope_interleaved = false;
+};
+
 struct FusionGroup {
   int id = 0;
   GroupKind kind = GroupKind::Copy;
@@ -47,6 +71,8 @@ struct FusionGroup {
   /// Weight preparation: the group reads params only (a folded norm's W * w), so the executable runs
   /// it once when the weights are bound, not per call, and keeps its outputs with the weights.
   bool prepare = false;
+  /// Matmul groups: the epilogue the planner fused.
+  MatmulEpilogue matmul;
 };
 
 /// A graph output that is a view (reshape, split) of another value's buffer: the prefill layer

@@ -66,8 +66,8 @@ struct HeadPiece {
 };
 /// y's pieces when y [rows, N] is read only by one split along its last axis whose every result is
 /// read only by one reshape to [rows, H, D] (the QKV projection: q, k and v heads); empty otherwise.
-/// Neither y nor a piece may be a graph output. The planner's RoPE-in-epilogue fusion and the matmul
-/// emitter both walk this structure.
+/// Neither y nor a piece may be a graph output. The planner's RoPE-in-epilogue fusion walks this
+/// structure and records what it fused in the group (MatmulEpilogue::rope_pieces).
 std::vector<HeadPiece> head_pieces(const Graph& g, ValueId y);
 
 }  // namespace lj

@@ -144,6 +144,8 @@ class Partitioner {
           return refuse(fmt::format("{} reads tables that no rope_table computes", nname(u)));
         if (table >= 0 && t != table) return refuse("its ropes use the tables of different rope_table nodes");
         if (!style.empty() && n.attrs.get_string("style") != style) return refuse("its ropes pair elements differently");
+        if (!ropes.empty() && (n.operands[1] != g_.node(ropes[0]).operands[1] || n.operands[2] != g_.node(ropes[0]).operands[2]))
+          return refuse("its ropes read the tables as different operands");
         table = t, style = n.attrs.get_string("style");
         ropes.push_back(u);
       }
@@ -176,6 +178,28 @@ class Partitioner {
                                      "with cos/sin read from {} and {}",
                                      vname(y), vname(g_.node(table).results[0]), vname(g_.node(table).results[1])));
     for (NodeId wn : writes) try_absorb(gid, wn, fmt::format("cache write at {} from the epilogue's registers", vname(pos)));
+    // What the emitters implement: each piece, its rope and its cache writes, as absorbed. (Should
+    // no rope join, the writes that did leave a group no matmul kernel implements: the emitter says so.)
+    if (std::none_of(ropes.begin(), ropes.end(), [&](NodeId r) { return owner(r) == gid; })) return;
+    MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
+    const Node& rope0 = g_.node(ropes[0]);
+    ep.cos = rope0.operands[1], ep.sin = rope0.operands[2];
+    ep.rope_dim = dim, ep.rope_interleaved = style == "interleaved";
+    for (const HeadPiece& p : pieces) {
+      MatmulEpilogue::RopePiece rp;
+      rp.c0 = p.c0, rp.c1 = p.c1, rp.d = p.d, rp.heads = p.heads;
+      for (NodeId r : ropes)
+        if (owner(r) == gid && g_.node(r).operands[0] == p.heads) rp.rope = r;
+      for (NodeId wn : writes) {
+        if (owner(wn) != gid) continue;
+        const ValueId v = g_.node(wn).operands[1];
+        if (v == p.heads) rp.writes.push_back(wn);
+        if (rp.rope >= 0 && v == g_.node(rp.rope).results[0]) rp.rotated_writes.push_back(wn);
+      }
+      std::sort(rp.writes.begin(), rp.writes.end());
+      std::sort(rp.rotated_writes.begin(), rp.rotated_writes.end());
+      ep.rope_pieces.push_back(std::move(rp));
+    }
     // A piece read by another kernel or returned is stored whole, in a buffer of its own.
     for (const HeadPiece& p : pieces) {
       bool read_outside = uses_.is_output(p.heads);
@@ -230,14 +254,18 @@ class Partitioner {
           sole_user(g_.node(act).results[0]) == mul) {
         if (try_absorb(gid, act, "SwiGLU gate, computed from the accumulators") &&
             try_absorb(gid, mul, fmt::format("SwiGLU: silu({}) * {} in the epilogue; {} never reaches memory, the output is half as wide",
-                                              vname(gate), vname(up), vname(cur))))
+                                              vname(gate), vname(up), vname(cur)))) {
+          MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
+          ep.silu = act, ep.mul = mul, ep.gate = gate, ep.up = up;
           cur = g_.node(mul).results[0];
+        }
       }
     }
     for (NodeId u = sole_user(cur); u >= 0 && is_pointwise(g_.node(u)) &&
                                     g_.value(g_.node(u).results[0]).type.shape == g_.value(cur).type.shape;
          u = sole_user(cur)) {
       if (!try_absorb(gid, u, fmt::format("epilogue on each output element of {} before its one store", vname(cur)))) break;
+      groups_[static_cast<size_t>(gid)].matmul.pointwise.push_back(u);
       cur = g_.node(u).results[0];
     }
   }
