@@ -29,6 +29,7 @@ struct AttentionConfig {
   static AttentionConfig decode_default() { return AttentionConfig{128, 1, 16, 3, false, true, 4, 0}; }
   /// The Hopper default: 128 x 128 tiles, a double buffer (two stages of K and V: 160 KiB with Q).
   static AttentionConfig hopper() { return AttentionConfig{128, 1, 128, 2, true}; }
+  bool operator==(const AttentionConfig&) const = default;
 };
 /// Parses str()'s form; nullopt with `error` set (what, and the expected form) otherwise. Whether the
 /// tiles fit a group is the emitter's check.

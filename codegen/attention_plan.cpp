@@ -14,6 +14,7 @@
 
 #include "codegen/emit_common.h"
 #include "layerjit/text.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -92,8 +93,8 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
   p.hkv = kt.shape[static_cast<size_t>(kt.rank() - 2)].value();
   p.d = qt.shape.back().value();
   p.group = p.hq / p.hkv;
-  p.causal = n.attrs.get_bool("causal");
-  p.scale = n.attrs.has("scale") ? n.attrs.get_float("scale") : 1.0 / std::sqrt(static_cast<double>(p.d));
+  p.causal = attr::causal(n.attrs);
+  p.scale = attr::scale(n.attrs).value_or(1.0 / std::sqrt(static_cast<double>(p.d)));
   const int64_t d = p.d, group = p.group;
 
   auto reject = [&](const std::string& why) {

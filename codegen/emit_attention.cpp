@@ -9,6 +9,8 @@
 
 namespace lj {
 
+namespace {
+
 GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
   const AttentionPlan p = plan_attention(g, grp, opts);
   if (!p.reject.empty()) throw UserError(p.reject);
@@ -157,6 +159,38 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   kern.config = p.config.str();
   kern.arch_specific = hopper;
   return kern;
+}
+
+// Prefill (mma.sync or wgmma) or split-KV decode, as the plan decides (attention_plan.cpp: the
+// tiles, their rules and the candidate lists).
+class AttentionFamily final : public KernelFamily {
+ public:
+  GroupKind kind() const override { return GroupKind::Attention; }
+  bool tunable() const override { return true; }
+  std::optional<KernelConfig> parse_config(std::string_view text, std::string* error) const override {
+    std::optional<AttentionConfig> c = parse_attention_config(text, error);
+    if (!c) return std::nullopt;
+    return KernelConfig(*c);
+  }
+  std::string reject_reason(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) const override {
+    return plan_attention(g, grp, opts).reject;
+  }
+  std::vector<KernelConfig> candidates(const Graph& g, const FusionGroup& grp, const EmitOptions& opts,
+                                       std::vector<std::string>* pruned) const override {
+    std::vector<KernelConfig> out;
+    for (const AttentionConfig& c : attention_candidates(g, grp, opts, pruned)) out.emplace_back(c);
+    return out;
+  }
+  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) const override {
+    return emit_attention(g, grp, opts);
+  }
+};
+
+}  // namespace
+
+const KernelFamily& attention_family() {
+  static const AttentionFamily family;
+  return family;
 }
 
 }  // namespace lj

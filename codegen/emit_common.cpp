@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "layerjit/text.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -34,9 +35,11 @@ KernelContext::KernelContext(const Graph& g, const FusionGroup& grp) : g_(g), gr
             "rope_kv_write kernels make", grp.id, group_kind_name(grp.kind));
 }
 
-std::string KernelContext::kernel_name() const {
-  return fmt::format("lj_{}_g{}_{}", ident(g_.name()), grp_.id, group_kind_name(grp_.kind));
+std::string kernel_name(const Graph& g, const FusionGroup& grp) {
+  return fmt::format("lj_{}_g{}_{}", ident(g.name()), grp.id, group_kind_name(grp.kind));
 }
+
+std::string KernelContext::kernel_name() const { return lj::kernel_name(g_, grp_); }
 
 std::string KernelContext::buffer_param(ValueId v, bool written) { return param_of_buffer(layout(v).buffer, written); }
 
@@ -221,8 +224,7 @@ void KernelContext::header_comment(SourceWriter& w) const {
 OperandRead operand_read(const Graph& g, const Node& n, int index, int space_rank) {
   OperandRead r{n.operands[static_cast<size_t>(index)], -1};
   if ((n.kind == OpKind::Quantize || n.kind == OpKind::Dequantize) && index == 1) {
-    const AttrValue* ax = n.attrs.find("axis");
-    if (const auto* a = std::get_if<int64_t>(&ax->v)) r.axis = static_cast<int>(*a < 0 ? *a + space_rank : *a);
+    if (const std::optional<int64_t> a = attr::scale_axis(n.attrs)) r.axis = static_cast<int>(*a < 0 ? *a + space_rank : *a);
   }
   (void)g;
   return r;
@@ -241,16 +243,16 @@ std::string pointwise_expr(const Node& n, const std::vector<std::string>& a) {
     case OpKind::Div: return fmt::format("{} / {}", a[0], a[1]);
     case OpKind::Silu: return fmt::format("lj_silu({})", a[0]);
     case OpKind::Gelu:
-      return n.attrs.get_string("approx") == "tanh" ? fmt::format("lj_gelu_tanh({})", a[0]) : fmt::format("lj_gelu_erf({})", a[0]);
+      return attr::gelu_approx(n.attrs) == attr::GeluApprox::Tanh ? fmt::format("lj_gelu_tanh({})", a[0]) : fmt::format("lj_gelu_erf({})", a[0]);
     case OpKind::Relu: return fmt::format("lj_relu({})", a[0]);
     case OpKind::Exp: return fmt::format("__expf({})", a[0]);
     case OpKind::Rsqrt: return fmt::format("lj_rsqrt({})", a[0]);
     // A cast inside a fused kernel rounds through the target type, so the value matches what an
     // unfused cast would have stored.
-    case OpKind::Cast: return fmt::format("lj_to_float(lj_from_float<{}>({}))", c_type(n.attrs.get_dtype("dtype")), a[0]);
+    case OpKind::Cast: return fmt::format("lj_to_float(lj_from_float<{}>({}))", c_type(attr::dtype(n.attrs)), a[0]);
     case OpKind::Dequantize: return fmt::format("{} * {}", a[0], a[1]);
     case OpKind::Quantize:
-      return fmt::format("lj_to_float(lj_from_float<{}>({} / {}))", c_type(n.attrs.get_dtype("dtype")), a[0], a[1]);
+      return fmt::format("lj_to_float(lj_from_float<{}>({} / {}))", c_type(attr::dtype(n.attrs)), a[0], a[1]);
     case OpKind::Matmul:
     case OpKind::RmsNorm:
     case OpKind::RmsScale:

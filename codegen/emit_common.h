@@ -18,6 +18,9 @@ const char* c_type(DType t);
 /// A C++ identifier for a value name (names may contain '.' or start with a digit).
 std::string ident(std::string_view value_name);
 
+/// lj_<graph>_g<id>_<kind>: stable, so profilers show our names.
+std::string kernel_name(const Graph& g, const FusionGroup& grp);
+
 class KernelContext {
  public:
   KernelContext(const Graph& g, const FusionGroup& grp);

@@ -8,7 +8,9 @@
 
 namespace lj {
 
-GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const EmitOptions&) {
+namespace {
+
+GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp) {
   KernelContext ctx(g, grp);
   const Shape space = g.value(g.node(grp.nodes.back()).results[0]).type.shape;
   constexpr int kThreads = 256;
@@ -75,6 +77,21 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const E
   k.launch.threads = kThreads;
   k.launch.early = true;  // many small CTAs: where they land does not matter
   return k;
+}
+
+// Every chain of pointwise nodes the planner groups has a kernel: nothing to refuse.
+class ElementwiseFamily final : public KernelFamily {
+ public:
+  GroupKind kind() const override { return GroupKind::Elementwise; }
+  std::string reject_reason(const Graph&, const FusionGroup&, const EmitOptions&) const override { return ""; }
+  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override { return emit_elementwise(g, grp); }
+};
+
+}  // namespace
+
+const KernelFamily& elementwise_family() {
+  static const ElementwiseFamily family;
+  return family;
 }
 
 }  // namespace lj

@@ -75,24 +75,32 @@ bool recorded(const MatmulEpilogue& ep, NodeId n) {
 MatmulOperands matmul_operands(const KernelContext& ctx) {
   const Graph& g = ctx.graph();
   const FusionGroup& grp = ctx.group();
-  auto unsupported = [&](const std::string& why) {
-    return UserError(fmt::format("{}: the matmul kernels cannot implement this group: {}", ctx.kernel_name(), why));
-  };
-  if (grp.nodes.empty() || g.node(grp.nodes[0]).kind != OpKind::Matmul) throw unsupported("its first node is not a matmul");
   MatmulOperands op;
+  auto fail = [&](std::string message, SourceLoc loc) {
+    op.reject = std::move(message);
+    op.reject_loc = std::move(loc);
+    return op;
+  };
+  auto refuse = [&](const std::string& why) {
+    return fail(fmt::format("{}: the matmul kernels cannot implement this group: {}", ctx.kernel_name(), why), {});
+  };
+  if (grp.nodes.empty() || g.node(grp.nodes[0]).kind != OpKind::Matmul) return refuse("its first node is not a matmul");
   op.node = grp.nodes[0];
   const Node& mm = g.node(op.node);
   op.x = mm.operands[0], op.w = mm.operands[1], op.y = mm.results[0];
   if (mm.operands.size() == 3) op.row_scale = mm.operands[2];
   const Shape& xs = g.value(op.x).type.shape;
   const Shape& ws = g.value(op.w).type.shape;
-  LJ_CHECK(ws[0].is_const() && ws[1].is_const(), mm.loc, "{}: the weight %{} must have constant dimensions, got {}",
-           ctx.kernel_name(), g.value(op.w).name, g.value(op.w).type.str());
+  if (!ws[0].is_const() || !ws[1].is_const())
+    return fail(fmt::format("{}: the weight %{} must have constant dimensions, got {}", ctx.kernel_name(), g.value(op.w).name,
+                            g.value(op.w).type.str()),
+                mm.loc);
   op.n = ws[0].value(), op.k = ws[1].value();
   // Views of x are splits and reshapes, which keep the innermost stride 1; the loads rely on it.
-  LJ_CHECK(unit_inner_stride(ctx.layout(op.x)) && unit_inner_stride(ctx.layout(op.w)), mm.loc,
-           "{}: matmul kernels read rows of %{} and %{} contiguously; a view with a strided last axis needs a copy first",
-           ctx.kernel_name(), g.value(op.x).name, g.value(op.w).name);
+  if (!unit_inner_stride(ctx.layout(op.x)) || !unit_inner_stride(ctx.layout(op.w)))
+    return fail(fmt::format("{}: matmul kernels read rows of %{} and %{} contiguously; a view with a strided last axis needs a copy first",
+                            ctx.kernel_name(), g.value(op.x).name, g.value(op.w).name),
+                mm.loc);
   op.rows = dim_product(Shape(xs.begin(), xs.end() - 1));
   op.xt = g.value(op.x).type.dtype, op.wt = g.value(op.w).type.dtype, op.yt = g.value(op.y).type.dtype;
   op.out = op.y;
@@ -100,7 +108,7 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
 
   const MatmulEpilogue& ep = grp.matmul;
   for (NodeId n : grp.nodes)
-    if (n != op.node && !recorded(ep, n)) throw unsupported(fmt::format("{} is not part of an epilogue the planner matched", print_node(g, n)));
+    if (n != op.node && !recorded(ep, n)) return refuse(fmt::format("{} is not part of an epilogue the planner matched", print_node(g, n)));
   if (!ep.rope_pieces.empty()) {
     rope_segments(ctx, op);
     return op;
@@ -117,7 +125,7 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
     op.out = g.node(n).results[0];
   }
   if (grp.outputs.size() != 1 || grp.outputs[0] != op.out)
-    throw unsupported(fmt::format("it must store exactly one value, the end of the epilogue %{}", g.value(op.out).name));
+    return refuse(fmt::format("it must store exactly one value, the end of the epilogue %{}", g.value(op.out).name));
   return op;
 }
 
@@ -349,20 +357,68 @@ void emit_gemv_output(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
 
 MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
   KernelContext ctx(g, grp);
-  return problem_of(ctx, matmul_operands(ctx), opts);
+  const MatmulOperands op = matmul_operands(ctx);
+  if (!op.reject.empty()) throw UserError(op.reject, op.reject_loc);
+  return problem_of(ctx, op, opts);
+}
+
+namespace {
+
+// The config a matmul group is emitted with: the given one, else the default for the problem.
+MatmulConfig config_of(const MatmulProblem& p, const EmitOptions& opts) { return opts.matmul ? *opts.matmul : default_matmul_config(p); }
+
+// Why `cfg` cannot run the group's matmul, in the words emit throws; "" if it can.
+std::string config_rejection(const KernelContext& ctx, const MatmulConfig& cfg, const MatmulProblem& p) {
+  const std::string why = reject_reason(cfg, p);
+  if (why.empty()) return "";
+  return fmt::format("{}: config '{}' cannot run this matmul ([M, {}] x [{}, {}]^T, {}): {}", ctx.kernel_name(), cfg.str(), p.k, p.n, p.k,
+                     dtype_name(p.dtype), why);
 }
 
 GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
   KernelContext ctx(g, grp);
   const MatmulOperands op = matmul_operands(ctx);
+  if (!op.reject.empty()) throw UserError(op.reject, op.reject_loc);
   const MatmulProblem p = problem_of(ctx, op, opts);
-  const MatmulConfig cfg = opts.matmul ? *opts.matmul : default_matmul_config(p);
-  if (std::string why = reject_reason(cfg, p); !why.empty()) {
-    throw UserError(fmt::format("{}: config '{}' cannot run this matmul ([M, {}] x [{}, {}]^T, {}): {}", ctx.kernel_name(),
-                                cfg.str(), p.k, p.n, p.k, dtype_name(p.dtype), why));
-  }
+  const MatmulConfig cfg = config_of(p, opts);
+  if (std::string why = config_rejection(ctx, cfg, p); !why.empty()) throw UserError(why);
   if (cfg.family == MatmulConfig::Family::Gemv) return cfg.tensor_cores ? emit_gemv_mma(ctx, op, cfg) : emit_gemv(ctx, op, cfg);
+  if (cfg.family == MatmulConfig::Family::Wgmma) return emit_gemm_wgmma(ctx, op, cfg, opts);
   return emit_gemm_mma(ctx, op, cfg, opts);
+}
+
+// The GEMV, mma.sync and wgmma kernels share the group: the config picks one (matmul_config.cpp
+// holds the defaults, the pruner's rules and the candidate list).
+class MatmulFamily final : public KernelFamily {
+ public:
+  GroupKind kind() const override { return GroupKind::Matmul; }
+  bool tunable() const override { return true; }
+  std::optional<KernelConfig> parse_config(std::string_view text, std::string* error) const override {
+    std::optional<MatmulConfig> c = parse_matmul_config(text, error);
+    if (!c) return std::nullopt;
+    return KernelConfig(*c);
+  }
+  std::string reject_reason(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) const override {
+    KernelContext ctx(g, grp);
+    const MatmulOperands op = matmul_operands(ctx);
+    if (!op.reject.empty()) return op.reject;
+    const MatmulProblem p = problem_of(ctx, op, opts);
+    return config_rejection(ctx, config_of(p, opts), p);
+  }
+  std::vector<KernelConfig> candidates(const Graph& g, const FusionGroup& grp, const EmitOptions& opts,
+                                       std::vector<std::string>* pruned) const override {
+    std::vector<KernelConfig> out;
+    for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, opts), pruned)) out.emplace_back(c);
+    return out;
+  }
+  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) const override { return emit_matmul(g, grp, opts); }
+};
+
+}  // namespace
+
+const KernelFamily& matmul_family() {
+  static const MatmulFamily family;
+  return family;
 }
 
 }  // namespace lj

@@ -16,6 +16,10 @@ namespace lj {
 /// y[:, N/2:], the output width halves), then a chain of pointwise nodes (bias, residual, activation,
 /// cast/quantize), each reading the previous value and group inputs.
 struct MatmulOperands {
+  /// Non-empty: no matmul kernel implements the group, and why (with where, `reject_loc`); the
+  /// fields below are then partly unset.
+  std::string reject;
+  SourceLoc reject_loc;
   NodeId node = -1;
   ValueId x = -1, w = -1, y = -1;
   ValueId row_scale = -1;  ///< f32 per row of x: each row's sums are multiplied by it (a folded RMSNorm)
@@ -48,8 +52,8 @@ struct MatmulOperands {
   ValueId cos = -1, sin = -1, pos = -1;
 };
 
-/// Checks the group is a matmul with an epilogue the kernels implement (constant W dims, K-contiguous
-/// rows, one stored output) and describes it.
+/// Describes the group's matmul and the epilogue the planner recorded, or says why the kernels cannot
+/// implement it (`reject`: W dims not constant, rows of x or W not K-contiguous, not one stored output).
 MatmulOperands matmul_operands(const KernelContext& ctx);
 
 /// Emits the epilogue of one output element at row `m`, column `n`: `acc` holds the fp32 sums (one
@@ -100,6 +104,8 @@ void emit_gemv_output(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
 /// The tensor-core GEMV for fp8 x and W ("gemv mma", emit_gemv_mma.cpp).
 GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
+/// The tensor-core GEMMs: mma.sync (emit_gemm_mma.cpp) and the Hopper wgmma GEMM (emit_gemm_wgmma.cpp).
 GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts);
+GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts);
 
 }  // namespace lj

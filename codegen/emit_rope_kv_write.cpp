@@ -12,58 +12,87 @@
 #include "codegen/emitters.h"
 #include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
-GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const EmitOptions&) {
-  KernelContext ctx(g, grp);
+namespace {
+
+// The kernel's nodes and rows, and why none implements the group if it cannot.
+struct RopeKvPlan {
   NodeId table = -1;
   std::vector<NodeId> ropes, writes;
-  for (NodeId n : grp.nodes) {
-    switch (g.node(n).kind) {
-      case OpKind::RopeTable: table = n; break;
-      case OpKind::Rope: ropes.push_back(n); break;
-      case OpKind::KvCacheWrite: writes.push_back(n); break;
-      default:
-        throw UserError(fmt::format("{}: {} cannot be part of a rope_kv_write kernel", ctx.kernel_name(), op_name(g.node(n).kind)));
-    }
-  }
-  // One CTA per row n: a position (rope_table / cache writes) and the rows of every rotated tensor.
-  ValueId pos = table >= 0 ? g.node(table).operands[0] : (!writes.empty() ? g.node(writes[0]).operands[2] : -1);
+  ValueId pos = -1;                  // one CTA per row n: a position (rope_table / cache writes)
   ValueId cos_in = -1, sin_in = -1;  // tables read from memory when the group does not compute them
   int64_t half = 0;
   Dim rows;
-  if (table >= 0) {
-    half = g.node(table).attrs.get_int("dim") / 2;
-    rows = g.value(pos).type.shape[0];
-  } else if (!ropes.empty()) {
-    cos_in = g.node(ropes[0]).operands[1];
-    sin_in = g.node(ropes[0]).operands[2];
-    const Shape& cs = g.value(cos_in).type.shape;
-    half = cs.back().value();
-    rows = cs[0];
+  std::string reject;
+  SourceLoc loc;
+};
+
+RopeKvPlan plan_rope_kv_write(const Graph& g, const FusionGroup& grp) {
+  RopeKvPlan p;
+  const std::string name = kernel_name(g, grp);
+  auto refuse = [&](SourceLoc loc, std::string why) {
+    p.reject = std::move(why);
+    p.loc = std::move(loc);
+    return p;
+  };
+  for (NodeId n : grp.nodes) {
+    switch (g.node(n).kind) {
+      case OpKind::RopeTable: p.table = n; break;
+      case OpKind::Rope: p.ropes.push_back(n); break;
+      case OpKind::KvCacheWrite: p.writes.push_back(n); break;
+      default: return refuse({}, fmt::format("{}: {} cannot be part of a rope_kv_write kernel", name, op_name(g.node(n).kind)));
+    }
+  }
+  p.pos = p.table >= 0 ? g.node(p.table).operands[0] : (!p.writes.empty() ? g.node(p.writes[0]).operands[2] : -1);
+  if (p.table >= 0) {
+    p.half = attr::rope_dim(g.node(p.table).attrs) / 2;
+    p.rows = g.value(p.pos).type.shape[0];
+  } else if (!p.ropes.empty()) {
+    p.cos_in = g.node(p.ropes[0]).operands[1];
+    p.sin_in = g.node(p.ropes[0]).operands[2];
+    const Shape& cs = g.value(p.cos_in).type.shape;
+    p.half = cs.back().value();
+    p.rows = cs[0];
   } else {
-    rows = g.value(pos).type.shape[0];
+    p.rows = g.value(p.pos).type.shape[0];
   }
-  for (NodeId r : ropes) {
+  for (NodeId r : p.ropes) {
     const TensorType& xt = g.value(g.node(r).operands[0]).type;
-    LJ_CHECK(xt.rank() == 3 && xt.shape[0] == rows, g.node(r).loc,
-             "{}: the fused rope kernel rotates [N, H, D] tensors with one position per row; got {}", ctx.kernel_name(), xt.str());
-    LJ_CHECK(table >= 0 || (g.node(r).operands[1] == cos_in && g.node(r).operands[2] == sin_in), g.node(r).loc,
-             "{}: ropes in one kernel must share their cos/sin tables", ctx.kernel_name());
+    if (xt.rank() != 3 || xt.shape[0] != p.rows)
+      return refuse(g.node(r).loc, fmt::format("{}: the fused rope kernel rotates [N, H, D] tensors with one position per row; got {}",
+                                               name, xt.str()));
+    if (p.table < 0 && (g.node(r).operands[1] != p.cos_in || g.node(r).operands[2] != p.sin_in))
+      return refuse(g.node(r).loc, fmt::format("{}: ropes in one kernel must share their cos/sin tables", name));
   }
-  for (NodeId wn : writes) {
+  for (NodeId wn : p.writes) {
     const TensorType& nt = g.value(g.node(wn).operands[1]).type;
-    LJ_CHECK(nt.rank() == 3, g.node(wn).loc, "{}: the fused cache write takes one new entry [B, H, D] per sequence; got {}",
-             ctx.kernel_name(), nt.str());
-    LJ_CHECK(g.node(wn).operands[2] == pos, g.node(wn).loc, "{}: cache writes in one kernel must share their positions",
-             ctx.kernel_name());
+    if (nt.rank() != 3)
+      return refuse(g.node(wn).loc,
+                    fmt::format("{}: the fused cache write takes one new entry [B, H, D] per sequence; got {}", name, nt.str()));
+    if (g.node(wn).operands[2] != p.pos)
+      return refuse(g.node(wn).loc, fmt::format("{}: cache writes in one kernel must share their positions", name));
   }
-  for (ValueId v : grp.copies) {
-    LJ_CHECK(fits_row_copy(g, grp, v), g.value(v).loc,
-             "{}: the kernel copies [N, H, D] or [N, D] views with constant trailing dims over its {} rows; %{} is {}",
-             ctx.kernel_name(), rows.str(), g.value(v).name, g.value(v).type.str());
-  }
+  for (ValueId v : grp.copies)
+    if (!fits_row_copy(g, grp, v))
+      return refuse(g.value(v).loc,
+                    fmt::format("{}: the kernel copies [N, H, D] or [N, D] views with constant trailing dims over its {} rows; %{} is {}",
+                                name, p.rows.str(), g.value(v).name, g.value(v).type.str()));
+  return p;
+}
+
+GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
+  const RopeKvPlan plan = plan_rope_kv_write(g, grp);
+  if (!plan.reject.empty()) throw UserError(plan.reject, plan.loc);
+  KernelContext ctx(g, grp);
+  const NodeId table = plan.table;
+  const std::vector<NodeId>& ropes = plan.ropes;
+  const std::vector<NodeId>& writes = plan.writes;
+  const ValueId pos = plan.pos, cos_in = plan.cos_in, sin_in = plan.sin_in;
+  const int64_t half = plan.half;
+  const Dim rows = plan.rows;
   constexpr int kThreads = 128;
 
   if (pos >= 0) ctx.buffer_param(pos, false);  // positions first: the kernel reads them before anything else
@@ -120,7 +149,7 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
     const Node& rn = g.node(r);
     const ValueId x = rn.operands[0], y = rn.results[0];
     const TensorType& xt = g.value(x).type;
-    const bool interleaved = rn.attrs.get_string("style") == "interleaved";
+    const bool interleaved = attr::rope_style(rn.attrs) == attr::RopeStyle::Interleaved;
     // Half-style pairs are two contiguous runs (i.. and i + HALF..): V of each per access where every
     // access is aligned. Interleaved pairs are adjacent: one pair per thread.
     std::vector<ValueId> accessed = {x};
@@ -190,8 +219,8 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
     // reference computes it (17 significant digits read back to the same double), so the kernel
     // spends no time on pow() and the angles match the reference bit for bit.
     const Node& tn = g.node(table);
-    const int64_t dim = tn.attrs.get_int("dim");
-    const double theta = tn.attrs.get_float("theta");
+    const int64_t dim = attr::rope_dim(tn.attrs);
+    const double theta = attr::rope_theta(tn.attrs);
     std::string values;
     for (int64_t i = 0; i < half; ++i) {
       values += fmt::format("{}{:.17g}", i == 0 ? "" : (i % 4 == 0 ? ",\n    " : ", "),
@@ -346,6 +375,22 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const
   k.launch.threads = kThreads;
   k.launch.early = true;  // one small CTA per row: where the CTAs land does not matter
   return k;
+}
+
+class RopeKvWriteFamily final : public KernelFamily {
+ public:
+  GroupKind kind() const override { return GroupKind::RopeKvWrite; }
+  std::string reject_reason(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override {
+    return plan_rope_kv_write(g, grp).reject;
+  }
+  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override { return emit_rope_kv_write(g, grp); }
+};
+
+}  // namespace
+
+const KernelFamily& rope_kv_write_family() {
+  static const RopeKvWriteFamily family;
+  return family;
 }
 
 }  // namespace lj

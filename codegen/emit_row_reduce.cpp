@@ -15,6 +15,7 @@
 #include "codegen/emitters.h"
 #include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -33,36 +34,57 @@ int row_vector_width(const KernelContext& ctx, const Shape& space, const std::ve
   for (ValueId v : accessed) widest = std::max(widest, dtype_bytes(g.value(v).type.dtype));
   return ctx.vector_width(accessed, space, 16 / widest);
 }
-}  // namespace
-
-GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const EmitOptions&) {
-  KernelContext ctx(g, grp);
+// The kernel's reduction and quantize, and why none implements the group if it cannot.
+struct RowReducePlan {
   NodeId red = -1;  // the norm or softmax
   NodeId dq = -1;   // a dynamic quantize of the row
+  NodeId first = -1;  // the first node that needs the whole row
+  Shape space;
+  std::string reject;
+  SourceLoc loc;
+};
+
+RowReducePlan plan_row_reduce(const Graph& g, const FusionGroup& grp) {
+  RowReducePlan p;
+  const std::string name = kernel_name(g, grp);
   for (NodeId n : grp.nodes) {
-    if (is_row_reduction(g.node(n).kind)) red = n;
-    if (is_dynamic_quantize(g.node(n))) dq = n;
+    if (is_row_reduction(g.node(n).kind)) p.red = n;
+    if (is_dynamic_quantize(g.node(n))) p.dq = n;
   }
-  if (red < 0 && dq < 0) {
-    throw UserError(fmt::format("{}: a row_reduce group without rms_norm, layer_norm, softmax or a dynamic quantize "
-                                "has no kernel yet",
-                                ctx.kernel_name()));
+  if (p.red < 0 && p.dq < 0) {
+    p.reject = fmt::format("{}: a row_reduce group without rms_norm, layer_norm, softmax or a dynamic quantize has no kernel yet", name);
+    return p;
   }
-  LJ_ASSERT(dq < 0 || (is_row_quantize(g, g.node(dq)) && dq == grp.nodes.back()),
-            "{}: the planner gives a row kernel only a per-row dynamic quantize, as its last node", ctx.kernel_name());
-  const NodeId first = red >= 0 ? red : dq;  // the first node that needs the whole row
+  LJ_ASSERT(p.dq < 0 || (is_row_quantize(g, g.node(p.dq)) && p.dq == grp.nodes.back()),
+            "{}: the planner gives a row kernel only a per-row dynamic quantize, as its last node", name);
+  p.first = p.red >= 0 ? p.red : p.dq;
+  const Node& first_node = g.node(p.first);
+  p.space = g.value(first_node.operands[0]).type.shape;
+  if (p.red >= 0 && g.node(p.red).kind == OpKind::Softmax) {
+    const Node& rn = g.node(p.red);
+    int64_t axis = attr::axis(rn.attrs);
+    if (axis < 0) axis += static_cast<int64_t>(p.space.size());
+    if (axis + 1 != static_cast<int64_t>(p.space.size())) {
+      p.reject = fmt::format("{}: softmax over axis {} of {}: the row kernel reduces the last axis only (transpose first)", name, axis,
+                             g.value(rn.operands[0]).type.str());
+      p.loc = rn.loc;
+      return p;
+    }
+  }
+  if (!p.space.back().is_const()) {
+    p.reject = fmt::format("{}: the reduced axis of {} must be a constant", name, g.value(first_node.operands[0]).type.str());
+    p.loc = first_node.loc;
+  }
+  return p;
+}
+
+GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp) {
+  const RowReducePlan plan = plan_row_reduce(g, grp);
+  if (!plan.reject.empty()) throw UserError(plan.reject, plan.loc);
+  KernelContext ctx(g, grp);
+  const NodeId red = plan.red, dq = plan.dq, first = plan.first;
   const Node& first_node = g.node(first);
-  const Shape space = g.value(first_node.operands[0]).type.shape;
-  if (red >= 0 && g.node(red).kind == OpKind::Softmax) {
-    const Node& rn = g.node(red);
-    int64_t axis = rn.attrs.get_int("axis");
-    if (axis < 0) axis += static_cast<int64_t>(space.size());
-    LJ_CHECK(axis + 1 == static_cast<int64_t>(space.size()), rn.loc,
-             "{}: softmax over axis {} of {}: the row kernel reduces the last axis only (transpose first)",
-             ctx.kernel_name(), axis, g.value(rn.operands[0]).type.str());
-  }
-  LJ_CHECK(space.back().is_const(), first_node.loc, "{}: the reduced axis of {} must be a constant", ctx.kernel_name(),
-           g.value(first_node.operands[0]).type.str());
+  const Shape& space = plan.space;
   const int64_t D = space.back().value();
 
   std::vector<ValueId> per_row;  // the dynamic quantize's scale, rms_scale's factor: one per row
@@ -170,7 +192,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
       case OpKind::RmsScale:
         w.line("float ss = 0.f;");
         w.line("for (int k = 0; k < CHUNKS; ++k) for (int j = 0; j < V; ++j) ss += xs[k][j] * xs[k][j];");
-        w.line("const float scale = rsqrtf(lj_block_sum(ss) / (float)D + {}f);", rn.attrs.get_float("eps"));
+        w.line("const float scale = rsqrtf(lj_block_sum(ss) / (float)D + {}f);", attr::eps(rn.attrs));
         break;
       case OpKind::LayerNorm:
         w.line("float s1 = 0.f;");
@@ -182,7 +204,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
           w.line("const int col = (k * {} + threadIdx.x) * V;", threads);
           w.line("{}for (int j = 0; j < V; ++j) {{ const float d = xs[k][j] - mean; s2 += d * d; }}", chunk_guard);
         }
-        w.line("const float scale = rsqrtf(lj_block_sum(s2) / (float)D + {}f);", rn.attrs.get_float("eps"));
+        w.line("const float scale = rsqrtf(lj_block_sum(s2) / (float)D + {}f);", attr::eps(rn.attrs));
         break;
       case OpKind::Softmax:
         w.line("float mx = -__int_as_float(0x7f800000);");
@@ -289,6 +311,22 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const Em
   k.launch.early = true;  // one small CTA per row: where the CTAs land does not matter
   k.source = w.str();
   return k;
+}
+
+class RowReduceFamily final : public KernelFamily {
+ public:
+  GroupKind kind() const override { return GroupKind::RowReduce; }
+  std::string reject_reason(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override {
+    return plan_row_reduce(g, grp).reject;
+  }
+  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override { return emit_row_reduce(g, grp); }
+};
+
+}  // namespace
+
+const KernelFamily& row_reduce_family() {
+  static const RowReduceFamily family;
+  return family;
 }
 
 }  // namespace lj

@@ -1,16 +1,16 @@
-// One emitter per group kind (emit_<kind>.cpp); emit_group() dispatches.
+// The kernel families (kernel_family.h), one per emit_<kind>.cpp; kernel_family() finds them.
 #pragma once
 
-#include "codegen/kernel.h"
+#include "codegen/kernel_family.h"
 
 namespace lj {
 
-GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
-GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
-GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
-/// Decode GEMV or tensor-core GEMM, as the group's config says (emit_matmul.cpp).
-GeneratedKernel emit_matmul(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
+const KernelFamily& elementwise_family();
+const KernelFamily& row_reduce_family();
+const KernelFamily& rope_kv_write_family();
+/// Decode GEMV or tensor-core GEMM (mma.sync, wgmma), as the group's config says (emit_matmul.cpp).
+const KernelFamily& matmul_family();
 /// Flash-attention prefill or split-KV decode (emit_attention.cpp).
-GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
+const KernelFamily& attention_family();
 
 }  // namespace lj

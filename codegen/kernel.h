@@ -46,15 +46,15 @@ struct EmitOptions {
   int sm_count = 132;
 };
 
-/// Emits the kernel of one group: elementwise, row_reduce, rope_kv_write, matmul (GEMV or tensor-core
-/// GEMM) or attention (flash prefill or split-KV decode). Reduce and copy groups have no generator
-/// yet: asking for one is a UserError naming the group.
+/// Emits the kernel of one group through its family (kernel_family.h): elementwise, row_reduce,
+/// rope_kv_write, matmul (GEMV or tensor-core GEMM) or attention (flash prefill or split-KV decode).
+/// Reduce and copy groups have no generator yet: asking for one is a UserError naming the group.
 GeneratedKernel emit_group(const Graph& g, const FusionGroup& grp, const EmitOptions& opts = {});
 
 /// The matmul problem of a matmul group (M from the constant shape or the hint, 0 if unknown).
 MatmulProblem matmul_problem(const Graph& g, const FusionGroup& grp, const EmitOptions& opts);
 
-/// Whether emit_group has an emitter for this kind.
+/// Whether emit_group has an emitter for this kind (kernel_family(k) is not null).
 bool has_emitter(GroupKind k);
 
 }  // namespace lj

@@ -7,6 +7,7 @@
 
 #include "cache/location.h"
 #include "cache/tuning_db.h"
+#include "codegen/kernel_family.h"
 #include "compiler/dump.h"
 #include "jit/tuned_config.h"
 
@@ -20,7 +21,10 @@ Lowered plan(const Graph& g, const FusionOptions& fo, const Bindings& hint) {
 
 namespace {
 
-bool has_config(GroupKind k) { return k == GroupKind::Matmul || k == GroupKind::Attention; }
+bool has_config(GroupKind k) {
+  const KernelFamily* f = kernel_family(k);
+  return f && f->tunable();
+}
 
 // The emission options of one group and where its config comes from: a given config, else the
 // tuning DB's record for the bucket where one applies, else the emitter's default.

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/attention_plan.h"
+#include "codegen/kernel_family.h"
 #include "compiler/fusion/tensor_layout.h"
 #include "layerjit/error.h"
 
@@ -55,23 +55,15 @@ cache::TuningKey tuning_key(const JitTarget& target, const Graph& g, const Fusio
 }
 
 std::string apply_config(const Graph& g, const FusionGroup& grp, const std::string& config, EmitOptions& eo) {
+  const KernelFamily* family = kernel_family(grp.kind);
+  if (!family) return fmt::format("{} groups have no kernel generator", group_kind_name(grp.kind));
   std::string why;
+  std::optional<KernelConfig> c = family->parse_config(config, &why);
+  if (!c) return why;
   EmitOptions trial = eo;
-  if (grp.kind == GroupKind::Matmul) {
-    std::optional<MatmulConfig> c = parse_matmul_config(config, &why);
-    if (!c) return why;
-    why = reject_reason(*c, matmul_problem(g, grp, eo));
-    if (!why.empty()) return why;
-    trial.matmul = *c;
-  } else if (grp.kind == GroupKind::Attention) {
-    std::optional<AttentionConfig> c = parse_attention_config(config, &why);
-    if (!c) return why;
-    trial.attention = *c;
-    why = plan_attention(g, grp, trial).reject;
-    if (!why.empty()) return why;
-  } else {
-    return fmt::format("{} groups have no configs", group_kind_name(grp.kind));
-  }
+  c->apply(trial);
+  why = family->reject_reason(g, grp, trial);
+  if (!why.empty()) return why;
   eo = trial;
   return "";
 }

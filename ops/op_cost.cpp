@@ -8,6 +8,7 @@
 
 #include "layerjit/error.h"
 #include "ops/op_schema.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -57,7 +58,7 @@ OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<T
         c.bytes += 2 * batch * S * d(ops[1], -2) * D * dtype_bytes(ops[1].dtype);
       }
       double pairs = T * S;
-      if (attrs.get_bool("causal") && ops.size() == 3) pairs = T * S - T * (T - 1) / 2.0;
+      if (attr::causal(attrs) && ops.size() == 3) pairs = T * S - T * (T - 1) / 2.0;
       c.flops = 4.0 * batch * H * D * pairs;
       break;
     }

@@ -4,15 +4,20 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "layerjit/error.h"
 #include "ops/op_schema.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
 namespace {
 
 [[noreturn]] void fail(std::string msg) { throw UserError(std::move(msg)); }
+
+// An integer list as the text format spells it: [1, 0, 2].
+std::string list_text(const std::vector<int64_t>& xs) { return fmt::format("[{}]", fmt::join(xs, ", ")); }
 
 std::string_view nm(OpKind k) { return op_name(k); }
 std::string opnd(OpKind k, int i) { return operand_name(k, i); }
@@ -94,7 +99,7 @@ std::vector<TensorType> infer_matmul(OpKind k, const std::vector<TensorType>& op
       shape_mismatch(k, ops, 0, 2, "the row scale must have one element per row of x (x's shape without its last dimension)");
   }
   DType dt = ops[0].dtype;
-  if (const AttrValue* od = attrs.find("out_dtype")) dt = std::get<DType>(od->v);
+  if (const std::optional<DType> od = attr::out_dtype(attrs)) dt = *od;
   else if (is_fp8(dt)) dt = DType::BF16;
   if (!is_float(dt)) fail(fmt::format("{}: out_dtype must be a floating-point dtype, got {}", nm(k), dtype_name(dt)));
   return {{dt, out}};
@@ -109,16 +114,16 @@ std::vector<TensorType> infer_norm(OpKind k, const std::vector<TensorType>& ops,
     if (!(ops[static_cast<size_t>(i)].shape[0] == last(ops[0])))
       shape_mismatch(k, ops, 0, i, "the weight must match the last dimension of x");
   }
-  if (attrs.get_float("eps") <= 0) fail(fmt::format("{}: eps must be positive, got {}", nm(k), attrs.get_float("eps")));
+  if (attr::eps(attrs) <= 0) fail(fmt::format("{}: eps must be positive, got {}", nm(k), attr::eps(attrs)));
   return {ops[0]};
 }
 
 std::vector<TensorType> infer_rope_table(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
   need_rank(k, ops, 0, 1, 1);
   need_dtype(k, ops, 0, DType::I32);
-  int64_t dim = attrs.get_int("dim");
+  int64_t dim = attr::rope_dim(attrs);
   if (dim <= 0 || dim % 2 != 0) fail(fmt::format("{}: dim must be positive and even, got {}", nm(k), dim));
-  if (attrs.get_float("theta") <= 1.0) fail(fmt::format("{}: theta must be greater than 1, got {}", nm(k), attrs.get_float("theta")));
+  if (attr::rope_theta(attrs) <= 1.0) fail(fmt::format("{}: theta must be greater than 1, got {}", nm(k), attr::rope_theta(attrs)));
   TensorType t{DType::F32, {ops[0].shape[0], Dim(dim / 2)}};
   return {t, t};
 }
@@ -218,7 +223,7 @@ std::vector<TensorType> infer_kv_cache_write(OpKind k, const std::vector<TensorT
 }
 
 std::vector<TensorType> infer_reshape(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
-  Shape s = attrs.get_shape("shape");
+  Shape s = attr::shape(attrs);
   for (const Dim& d : s)
     if (d.is_const() && d.value() <= 0) fail(fmt::format("{}: bad dimension {} in shape {}: dimensions must be positive", nm(k), d.value(), shape_str(s)));
   DimProduct from = dim_product(ops[0].shape);
@@ -230,7 +235,7 @@ std::vector<TensorType> infer_reshape(OpKind k, const std::vector<TensorType>& o
 }
 
 std::vector<TensorType> infer_transpose(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
-  auto perm = attrs.get_int_list("perm");
+  auto perm = attr::perm(attrs);
   const int r = ops[0].rank();
   if (static_cast<int>(perm.size()) != r)
     fail(fmt::format("{}: perm has {} entries but x is {} (rank {})", nm(k), perm.size(), ops[0].str(), r));
@@ -238,7 +243,7 @@ std::vector<TensorType> infer_transpose(OpKind k, const std::vector<TensorType>&
   Shape out;
   for (int64_t p : perm) {
     if (p < 0 || p >= r || seen[static_cast<size_t>(p)])
-      fail(fmt::format("{}: perm {} is not a permutation of 0..{}", nm(k), attrs.find("perm")->str(), r - 1));
+      fail(fmt::format("{}: perm {} is not a permutation of 0..{}", nm(k), list_text(perm), r - 1));
     seen[static_cast<size_t>(p)] = true;
     out.push_back(ops[0].shape[static_cast<size_t>(p)]);
   }
@@ -246,19 +251,19 @@ std::vector<TensorType> infer_transpose(OpKind k, const std::vector<TensorType>&
 }
 
 std::vector<TensorType> infer_split(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
-  const int axis = norm_axis(k, attrs.get_int("axis"), ops[0].rank());
-  auto sizes = attrs.get_int_list("sizes");
+  const int axis = norm_axis(k, attr::axis(attrs), ops[0].rank());
+  auto sizes = attr::sizes(attrs);
   if (sizes.empty()) fail(fmt::format("{}: sizes must not be empty", nm(k)));
   const Dim& d = ops[0].shape[static_cast<size_t>(axis)];
   if (!d.is_const()) fail(fmt::format("{}: cannot split symbolic dimension {} of {}", nm(k), d.str(), ops[0].str()));
   int64_t total = 0;
   for (int64_t s : sizes) {
-    if (s <= 0) fail(fmt::format("{}: sizes must be positive, got {}", nm(k), attrs.find("sizes")->str()));
+    if (s <= 0) fail(fmt::format("{}: sizes must be positive, got {}", nm(k), list_text(sizes)));
     if (__builtin_add_overflow(total, s, &total))
-      fail(fmt::format("{}: sizes {} add up to more than 2^63", nm(k), attrs.find("sizes")->str()));
+      fail(fmt::format("{}: sizes {} add up to more than 2^63", nm(k), list_text(sizes)));
   }
   if (total != d.value())
-    fail(fmt::format("{}: shape mismatch: sizes {} add up to {} but axis {} of {} is {}", nm(k), attrs.find("sizes")->str(),
+    fail(fmt::format("{}: shape mismatch: sizes {} add up to {} but axis {} of {} is {}", nm(k), list_text(sizes),
                      total, axis, ops[0].str(), d.value()));
   std::vector<TensorType> out;
   for (int64_t s : sizes) {
@@ -272,7 +277,7 @@ std::vector<TensorType> infer_split(OpKind k, const std::vector<TensorType>& ops
 std::vector<TensorType> infer_concat(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
   const int r = ops[0].rank();
   if (r == 0) fail(fmt::format("{}: cannot concatenate scalars", nm(k)));
-  const int axis = norm_axis(k, attrs.get_int("axis"), r);
+  const int axis = norm_axis(k, attr::axis(attrs), r);
   int64_t total = 0;
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const TensorType& t = ops[static_cast<size_t>(i)];
@@ -296,9 +301,9 @@ std::vector<TensorType> infer_concat(OpKind k, const std::vector<TensorType>& op
 std::vector<TensorType> infer_reduce(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
   need_rank(k, ops, 0, 1, 1 << 20);
   if (k == OpKind::ReduceMean) need_float(k, ops, 0);
-  const int axis = norm_axis(k, attrs.get_int("axis"), ops[0].rank());
+  const int axis = norm_axis(k, attr::axis(attrs), ops[0].rank());
   TensorType out = ops[0];
-  if (attrs.get_bool("keepdim")) out.shape[static_cast<size_t>(axis)] = Dim(1);
+  if (attr::keepdim(attrs)) out.shape[static_cast<size_t>(axis)] = Dim(1);
   else out.shape.erase(out.shape.begin() + axis);
   return {out};
 }
@@ -307,13 +312,13 @@ std::vector<TensorType> infer_reduce(OpKind k, const std::vector<TensorType>& op
 void check_scale(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
   need_dtype(k, ops, 1, DType::F32);
   const TensorType& s = ops[1];
-  const AttrValue* ax = attrs.find("axis");
-  if (std::holds_alternative<Name>(ax->v)) {
+  const std::optional<int64_t> ax = attr::scale_axis(attrs);
+  if (!ax) {
     bool scalar = s.rank() == 0 || (s.rank() == 1 && s.shape[0] == Dim(1));
     if (!scalar) shape_mismatch(k, ops, 0, 1, "a per-tensor scale (axis = none) must be f32[] or f32[1]");
     return;
   }
-  const int axis = norm_axis(k, std::get<int64_t>(ax->v), ops[0].rank());
+  const int axis = norm_axis(k, *ax, ops[0].rank());
   if (s.rank() != 1 || !(s.shape[0] == ops[0].shape[static_cast<size_t>(axis)]))
     shape_mismatch(k, ops, 0, 1, fmt::format("a per-channel scale along axis {} must be f32[{}]", axis,
                                              ops[0].shape[static_cast<size_t>(axis)].str()));
@@ -322,9 +327,9 @@ void check_scale(OpKind k, const std::vector<TensorType>& ops, const Attrs& attr
 // Quantize without a scale operand computes the scale and returns it in the layout the operand
 // would have had: f32[] for axis = none, f32[x.shape[axis]] otherwise.
 TensorType dynamic_scale_type(OpKind k, const TensorType& x, const Attrs& attrs) {
-  const AttrValue* ax = attrs.find("axis");
-  if (std::holds_alternative<Name>(ax->v)) return {DType::F32, {}};
-  const int axis = norm_axis(k, std::get<int64_t>(ax->v), x.rank());
+  const std::optional<int64_t> ax = attr::scale_axis(attrs);
+  if (!ax) return {DType::F32, {}};
+  const int axis = norm_axis(k, *ax, x.rank());
   return {DType::F32, {x.shape[static_cast<size_t>(axis)]}};
 }
 
@@ -359,26 +364,26 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
     case OpKind::Rsqrt:
     case OpKind::Softmax:
       need_float(k, ops, 0);
-      if (k == OpKind::Softmax) norm_axis(k, attrs.get_int("axis"), ops[0].rank());
+      if (k == OpKind::Softmax) norm_axis(k, attr::axis(attrs), ops[0].rank());
       return {ops[0]};
-    case OpKind::Cast: return {{attrs.get_dtype("dtype"), ops[0].shape}};
+    case OpKind::Cast: return {{attr::dtype(attrs), ops[0].shape}};
     case OpKind::RmsNorm:
     case OpKind::LayerNorm: return infer_norm(k, ops, attrs);
     case OpKind::RmsScale: {
       need_rank(k, ops, 0, 1, 1 << 20);
       need_float(k, ops, 0);
-      if (attrs.get_float("eps") <= 0) fail(fmt::format("{}: eps must be positive, got {}", nm(k), attrs.get_float("eps")));
+      if (attr::eps(attrs) <= 0) fail(fmt::format("{}: eps must be positive, got {}", nm(k), attr::eps(attrs)));
       return {{DType::F32, Shape(ops[0].shape.begin(), ops[0].shape.end() - 1)}};
     }
     case OpKind::RopeTable: return infer_rope_table(k, ops, attrs);
     case OpKind::Rope: return infer_rope(k, ops);
     case OpKind::Attention: {
-      if (const AttrValue* sc = attrs.find("scale"); sc && std::get<double>(sc->v) <= 0)
-        fail(fmt::format("{}: scale must be positive, got {}", nm(k), sc->str()));
+      if (const std::optional<double> sc = attr::scale(attrs); sc && *sc <= 0)
+        fail(fmt::format("{}: scale must be positive, got {}", nm(k), AttrValue(*sc).str()));
       std::vector<TensorType> res = infer_attention(k, ops);
       // The log-sum-exp of each query row's scaled scores (natural log; -inf where a row sees no
       // key): f32, one per (token, query head), q's shape without head_dim.
-      if (attrs.get_bool("lse")) res.push_back({DType::F32, Shape(ops[0].shape.begin(), ops[0].shape.end() - 1)});
+      if (attr::returns_lse(attrs)) res.push_back({DType::F32, Shape(ops[0].shape.begin(), ops[0].shape.end() - 1)});
       return res;
     }
     case OpKind::KvCacheWrite: return infer_kv_cache_write(k, ops);
@@ -391,14 +396,14 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
     case OpKind::ReduceMean: return infer_reduce(k, ops, attrs);
     case OpKind::Quantize:
       need_float(k, ops, 0);
-      if (ops.size() == 1) return {{attrs.get_dtype("dtype"), ops[0].shape}, dynamic_scale_type(k, ops[0], attrs)};
+      if (ops.size() == 1) return {{attr::dtype(attrs), ops[0].shape}, dynamic_scale_type(k, ops[0], attrs)};
       check_scale(k, ops, attrs);
-      return {{attrs.get_dtype("dtype"), ops[0].shape}};
+      return {{attr::dtype(attrs), ops[0].shape}};
     case OpKind::Dequantize:
       if (ops[0].dtype != DType::I8 && !is_fp8(ops[0].dtype))
         fail(fmt::format("{}: x must be quantized (f8e4m3, f8e5m2 or i8), got {}", nm(k), ops[0].str()));
       check_scale(k, ops, attrs);
-      return {{attrs.get_dtype("dtype"), ops[0].shape}};
+      return {{attr::dtype(attrs), ops[0].shape}};
   }
   LJ_ASSERT(false, "no shape rule for op {}", op_name(k));
   __builtin_unreachable();

@@ -132,7 +132,7 @@ int cmd_tune(const std::vector<std::string>& args) {
     std::printf("  bucket %s: %zu candidates, %d timed, %d wrong result, %d failed, %d over budget (%.1f s)\n",
                 r->key.symbol_bucket.c_str(), rep.results.size(), timed, rejected, failed, skipped, rep.seconds);
     if (!r->pruned.empty()) {
-      std::printf("  %zu config(s) the emitter refused:\n", r->pruned.size());
+      std::printf("  %zu config(s) left out before compiling (the family's rules):\n", r->pruned.size());
       for (const std::string& p : r->pruned) std::printf("    %s\n", p.c_str());
     }
     std::printf("  default  %.4f ms  %s\n", def_ms, rep.results[0].config.c_str());

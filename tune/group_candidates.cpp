@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/attention_plan.h"
+#include "codegen/kernel_family.h"
 #include "layerjit/error.h"
 
 namespace lj::tune {
@@ -33,28 +33,22 @@ void attention_tolerance(DType t, Candidates& c) {
 }  // namespace
 
 Candidates group_candidates(const Graph& g, const FusionGroup& grp, const EmitOptions& eo) {
-  Candidates out;
-  if (grp.kind == GroupKind::Matmul) {
-    const MatmulProblem problem = matmul_problem(g, grp, eo);
-    EmitOptions ceo = eo;
-    // The pruner's (reject_reason answers before emitting): each emits.
-    for (const MatmulConfig& c : matmul_candidates(problem)) {
-      ceo.matmul = c;
-      out.list.push_back(Candidate{c.str(), emit_group(g, grp, ceo)});
-    }
-    matmul_tolerance(g.value(g.node(grp.nodes[0]).results[0]).type.dtype, problem.k, out);
-    return out;
-  }
-  LJ_CHECK(grp.kind == GroupKind::Attention, SourceLoc{}, "group {} of @{} is a {} group: only matmul and attention groups have configs to tune",
+  const KernelFamily* family = kernel_family(grp.kind);
+  LJ_CHECK(family && family->tunable(), SourceLoc{}, "group {} of @{} is a {} group: only matmul and attention groups have configs to tune",
            grp.id, g.name(), group_kind_name(grp.kind));
-  // The default first, then the other tile sets of its kernel, as the plan resolves them (decode:
-  // named by the chunk each resolves to, what the DB stores); those the plan rejects are listed.
+  // The family's list, default first, each one reject_reason accepts (decode tiles named by the
+  // chunk each resolves to, what the DB stores); those it rejects are listed.
+  Candidates out;
   EmitOptions ceo = eo;
-  for (const AttentionConfig& c : attention_candidates(g, grp, eo, &out.pruned)) {
-    ceo.attention = c;
-    out.list.push_back(Candidate{c.str(), emit_group(g, grp, ceo)});
+  for (const KernelConfig& c : family->candidates(g, grp, eo, &out.pruned)) {
+    c.apply(ceo);
+    out.list.push_back(Candidate{c.str(), family->emit(g, grp, ceo)});
   }
-  attention_tolerance(g.value(g.node(grp.nodes[0]).results[0]).type.dtype, out);
+  const DType t = g.value(g.node(grp.nodes[0]).results[0]).type.dtype;
+  if (grp.kind == GroupKind::Matmul)
+    matmul_tolerance(t, matmul_problem(g, grp, eo).k, out);
+  else
+    attention_tolerance(t, out);
   return out;
 }
 

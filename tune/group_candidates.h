@@ -15,14 +15,13 @@ struct Candidate {
 
 struct Candidates {
   std::vector<Candidate> list;      ///< the default first
-  std::vector<std::string> pruned;  ///< "config: why" for attention tile sets the plan refuses
+  std::vector<std::string> pruned;  ///< "config: why" for those the family left out (KernelFamily::candidates)
   /// Largest |a - b| allowed between two correct candidates at output magnitude |a|: absolute + rel * |a|.
   double abs_tolerance = 0, rel_tolerance = 0;
 };
 
-/// Matmul groups: the pruner's candidates (matmul_candidates: reject_reason decides before emitting).
-/// Attention groups: attention_candidates (the default tiles of the target first, the plan deciding
-/// which others fit). Each emitted; `eo.hint` must hold the values the kernels run with.
+/// The group's family's candidates (KernelFamily::candidates: the default first, each accepted by
+/// reject_reason before it is emitted), each emitted; `eo.hint` must hold the values the kernels run with.
 Candidates group_candidates(const Graph& g, const FusionGroup& grp, const EmitOptions& eo);
 
 }  // namespace lj::tune

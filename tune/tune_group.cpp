@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "codegen/attention_plan.h"
+#include "codegen/kernel_family.h"
 #include "jit/compile_kernels.h"
 #include "jit/target.h"
 #include "jit/tuned_config.h"
@@ -22,10 +22,10 @@
 namespace lj::tune {
 
 std::string untunable_reason(const Graph& g, const FusionGroup& grp) {
-  if (grp.kind == GroupKind::Matmul) return "";
-  if (grp.kind != GroupKind::Attention)
+  const KernelFamily* family = kernel_family(grp.kind);
+  if (!family || !family->tunable())
     return fmt::format("group {} is a {} group: only matmul and attention groups have configs to tune", grp.id, group_kind_name(grp.kind));
-  return plan_attention(g, grp, EmitOptions{}).reject;
+  return family->reject_reason(g, grp, EmitOptions{});
 }
 
 bool outputs_agree(DType t, double abs_tol, double rel_tol, const std::vector<unsigned char>& want, const std::vector<unsigned char>& got,

@@ -27,7 +27,7 @@ struct GroupTuning {
   cache::TuningKey key;
   std::optional<cache::RecordResult> record;  ///< unset when the DB is disabled
   Bindings tuned_at;                          ///< the bucket's top values the kernels ran with
-  std::vector<std::string> pruned;            ///< candidates the emitter refused, each "config: why"
+  std::vector<std::string> pruned;            ///< configs the family left out, each "config: why"
   /// Matmul groups with TuneSettings::reference_cublaslt: cuBLASLt's time for the bare GEMM of the
   /// same sizes (no epilogue), measured by the same timer, for reference only (it never runs in a
   /// plan); unset with the reason in `reference_note` where it could not run (no libcublasLt, a

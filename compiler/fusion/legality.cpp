@@ -1,5 +1,6 @@
 // Fusion legality predicates: op classes, use maps, cycle checks, iteration spaces.
 #include "compiler/fusion/legality.h"
+#include "layerjit/op_attrs.h"
 
 #include <algorithm>
 
@@ -17,7 +18,7 @@ bool is_pointwise(const Node& n) { return is_elementwise(n.kind) && !is_dynamic_
 
 bool is_row_quantize(const Graph& g, const Node& n) {
   if (!is_dynamic_quantize(n) || g.value(n.operands[0]).type.rank() != 2) return false;
-  const auto* axis = std::get_if<int64_t>(&n.attrs.find("axis")->v);
+  const std::optional<int64_t> axis = attr::scale_axis(n.attrs);
   return axis && (*axis == 0 || *axis == -2);
 }
 
@@ -127,7 +128,7 @@ std::vector<HeadPiece> head_pieces(const Graph& g, ValueId y) {
   const std::vector<NodeId> users = readers(y);
   if (users.size() != 1 || g.node(users[0]).kind != OpKind::Split) return {};
   const Node& split = g.node(users[0]);
-  if (split.attrs.get_int("axis") != 1 && split.attrs.get_int("axis") != -1) return {};
+  if (attr::axis(split.attrs) != 1 && attr::axis(split.attrs) != -1) return {};
   std::vector<HeadPiece> out;
   int64_t c0 = 0;
   for (ValueId piece : split.results) {

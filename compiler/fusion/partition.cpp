@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -30,10 +31,14 @@
 #include "compiler/fusion/fusion_group.h"
 #include "compiler/fusion/legality.h"
 #include "compiler/fusion/output_views.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
 namespace {
+
+// A quantize's axis as the text format spells it.
+std::string axis_text(std::optional<int64_t> axis) { return axis ? std::to_string(*axis) : "none"; }
 
 constexpr int kUnassigned = -1;
 
@@ -132,7 +137,7 @@ class Partitioner {
     const std::vector<HeadPiece> pieces = head_pieces(g_, y);
     if (pieces.empty()) return;
     NodeId table = -1;
-    std::string style;
+    std::optional<attr::RopeStyle> style;
     std::vector<NodeId> ropes, writes;
     auto refuse = [&](std::string why) { rope_refusals_[mm] = std::move(why); };
     for (const HeadPiece& p : pieces) {
@@ -143,17 +148,17 @@ class Partitioner {
         if (t < 0 || kind(t) != OpKind::RopeTable || producer(n.operands[2]) != t)
           return refuse(fmt::format("{} reads tables that no rope_table computes", nname(u)));
         if (table >= 0 && t != table) return refuse("its ropes use the tables of different rope_table nodes");
-        if (!style.empty() && n.attrs.get_string("style") != style) return refuse("its ropes pair elements differently");
+        if (style && attr::rope_style(n.attrs) != *style) return refuse("its ropes pair elements differently");
         if (!ropes.empty() && (n.operands[1] != g_.node(ropes[0]).operands[1] || n.operands[2] != g_.node(ropes[0]).operands[2]))
           return refuse("its ropes read the tables as different operands");
-        table = t, style = n.attrs.get_string("style");
+        table = t, style = attr::rope_style(n.attrs);
         ropes.push_back(u);
       }
     }
     if (ropes.empty()) return;
-    const int64_t dim = g_.node(table).attrs.get_int("dim");
+    const int64_t dim = attr::rope_dim(g_.node(table).attrs);
     // The tensor-core epilogues rotate runs of 8 columns that must lie in one half of a head.
-    if (style == "half" && dim / 2 % 8 != 0)
+    if (style == attr::RopeStyle::Half && dim / 2 % 8 != 0)
       return refuse(fmt::format("half of its head_dim {} is not a multiple of 8, the epilogue's run of columns", dim));
     const ValueId pos = g_.node(table).operands[0];
     if (g_.value(pos).type.shape[0] != g_.value(y).type.shape[0])
@@ -184,7 +189,7 @@ class Partitioner {
     MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
     const Node& rope0 = g_.node(ropes[0]);
     ep.cos = rope0.operands[1], ep.sin = rope0.operands[2];
-    ep.rope_dim = dim, ep.rope_interleaved = style == "interleaved";
+    ep.rope_dim = dim, ep.rope_interleaved = style == attr::RopeStyle::Interleaved;
     for (const HeadPiece& p : pieces) {
       MatmulEpilogue::RopePiece rp;
       rp.c0 = p.c0, rp.c1 = p.c1, rp.d = p.d, rp.heads = p.heads;
@@ -248,7 +253,7 @@ class Partitioner {
       const NodeId act = sole_user(gate), mul = sole_user(up);
       const Shape& out_shape = g_.value(cur).type.shape;
       const int64_t rank = static_cast<int64_t>(out_shape.size());
-      const int64_t axis = split.attrs.get_int("axis") < 0 ? split.attrs.get_int("axis") + rank : split.attrs.get_int("axis");
+      const int64_t axis = attr::axis(split.attrs) < 0 ? attr::axis(split.attrs) + rank : attr::axis(split.attrs);
       const bool halves = g_.value(gate).type.shape == g_.value(up).type.shape && axis == rank - 1;
       if (halves && act >= 0 && mul >= 0 && kind(act) == OpKind::Silu && kind(mul) == OpKind::Mul &&
           sole_user(g_.node(act).results[0]) == mul) {
@@ -299,7 +304,7 @@ class Partitioner {
                                                    "reduced in the same kernel", vname(y)));
       } else if (!is_row_quantize(g_, g_.node(u))) {
         note(gid, fmt::format("not absorbed {} = quantize: its scale spans more than one row (axis = {}), so it needs "
-                              "a reduction of its own", nname(u), g_.node(u).attrs.find("axis")->str()));
+                              "a reduction of its own", nname(u), axis_text(attr::scale_axis(g_.node(u).attrs))));
       }
     }
   }

@@ -1,5 +1,6 @@
 // View layout analysis: offsets and strides of reshape/split results into their source buffers.
 #include "compiler/fusion/tensor_layout.h"
+#include "layerjit/op_attrs.h"
 
 #include <algorithm>
 
@@ -152,9 +153,9 @@ std::vector<TensorLayout> compute_layouts(const Graph& g, const std::vector<Valu
     if (n.kind == OpKind::Split) {
       const TensorLayout& src = out[static_cast<size_t>(n.operands[0])];
       const int rank = g.value(n.operands[0]).type.rank();
-      int64_t axis = n.attrs.get_int("axis");
+      int64_t axis = attr::axis(n.attrs);
       if (axis < 0) axis += rank;
-      auto sizes = n.attrs.get_int_list("sizes");
+      auto sizes = attr::sizes(n.attrs);
       int64_t start = 0;
       for (int r = 0; r < v.result_index; ++r) start += sizes[static_cast<size_t>(r)];
       l.buffer = src.buffer;

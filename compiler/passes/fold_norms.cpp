@@ -14,6 +14,7 @@
 
 #include "compiler/passes/graph_editor.h"
 #include "layerjit/passes.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -66,7 +67,7 @@ NormFolding fold_norms(const Graph& g) {
     // The norm's result id becomes the row scale: every reader of it is rewritten below.
     const std::string scale = ed.unique_name(g.value(h).name + ".scale");
     Attrs sa;
-    sa.set("eps", norm.attrs.get_float("eps"));
+    sa.set("eps", attr::eps(norm.attrs));
     ed.replace(n, OpKind::RmsScale, {x}, sa, {scale});
     std::string folded_list;
     for (NodeId u : readers) {

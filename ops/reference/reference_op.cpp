@@ -11,6 +11,7 @@
 #include "layerjit/error.h"
 #include "ops/op_schema.h"
 #include "ops/reference/reference_ops.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -47,23 +48,12 @@ TensorType resolved_type(const TensorType& t, const Bindings& bindings) {
   return out;
 }
 
-std::optional<int64_t> quant_axis(const Attrs& attrs) {
-  const AttrValue* ax = attrs.find("axis");
-  if (const auto* i = std::get_if<int64_t>(&ax->v)) return *i;
-  return std::nullopt;  // `none`: per-tensor scale
-}
-
-std::optional<double> attention_scale(const Attrs& attrs) {
-  if (!attrs.has("scale")) return std::nullopt;
-  return attrs.get_float("scale");
-}
-
 ref::RopeStyle rope_style(const Attrs& attrs) {
-  return attrs.get_string("style") == "half" ? ref::RopeStyle::Half : ref::RopeStyle::Interleaved;
+  return attr::rope_style(attrs) == attr::RopeStyle::Half ? ref::RopeStyle::Half : ref::RopeStyle::Interleaved;
 }
 
 ref::UnaryOp gelu_kind(const Attrs& attrs) {
-  return attrs.get_string("approx") == "tanh" ? ref::UnaryOp::GeluTanh : ref::UnaryOp::GeluErf;
+  return attr::gelu_approx(attrs) == attr::GeluApprox::Tanh ? ref::UnaryOp::GeluTanh : ref::UnaryOp::GeluErf;
 }
 
 }  // namespace
@@ -103,28 +93,28 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
     case OpKind::Exp: return {ref::unary(ref::UnaryOp::Exp, x(0), out[0])};
     case OpKind::Rsqrt: return {ref::unary(ref::UnaryOp::Rsqrt, x(0), out[0])};
     case OpKind::Cast: return {ref::cast(x(0), out[0])};
-    case OpKind::RmsNorm: return {ref::rms_norm(x(0), x(1), attrs.get_float("eps"), out[0])};
-    case OpKind::RmsScale: return {ref::rms_scale(x(0), attrs.get_float("eps"), out[0])};
-    case OpKind::LayerNorm: return {ref::layer_norm(x(0), x(1), x(2), attrs.get_float("eps"), out[0])};
-    case OpKind::RopeTable: return ref::rope_table(x(0), attrs.get_int("dim"), attrs.get_float("theta"), out);
+    case OpKind::RmsNorm: return {ref::rms_norm(x(0), x(1), attr::eps(attrs), out[0])};
+    case OpKind::RmsScale: return {ref::rms_scale(x(0), attr::eps(attrs), out[0])};
+    case OpKind::LayerNorm: return {ref::layer_norm(x(0), x(1), x(2), attr::eps(attrs), out[0])};
+    case OpKind::RopeTable: return ref::rope_table(x(0), attr::rope_dim(attrs), attr::rope_theta(attrs), out);
     case OpKind::Rope: return {ref::rope(x(0), x(1), x(2), rope_style(attrs), out[0])};
-    case OpKind::Softmax: return {ref::softmax(x(0), attrs.get_int("axis"), out[0])};
+    case OpKind::Softmax: return {ref::softmax(x(0), attr::axis(attrs), out[0])};
     case OpKind::Attention:
       return ref::attention(x(0), x(1), x(2), operands.size() >= 4 ? operands[3] : nullptr, operands.size() == 5 ? operands[4] : nullptr,
-                            attrs.get_bool("causal"), attention_scale(attrs), out);
+                            attr::causal(attrs), attr::scale(attrs), out);
     case OpKind::KvCacheWrite:
       return {ref::kv_cache_write(x(0), x(1), x(2), operands.size() == 4 ? operands[3] : nullptr, out[0])};
     case OpKind::Reshape: return {ref::reshape(x(0), out[0])};
-    case OpKind::Transpose: return {ref::transpose(x(0), attrs.get_int_list("perm"), out[0])};
-    case OpKind::Split: return ref::split(x(0), attrs.get_int("axis"), out);
-    case OpKind::Concat: return {ref::concat(operands, attrs.get_int("axis"), out[0])};
-    case OpKind::ReduceSum: return {ref::reduce(ref::ReduceOp::Sum, x(0), attrs.get_int("axis"), out[0])};
-    case OpKind::ReduceMax: return {ref::reduce(ref::ReduceOp::Max, x(0), attrs.get_int("axis"), out[0])};
-    case OpKind::ReduceMean: return {ref::reduce(ref::ReduceOp::Mean, x(0), attrs.get_int("axis"), out[0])};
+    case OpKind::Transpose: return {ref::transpose(x(0), attr::perm(attrs), out[0])};
+    case OpKind::Split: return ref::split(x(0), attr::axis(attrs), out);
+    case OpKind::Concat: return {ref::concat(operands, attr::axis(attrs), out[0])};
+    case OpKind::ReduceSum: return {ref::reduce(ref::ReduceOp::Sum, x(0), attr::axis(attrs), out[0])};
+    case OpKind::ReduceMax: return {ref::reduce(ref::ReduceOp::Max, x(0), attr::axis(attrs), out[0])};
+    case OpKind::ReduceMean: return {ref::reduce(ref::ReduceOp::Mean, x(0), attr::axis(attrs), out[0])};
     case OpKind::Quantize:
-      if (operands.size() == 1) return ref::quantize_dynamic(x(0), quant_axis(attrs), out);
-      return {ref::quantize(x(0), x(1), quant_axis(attrs), out[0])};
-    case OpKind::Dequantize: return {ref::dequantize(x(0), x(1), quant_axis(attrs), out[0])};
+      if (operands.size() == 1) return ref::quantize_dynamic(x(0), attr::scale_axis(attrs), out);
+      return {ref::quantize(x(0), x(1), attr::scale_axis(attrs), out[0])};
+    case OpKind::Dequantize: return {ref::dequantize(x(0), x(1), attr::scale_axis(attrs), out[0])};
   }
   LJ_ASSERT(false, "reference_op: no reference for op kind {}", static_cast<int>(kind));
   __builtin_unreachable();

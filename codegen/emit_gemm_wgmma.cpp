@@ -1,0 +1,109 @@
+// Matmul groups, prefill shapes, sm_90a: the Hopper GEMM. The main loop is the lj_wgmma_gemm
+// template (templates/layerjit/gemm_wgmma.cuh: TMA loads of x and W into a ring of stages, a
+// producer warpgroup and one or two consumer warpgroups issuing wgmma from shared memory); this
+// emitter specialises it on the tile config and the constant N and K, names the W rows of each tile
+// (the column order of SwiGLU and RoPE tiles), and writes the schedule the config asks for: one tile
+// per CTA, split-K, or a persistent grid walking the tiles (ping-pong consumers, or stream-K shares
+// of all k tiles). The epilogue is shared with the mma.sync GEMM (emit_gemm_epilogue.cpp).
+#include <optional>
+
+#include "codegen/emit_gemm.h"
+#include "layerjit/text.h"
+
+namespace lj {
+
+namespace {
+
+// A persistent CTA walks the tiles: the producer thread loads each tile's k tiles and moves on, the
+// consumers multiply and run the epilogue (the loop's body) for each.
+void emit_tile_loop(GemmKernel& k) {
+  SourceWriter& w = k.w;
+  const MatmulConfig& cfg = k.cfg;
+  w.line("const Gemm::Role role = Gemm::begin(lj_smem);");
+  w.line("if (role == Gemm::IDLE) return;  // the producer warpgroup but its one loading thread");
+  w.line("if (role == Gemm::PRODUCER) lj_tma_prefetch(&{}), lj_tma_prefetch(&{});", k.tx, k.tw);
+  w.line("Gemm::Pipe pipe;  // the ring position, carried from tile to tile");
+  w.line("const lj_i64 n_tiles = Gemm::tiles(M);");
+  if (cfg.stream_k) {
+    w.line("const lj_i64 total = n_tiles * Gemm::K_TILES, grid = gridDim.x;  // stream-K: all k tiles, in tile order, in grid shares");
+    w.line("const lj_i64 share_end = Gemm::share_begin(blockIdx.x + 1, total, grid);");
+    k.tile_loop.emplace(w.scope("for (lj_i64 i = Gemm::share_begin(blockIdx.x, total, grid), j = 0; i < share_end; ++j)"));
+    w.line("const lj_i64 t = i / Gemm::K_TILES;  // the share's j-th tile, k tiles [kt0, kt1) of it");
+    w.line("const int kt0 = (int)(i - t * Gemm::K_TILES);");
+    w.line("const int kt1 = share_end - t * Gemm::K_TILES < Gemm::K_TILES ? (int)(share_end - t * Gemm::K_TILES) : (int)Gemm::K_TILES;");
+    w.line("i = t * Gemm::K_TILES + kt1;");
+  } else {
+    k.tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x, j = 0; t < n_tiles; t += gridDim.x, ++j)"));  // t: the CTA's j-th tile
+  }
+  w.line("lj_i64 m0, n0;");
+  w.line("Gemm::tile_at(t, M, m0, n0);");
+}
+
+}  // namespace
+
+GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts) {
+  GemmKernel k(ctx, op, cfg, opts);
+  SourceWriter& w = k.w;
+  const Graph& g = ctx.graph();
+  emit_gemm_head(k, "gemm_wgmma.cuh", k.rope ? "#include \"layerjit/mma.cuh\"  // cp.async of the RoPE tables" : "");
+  w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
+  // 64-row tiles name every parameter up to BM (they are never persistent, ping-pong or stream-K).
+  w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", c_type(op.xt), cfg.bn,
+         cfg.stages, cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
+         cfg.pingpong ? ", /*PINGPONG*/ true" : cfg.stream_k ? ", /*PINGPONG*/ false, /*SPLIT*/ 1, /*STREAM_K*/ true" : "",
+         cfg.bm == 64 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}, /*STREAM_K*/ false, /*BM*/ 64", cfg.split_k)
+         : cfg.split_k > 1 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}", cfg.split_k) : "");
+  w.blank();
+  // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1). 64-row tiles skip it
+  // (gemm_wgmma.cuh) and, where two rings fit an SM's shared memory, ask for two CTAs per SM.
+  const bool two_per_sm = cfg.bm == 64 && 2 * (k.pipeline_smem + 1024) <= opts.max_shared_bytes + 1024;
+  begin_gemm_body(k, two_per_sm ? 2 : 1, 1024);
+  if (cfg.persistent)
+    emit_tile_loop(k);
+  else
+    emit_cta_tile(k);
+  w.comment(print_node(g, op.node));
+  if (op.glu)
+    w.line("const lj_i64 b_lo = n0 / 2, b_hi = N_OUT + n0 / 2;  // W rows: gate and up of output columns n0 / 2 ..");
+  else if (k.pairs)
+    w.line("const lj_i64 b_lo = n0 / 2 / HALF * D + n0 / 2 % HALF, b_hi = b_lo + HALF;  // W rows: both columns of pairs n0 / 2 ..");
+  else
+    w.line("const lj_i64 b_lo = n0, b_hi = n0 + {};  // W rows: the tile's two halves", cfg.bn / 2);
+  if (cfg.persistent) {
+    {
+      auto prod = w.scope("if (role == Gemm::PRODUCER)");
+      w.line("Gemm::produce(&{}, &{}, m0, b_lo, b_hi, pipe, lj_smem{});", k.tx, k.tw, cfg.stream_k ? ", kt0, kt1" : "");
+      w.line("continue;");
+    }
+    if (cfg.pingpong) {
+      auto other = w.scope("if (!Gemm::mine(j))");  // the other consumer warpgroup's tile
+      w.line("pipe.skip_tile();");
+      w.line("continue;");
+    }
+    w.line("float acc[Gemm::MI][Gemm::ACC];");
+    if (cfg.stream_k) {
+      w.line("Gemm::consume(acc, pipe, lj_smem, j, i < share_end, kt0, kt1);");
+      w.line("if (!Gemm::stream_fixup(acc, reinterpret_cast<float*>({}), t, kt0, kt1, total, grid)) continue;  // another owner finishes it",
+             k.scratch);
+    } else {
+      w.line("Gemm::consume(acc, pipe, lj_smem, j, t + gridDim.x < n_tiles);");
+    }
+  } else {
+    w.line("float acc[Gemm::MI][Gemm::ACC];");
+    w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem{})) return;  // the producer warpgroup is done", k.tx, k.tw,
+           k.split ? ", split" : "");
+    emit_split_reduce(k);
+  }
+  // The tile is staged in shared memory of its own (staging()); a ping-pong consumer stages in its
+  // half (its tile's turn j). The RoPE tables fit beside it where the ring's stages leave room.
+  GemmStaging staging;
+  staging.tile = fmt::format("Gemm::staging<{}>(lj_smem)", c_type(op.yt));
+  staging.scaled_args = cfg.pingpong ? ", j" : ", 0";
+  staging.args = cfg.pingpong ? ", j" : "";
+  staging.ring_bytes = int64_t{cfg.stages} * (cfg.bm + cfg.bn) * 128;
+  emit_gemm_epilogue(k, staging);
+  if (cfg.pingpong) w.line("Gemm::epilogue_done(j, t + gridDim.x < n_tiles);");  // at the end of the tile's body
+  return finish_gemm(k);
+}
+
+}  // namespace lj

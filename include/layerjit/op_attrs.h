@@ -1,0 +1,42 @@
+// Typed accessors of op attributes: one function per attribute, over a node's checked attribute map
+// (check_attrs has filled the defaults and verified the kinds), so no code path looks an attribute
+// up by its name. The schema table (ops/op_schema.cpp) declares the attributes and their defaults;
+// these functions are the only other place that names them. Each asserts the attribute is there: a
+// node of another op kind is an internal error.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "layerjit/attrs.h"
+#include "layerjit/types.h"
+
+namespace lj::attr {
+
+/// rope's pairing: (i, i + D/2) within each head, or (2i, 2i + 1).
+enum class RopeStyle : uint8_t { Half, Interleaved };
+/// gelu's formula: the tanh approximation, or the exact erf form ("none").
+enum class GeluApprox : uint8_t { Tanh, Erf };
+
+double eps(const Attrs& a);             ///< rms_norm, rms_scale, layer_norm
+int64_t rope_dim(const Attrs& a);       ///< rope_table: the head_dim its tables serve ("dim")
+double rope_theta(const Attrs& a);      ///< rope_table: the frequency base ("theta")
+RopeStyle rope_style(const Attrs& a);   ///< rope ("style")
+GeluApprox gelu_approx(const Attrs& a); ///< gelu ("approx")
+/// softmax, split, concat, reduce_*: the axis as written (negative counts from the end).
+int64_t axis(const Attrs& a);
+/// quantize, dequantize: the scale's axis, or nullopt for `axis = none` (one scale per tensor, or
+/// per row where a dynamic quantize computes it).
+std::optional<int64_t> scale_axis(const Attrs& a);
+bool causal(const Attrs& a);                 ///< attention
+bool returns_lse(const Attrs& a);            ///< attention ("lse"): a log-sum-exp result too
+std::optional<double> scale(const Attrs& a); ///< attention: nullopt where unset (1/sqrt(head_dim))
+DType dtype(const Attrs& a);                 ///< cast, quantize, dequantize: the result's dtype
+std::optional<DType> out_dtype(const Attrs& a);  ///< matmul: nullopt where unset (x's dtype)
+Shape shape(const Attrs& a);                 ///< reshape
+std::vector<int64_t> perm(const Attrs& a);   ///< transpose
+std::vector<int64_t> sizes(const Attrs& a);  ///< split
+bool keepdim(const Attrs& a);                ///< reduce_*
+
+}  // namespace lj::attr
