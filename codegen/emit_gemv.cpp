@@ -6,7 +6,8 @@
 // lane 0 rounds to the output dtype once. M is usually a run-time symbol (T or B): the kernel loops
 // over chunks of MT rows, re-reading W once per chunk, so any M is correct but only small M (decode,
 // M <= 16) is fast; large M belongs to the tensor-core (mma.sync) GEMM, which reads W once per tile
-// of M instead.
+// of M instead. The main loop is the lj_gemv_pass template (templates/layerjit/gemv.cuh); this
+// emitter specialises it and writes the row addressing and the epilogue.
 #include <algorithm>
 
 #include "codegen/emit_matmul.h"
@@ -38,8 +39,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   const int mt = rows.symbols.empty() ? static_cast<int>(std::clamp<int64_t>(rows.constant, 1, cfg.rows_per_pass)) : cfg.rows_per_pass;
   const int warps = static_cast<int>(std::min<int64_t>(cfg.warps, units));
   const int threads = warps * 32;
-  const int64_t step = int64_t{32} * vec * unroll;
-  const bool k_tail = K % step != 0;
+  const int64_t step = int64_t{32} * vec * unroll;  // elements of a row one warp reads per iteration
 
   ctx.add_group_params();
   const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = rope ? "" : ctx.buffer_param(op.out, true);
@@ -49,7 +49,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
 
   SourceWriter w;
   ctx.header_comment(w);
-  w.line("#include \"layerjit/vec.cuh\"");
+  w.line("#include \"layerjit/gemv.cuh\"");
   w.line("#include \"layerjit/reduce.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
@@ -61,50 +61,12 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
            op.rope_interleaved ? "pairs (2i, 2i + 1)" : "pairs (i, i + HALF)");
   } else
     w.line("constexpr lj_i64 N = {};  // output columns: rows of %{}", N, wn);
-  w.line("constexpr lj_i64 K = {};  // reduction length", K);
+  w.line("constexpr lj_i64 K = {};  // reduction length{}", K,
+         K % step != 0 ? fmt::format(" (a tail of {} past the last whole 32 V U elements)", K % step) : "");
   w.line("constexpr int MT = {};  // rows of %{} per pass over %{}: fp32 accumulators per lane", mt, xn, wn);
   w.line("constexpr int V = {};  // elements per load ({} bytes)", vec, vec * widest);
   w.line("constexpr int U = {};  // loads of %{} in flight per lane", unroll, wn);
   w.line("constexpr int WARPS = {};  // {} per CTA: one per warp", warps, rope ? "column pairs" : "columns");
-  w.line("constexpr lj_i64 STEP = 32LL * V * U;  // elements of a row one warp reads per iteration");
-  w.line("constexpr lj_i64 K_MAIN = K / STEP * STEP;  // the part of each row read without masking");
-  w.line("typedef lj_pack<{}, V> XPack;", tx);
-  w.line("typedef lj_pack<{}, V> WPack;", tw);
-  w.blank();
-  w.comment("One pass over this warp's row of %" + wn + " for R (<= MT) rows of %" + xn + ":");
-  w.comment("lane-strided V-wide loads, U of them issued before any is used, fp32 FMAs.");
-  w.comment("Leaves each lane's partial sums in acc[0..R).");
-  {
-    w.line("template <int R>");
-    auto fn = w.scope(fmt::format("__device__ __forceinline__ void lj_gemv_pass(const {}* __restrict__ w_row, const {}* __restrict__ x,\n"
-                                  "                                             const lj_i64 (&x_row)[MT], const int lane, float (&acc)[MT])",
-                                  tw, tx));
-    w.line("#pragma unroll");
-    w.line("for (int i = 0; i < MT; ++i) acc[i] = 0.f;");
-    {
-      auto loop = w.scope("for (lj_i64 k0 = lane * V; k0 < K_MAIN; k0 += STEP)");
-      w.line("WPack wv[U];");
-      w.line("#pragma unroll");
-      w.line("for (int u = 0; u < U; ++u) wv[u] = *reinterpret_cast<const WPack*>(w_row + k0 + u * 32 * V);");
-      w.line("#pragma unroll");
-      auto u_loop = w.scope("for (int u = 0; u < U; ++u)");
-      w.line("#pragma unroll");
-      auto i_loop = w.scope("for (int i = 0; i < R; ++i)");
-      w.line("const XPack xv = *reinterpret_cast<const XPack*>(x + x_row[i] + k0 + u * 32 * V);");
-      w.line("#pragma unroll");
-      w.line("for (int j = 0; j < V; ++j) acc[i] = fmaf(lj_to_float(xv.v[j]), lj_to_float(wv[u].v[j]), acc[i]);");
-    }
-    if (k_tail) {
-      w.comment(fmt::format("Tail: the last {} elements of each row, one V-wide load per lane and step.", K % step));
-      auto loop = w.scope("for (lj_i64 k = K_MAIN + lane * V; k < K; k += 32 * V)");
-      w.line("const WPack wv = *reinterpret_cast<const WPack*>(w_row + k);");
-      w.line("#pragma unroll");
-      auto i_loop = w.scope("for (int i = 0; i < R; ++i)");
-      w.line("const XPack xv = *reinterpret_cast<const XPack*>(x + x_row[i] + k);");
-      w.line("#pragma unroll");
-      w.line("for (int j = 0; j < V; ++j) acc[i] = fmaf(lj_to_float(xv.v[j]), lj_to_float(wv.v[j]), acc[i]);");
-    }
-  }
   w.blank();
   {
     auto fn = w.scope(ctx.signature(threads));
@@ -140,11 +102,11 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     {
       auto sw = w.scope("switch (rows)");
       for (int r = 1; r <= mt; ++r) {
+        const std::string pass = fmt::format("lj_gemv_pass<{}, {}, MT, V, U, K, {}>", tw, tx, r);
         if (two_rows)
-          w.line("case {}: lj_gemv_pass<{}>(w_row, {}, x_row, lane, acc); lj_gemv_pass<{}>(w_up, {}, x_row, lane, acc_up); break;", r,
-                 r, px, r, px);
+          w.line("case {}: {}(w_row, {}, x_row, lane, acc); {}(w_up, {}, x_row, lane, acc_up); break;", r, pass, px, pass, px);
         else
-          w.line("case {}: lj_gemv_pass<{}>(w_row, {}, x_row, lane, acc); break;", r, r, px);
+          w.line("case {}: {}(w_row, {}, x_row, lane, acc); break;", r, pass, px);
       }
     }
     w.line("#pragma unroll");
