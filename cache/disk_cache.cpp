@@ -267,7 +267,9 @@ StoreResult DiskCache::store(const KeyComponents& components, std::string_view c
   m.format_version = components.format_version;
   m.layerjit_version = std::string(layerjit_version());
   m.created_unix = now_unix();
-  m.cubin = {payload_name(r.key, ".cubin"), cubin.size(), checksum(cubin)};
+  // A compute_XY entry's image is PTX text (a PTX-only compile, or a kernel's PTX beside its cubin).
+  const bool ptx = components.arch.rfind("compute_", 0) == 0;
+  m.cubin = {payload_name(r.key, ptx ? ".ptx" : ".cubin"), cubin.size(), checksum(cubin)};
   m.source = {payload_name(r.key, ".cu"), components.source.size(), checksum(components.source)};
 
   const int sfd = shard.get();

@@ -12,7 +12,8 @@ namespace lj::cache {
 namespace {
 
 // Empty today: no stage reads an environment variable that changes generated code. The variables
-// that exist (LAYERJIT_JOBS, LAYERJIT_LIBCUDA, LAYERJIT_SYNC_LAUNCHES) change how many compiles run
+// that exist (LAYERJIT_COMPILE_JOBS, LAYERJIT_COMPILE_WORKER, LAYERJIT_COMPILE_TIMEOUT, LAYERJIT_LIBCUDA,
+// LAYERJIT_SYNC_LAUNCHES) change how many compiles run
 // at once, which libcuda is loaded and how launches synchronise, never the bytes NVRTC produces, so
 // they are deliberately absent. A codegen or NVRTC knob read from the environment gets a row here
 // (name, what it changes) and is read with code_env(); the key picks it up with no other change.

@@ -173,7 +173,9 @@ std::optional<Manifest> manifest_from_json(std::string_view text, std::string& e
   m.info.compile_seconds = seconds->get<double>();
   if (!r.optional_int("registers", m.info.registers) || !r.optional_int("spill_bytes", m.info.spill_bytes))
     return std::nullopt;
-  if (!read_payload(j, "cubin", m.key, ".cubin", m.cubin, error) ||
+  // The image of a compute_XY entry is PTX (disk_cache.cpp names it so).
+  const std::string_view image_ext = m.arch.rfind("compute_", 0) == 0 ? ".ptx" : ".cubin";
+  if (!read_payload(j, "cubin", m.key, image_ext, m.cubin, error) ||
       !read_payload(j, "source", m.key, ".cu", m.source, error))
     return std::nullopt;
   return m;

@@ -1,5 +1,8 @@
 #include "jit/compile_kernels.h"
 
+#include <mutex>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "codegen/device_headers.h"
@@ -31,61 +34,110 @@ cache::KeyComponents key_components(const rt::CompileJob& job) {
   return c;
 }
 
+namespace {
+
+// The PTX-only twin of a cubin job: NVRTC's text for it is the cubin compile's PTX, so the cache
+// keeps a kernel's PTX under this job's key (arch compute_XY) beside its cubin.
+rt::CompileJob ptx_job(rt::CompileJob job) {
+  job.target.ptx_only = true;
+  job.options.want_ptx = false;
+  return job;
+}
+
+}  // namespace
+
 std::vector<rt::Result<CompiledKernel>> compile_jobs(std::span<const rt::CompileJob> jobs, std::span<const std::string> names,
                                                      const KernelCompileOptions& options) {
   std::vector<rt::Result<CompiledKernel>> out(jobs.size(), rt::Error{"not compiled"});
-  std::vector<cache::KeyComponents> comps(jobs.size());
-  // NVRTC work: the cubin (and PTX) of a miss, or only the PTX of a hit.
-  std::vector<rt::CompileJob> todo;
-  std::vector<size_t> todo_of;
-  std::vector<bool> ptx_of_hit;
+  // What NVRTC must still do: the cubin (and PTX) of a miss, or only the PTX of a cubin hit whose
+  // PTX is not cached either. A PTX-only target's image is its PTX, cached under its own key.
+  struct Todo {
+    size_t index;
+    rt::CompileJob job;
+    bool ptx_of_hit = false;             // the cubin came from the cache: this compile is for its PTX
+    cache::KeyComponents store;          // what the result is stored under (cubin, or PTX-only image)
+    std::optional<cache::KeyComponents> store_ptx;  // and the PTX of a cubin compile, under its twin's key
+  };
+  std::vector<Todo> todo;
+  auto cached = [&](const cache::KeyComponents& c) -> std::optional<std::string> {
+    cache::LoadResult r = options.cache->get(cache::compute_key(c));
+    if (r.status != cache::LoadStatus::kHit) return std::nullopt;
+    return r.entry->cubin;
+  };
   for (size_t i = 0; i < jobs.size(); ++i) {
     rt::CompileJob job = jobs[i];
-    job.options.want_ptx = job.options.want_ptx || options.want_ptx;
+    job.options.want_ptx = (job.options.want_ptx || options.want_ptx) && !job.target.ptx_only;
     CompiledKernel c;
-    if (options.cache) {
-      comps[i] = key_components(jobs[i]);  // want_ptx changes nothing NVRTC is told for the cubin
-      c.key = cache::compute_key(comps[i]);
-      if (!job.target.ptx_only) {
-        cache::LoadResult r = options.cache->get(c.key);
-        if (r.status == cache::LoadStatus::kHit) {
-          c.cache_hit = true;
-          c.program.target = job.target;
-          c.program.cubin = r.entry->cubin;
-          c.program.options = comps[i].options;
+    c.program.target = job.target;
+    if (!options.cache) {
+      out[i] = std::move(c);
+      todo.push_back(Todo{i, std::move(job)});
+      continue;
+    }
+    const cache::KeyComponents comps = key_components(jobs[i]);  // want_ptx changes nothing NVRTC is told for the cubin
+    c.key = cache::compute_key(comps);
+    c.program.options = comps.options;
+    if (std::optional<std::string> image = cached(comps)) {
+      c.cache_hit = true;
+      (job.target.ptx_only ? c.program.ptx : c.program.cubin) = std::move(*image);
+      if (job.options.want_ptx) {
+        rt::CompileJob pj = ptx_job(job);
+        cache::KeyComponents pc = key_components(pj);
+        if (std::optional<std::string> ptx = cached(pc)) {
+          c.program.ptx = std::move(*ptx);
+        } else {
           out[i] = std::move(c);
-          if (job.options.want_ptx) {
-            job.target.ptx_only = true;
-            job.options.want_ptx = false;
-            todo.push_back(std::move(job));
-            todo_of.push_back(i);
-            ptx_of_hit.push_back(true);
-          }
+          todo.push_back(Todo{i, std::move(pj), true, std::move(pc)});
           continue;
         }
       }
+      out[i] = std::move(c);
+      continue;
     }
     out[i] = std::move(c);
-    todo.push_back(std::move(job));
-    todo_of.push_back(i);
-    ptx_of_hit.push_back(false);
+    Todo t{i, job, false, comps};
+    if (job.options.want_ptx) t.store_ptx = key_components(ptx_job(job));
+    todo.push_back(std::move(t));
   }
-  auto compiled = rt::compile_parallel(todo, options.workers);
-  for (size_t t = 0; t < todo.size(); ++t) {
-    const size_t i = todo_of[t];
-    if (!compiled[t].ok()) {
-      out[i] = ptx_of_hit[t] ? rt::Error{fmt::format("the PTX-only compile (its cubin came from the cache) failed:\n{}", compiled[t].message())}
-                             : compiled[t].status();
+  // Progress: the hits are done now; each compile as it finishes (serialised here).
+  std::mutex progress_mutex;
+  size_t finished = 0;
+  auto report = [&](size_t i, bool hit, bool ok, double seconds) {
+    if (!options.progress) return;
+    std::lock_guard<std::mutex> lock(progress_mutex);
+    options.progress(CompileProgress{++finished, jobs.size(), names[i], hit, ok, seconds});
+  };
+  {
+    std::vector<bool> pending(jobs.size(), false);
+    for (const Todo& t : todo) pending[t.index] = true;
+    for (size_t i = 0; i < jobs.size(); ++i)
+      if (!pending[i]) report(i, true, true, 0);
+  }
+  std::vector<rt::CompileJob> batch;
+  for (const Todo& t : todo) batch.push_back(t.job);
+  auto compiled = rt::compile_parallel(batch, options.workers, [&](size_t n, const rt::Result<rt::CompiledProgram>& r) {
+    report(todo[n].index, todo[n].ptx_of_hit, r.ok(), r.ok() ? r->seconds : 0);
+  });
+  for (size_t n = 0; n < todo.size(); ++n) {
+    const Todo& t = todo[n];
+    const size_t i = t.index;
+    if (!compiled[n].ok()) {
+      out[i] = t.ptx_of_hit ? rt::Error{fmt::format("the PTX-only compile (its cubin came from the cache) failed:\n{}", compiled[n].message())}
+                            : compiled[n].status();
       continue;
     }
-    if (ptx_of_hit[t]) {
-      out[i]->program.ptx = std::move(compiled[t]->ptx);
+    rt::CompiledProgram& p = *compiled[n];
+    const cache::KernelInfo info{names[i], p.seconds, {}, {}};
+    if (t.ptx_of_hit) {
+      if (options.cache) options.cache->put(t.store, p.ptx, info);
+      out[i]->program.ptx = std::move(p.ptx);
       continue;
     }
-    out[i]->program = std::move(*compiled[t]);
-    const rt::CompiledProgram& p = out[i]->program;
-    if (options.cache && !p.cubin.empty())
-      options.cache->put(comps[i], p.cubin, cache::KernelInfo{names[i], p.seconds, {}, {}});
+    if (options.cache) {
+      if (!p.image().empty()) options.cache->put(t.store, p.image(), info);
+      if (t.store_ptx && !p.ptx.empty()) options.cache->put(*t.store_ptx, p.ptx, info);
+    }
+    out[i]->program = std::move(p);
   }
   return out;
 }
@@ -101,7 +153,8 @@ std::vector<rt::Result<CompiledKernel>> compile_kernels(std::span<const Generate
   auto out = compile_jobs(jobs, names, options);
   for (size_t i = 0; i < out.size(); ++i)
     if (!out[i].ok())
-      out[i] = rt::Error{fmt::format("fusion group {} ({}) failed to compile for {}:\n{}", kernels[i].group, kernels[i].name,
+      out[i] = rt::Error{fmt::format("fusion group {} ({}{}) failed to compile for {}:\n{}", kernels[i].group, kernels[i].name,
+                                     kernels[i].config.empty() ? "" : fmt::format(", config '{}'", kernels[i].config),
                                      jobs[i].target.name(), out[i].message())};
   return out;
 }

@@ -85,6 +85,7 @@ rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const 
   for (const CompiledGroup& cg : out.groups) kernels.push_back(cg.kernel);
   KernelCompileOptions ko;
   ko.want_ptx = o.want_ptx;
+  ko.progress = o.progress;
   std::optional<cache::KernelCache> own;
   if (o.use_cache) {
     if (!o.cache) own.emplace(cache::DiskCache::open(cache::cache_options_from_env()));

@@ -43,6 +43,8 @@ struct PlanCompileOptions {
   std::optional<int> only_group;
   /// Groups without a kernel generator are listed in CompiledPlan::not_generated; false: a UserError.
   bool skip_ungenerated = false;
+  /// Hears of each kernel as it finishes compiling (KernelCompileOptions::progress).
+  std::function<void(const CompileProgress&)> progress;
 };
 
 /// Where a kernel's config came from.

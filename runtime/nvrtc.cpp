@@ -1,6 +1,8 @@
 // NVRTC compilation, target choice, log mapping and the parallel compile pool (see nvrtc.h).
 #include "runtime/nvrtc.h"
 
+#include "runtime/compile_workers.h"
+
 #include <nvrtc.h>
 
 #include <algorithm>
@@ -236,6 +238,13 @@ std::string map_compile_log(std::string_view log, std::string_view source, std::
   return out;
 }
 
+namespace {
+std::atomic<int64_t> g_compiles{0};  // nvrtcCompileProgram calls in this process
+}  // namespace
+
+int64_t nvrtc_compile_count() { return g_compiles.load(std::memory_order_relaxed); }
+void add_worker_compiles(int64_t n) { g_compiles.fetch_add(n, std::memory_order_relaxed); }
+
 Result<CompiledProgram> compile(std::string_view source, const CompileOptions& options, const Target& target) {
   // Header lists: the embedded layerjit device headers, then the caller's.
   std::vector<const char*> header_texts;
@@ -261,6 +270,7 @@ Result<CompiledProgram> compile(std::string_view source, const CompileOptions& o
   for (const std::string& o : out.options) argv.push_back(o.c_str());
 
   const auto start = std::chrono::steady_clock::now();
+  g_compiles.fetch_add(1, std::memory_order_relaxed);
   const nvrtcResult r = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
@@ -295,8 +305,11 @@ int default_compile_workers() {
   return static_cast<int>(std::clamp(hw, 1u, 8u));
 }
 
-std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers) {
-  if (workers <= 0) workers = default_compile_workers();
+std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers, const CompileDone& done) {
+  WorkerSettings settings = worker_settings_from_env();
+  if (workers > 0) settings.jobs = workers;
+  if (!settings.path.empty() && !jobs.empty()) return compile_in_workers(jobs, settings, done);
+  workers = settings.jobs > 0 ? settings.jobs : default_compile_workers();
   workers = std::min<int>(workers, static_cast<int>(jobs.size()));
   std::vector<std::optional<Result<CompiledProgram>>> slots(jobs.size());
   std::atomic<size_t> next{0};
@@ -304,6 +317,7 @@ std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1)) {
       slots[i].emplace(compile(jobs[i].source, jobs[i].options, jobs[i].target));
+      if (done) done(i, *slots[i]);
     }
   };
   std::vector<std::thread> threads;

@@ -3,6 +3,7 @@
 // NVRTC needs no GPU, so everything here runs in CPU-only CI.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,11 @@ std::vector<std::string> nvrtc_options(const CompileOptions& options, const Targ
 /// Compiles `source` for `target`. On failure the error holds, for each NVRTC error, the program
 /// name and line, the enclosing kernel's name and three lines of source either side, then the raw log.
 Result<CompiledProgram> compile(std::string_view source, const CompileOptions& options, const Target& target);
+/// NVRTC compiles this process has made or had its compile workers make (compile_workers.h): what
+/// a warm path must leave unchanged.
+int64_t nvrtc_compile_count();
+/// For compile_workers.cpp: `n` compiles a worker ran.
+void add_worker_compiles(int64_t n);
 
 /// The SM versions this NVRTC can compile for (nvrtcGetSupportedArchs), ascending.
 Result<std::vector<int>> supported_archs();
@@ -101,8 +107,11 @@ struct CompileJob {
 };
 /// The default number of compile workers: min(hardware threads, 8).
 int default_compile_workers();
-/// Compiles independent jobs on a bounded pool of threads (workers <= 0: the default); results are
-/// in job order.
-std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers = 0);
+/// Called as each job finishes, from whichever thread finished it (serialise in the callback).
+using CompileDone = std::function<void(size_t job, const Result<CompiledProgram>& result)>;
+/// Compiles independent jobs: in worker processes where the worker is found (compile_workers.h),
+/// else on a bounded pool of threads (workers <= 0: LAYERJIT_COMPILE_JOBS, else the default);
+/// results are in job order. `done` (optional) hears of each job as it finishes.
+std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers = 0, const CompileDone& done = {});
 
 }  // namespace lj::rt

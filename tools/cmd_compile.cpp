@@ -2,10 +2,11 @@
 // every kernel of each graph's fusion plan and writes, per kernel, the .cu source, .ptx and .cubin,
 // plus a manifest.json describing the kernels, their parameters and launch rules.
 //
-// Cubins go through the kernel cache, which holds cubins but not PTX. A kernel the cache lacks is
-// compiled once for both; a cached kernel skips NVRTC for its cubin and gets its PTX from a PTX-only
-// compile for the compute_XY target (no ptxas), whose text NVRTC makes identical to the PTX of the
-// cubin compile, so a warm run writes the same files as a cold one.
+// Cubins and PTX go through the kernel cache (the PTX under the key of the kernel's compute_XY
+// twin). A kernel the cache lacks is compiled once for both; a cached one is read, so a warm run
+// writes the same files as a cold one with no NVRTC call. A cubin cached without its PTX (by `run`,
+// say) gets it from a PTX-only compile (no ptxas), whose text NVRTC makes identical to the cubin
+// compile's, stored for next time.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,23 +15,27 @@
 
 #include "cache/location.h"
 #include "runtime/context.h"
+#include "runtime/nvrtc.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
 
 const char* const kCompileUsage =
-    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--no-fuse]\n"
+    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--no-fuse] [--quiet]\n"
     "\n"
     "Generates the kernels of every fusion group of each graph (default: the built-in Llama-3-8B layer)\n"
     "and compiles them with NVRTC for --arch (default sm_90; no GPU needed), in parallel, through the\n"
     "kernel cache (`layerjit cache`): a kernel compiled before loads its cubin from the cache. Writes\n"
     "DIR/<kernel>.cu, .ptx and .cubin for every kernel and DIR/manifest.json (kernels, files,\n"
     "parameters, launch rules, cache hits, compile times, and the groups whose kernel generators are\n"
-    "not written yet). The cache keeps cubins only, so the PTX of a cached kernel comes from a\n"
-    "PTX-only NVRTC compile (no ptxas), identical to the PTX of its cubin compile.\n"
+    "not written yet). The cache keeps the PTX beside each cubin, so a second run makes no NVRTC call;\n"
+    "the summary line counts the NVRTC compiles made. NVRTC runs in layerjit-compile-worker processes\n"
+    "where that binary sits beside this one (LAYERJIT_COMPILE_WORKER, _JOBS, _TIMEOUT: docs/cache.md).\n"
     "On a machine whose GPU is the --arch target, the kernels are those `layerjit run` launches there:\n"
     "chosen for its SM count and shared memory, with `layerjit tune`'s stored winners for the --bind\n"
-    "sizes (manifest.json names each kernel's config and where it came from).\n";
+    "sizes (manifest.json names each kernel's config and where it came from).\n"
+    "Each kernel NVRTC compiles prints a progress line to stderr as it finishes (@graph [k/N], its time;\n"
+    "the cache's kernels count as done at once); --quiet leaves only the summary line.\n";
 
 namespace {
 void write_file(const std::filesystem::path& p, const std::string& text) {
@@ -83,10 +88,13 @@ int cmd_compile(const std::vector<std::string>& args) {
   FusionOptions fo;
   std::string arch = "sm_90";
   std::optional<std::string> dir;
+  bool quiet = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--no-fuse") {
       fo.fuse = false;
+    } else if (a == "--quiet") {
+      quiet = true;
     } else if (a == "--emit" || a == "--arch") {
       if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
       if (a == "--emit") dir = args[++i];
@@ -112,6 +120,13 @@ int cmd_compile(const std::vector<std::string>& args) {
   po.hint = o.bindings;  // --bind picks each matmul's kernel (GEMV for a few rows, else the GEMM)
   po.want_ptx = true;
   po.skip_ungenerated = true;
+  std::string graph_name;  // the graph being compiled, for its progress lines
+  if (!quiet)
+    po.progress = [&graph_name](const jit::CompileProgress& p) {
+      if (p.cache_hit) return;  // counted in [k/N]; the summary says how many
+      std::fprintf(stderr, "  @%s [%zu/%zu] %s %s (%.2f s)\n", graph_name.c_str(), p.done, p.total, p.name.c_str(),
+                   p.ok ? "compiled" : "FAILED", p.seconds);
+    };
   cache::KernelCache kcache(cache::DiskCache::open(cache::cache_options_from_env()));
   po.cache = &kcache;  // one memory layer for every graph of the module
   nlohmann::json manifest = {{"arch", target.target.name()}, {"nvrtc", rt::nvrtc_version()}, {"fused", fo.fuse}};
@@ -119,7 +134,9 @@ int cmd_compile(const std::vector<std::string>& args) {
   nlohmann::json skipped = nlohmann::json::array();
   size_t kernels = 0, hits = 0;
   double wall = 0;
+  const int64_t nvrtc_before = rt::nvrtc_compile_count();
   for (const Graph& source : m.graphs) {
+    graph_name = source.name();
     const Lowered l = jit::plan(source, fo, o.bindings);
     const Graph& g = *l.graph;
     auto compiled = jit::compile_plan(target, g, l.plan, po);
@@ -156,10 +173,10 @@ int cmd_compile(const std::vector<std::string>& args) {
   manifest["kernels"] = list;
   manifest["not_generated"] = skipped;
   write_file(std::filesystem::path(*dir) / "manifest.json", manifest.dump(2) + "\n");
-  // Every kernel from the cache gets its PTX from a PTX-only compile (compile_kernels' want_ptx).
-  std::printf("%zu kernels for %s in %.2f s (%zu from the cache, %zu compiled; PTX-only compiles for %zu) into %s (%zu "
+  std::printf("%zu kernels for %s in %.2f s (%zu from the cache, %zu compiled; %lld NVRTC compiles) into %s (%zu "
               "groups without a generator yet: see manifest.json)\n",
-              kernels, target.target.name().c_str(), wall, hits, kernels - hits, hits, dir->c_str(), skipped.size());
+              kernels, target.target.name().c_str(), wall, hits, kernels - hits,
+              static_cast<long long>(rt::nvrtc_compile_count() - nvrtc_before), dir->c_str(), skipped.size());
   return kExitOk;
 }
 

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # compile_cache.sh LAYERJIT WORKDIR: `layerjit compile` twice into a fresh cache. The first run
-# compiles every kernel; the second loads every cubin from the cache and makes only the PTX, which
-# the cache does not hold. Both runs write .cu, .ptx and .cubin for every kernel, byte-identical.
+# compiles every kernel (20 NVRTC compiles, in worker processes: the CLI finds
+# layerjit-compile-worker beside it); the second reads every cubin and PTX from the cache and makes
+# no NVRTC call. Both runs write .cu, .ptx and .cubin for every kernel, byte-identical. A third run
+# in-process (LAYERJIT_COMPILE_WORKER=off) into a fresh cache writes the same bytes.
 set -euo pipefail
 lj="$1"; work="$2"
 rm -rf "$work"; mkdir -p "$work"
 export LAYERJIT_CACHE_DIR="$work/cache"
-cold=$("$lj" compile --arch sm_90a --emit "$work/cold")
+cold=$("$lj" compile --arch sm_90a --emit "$work/cold" 2>"$work/cold.err")
+cat "$work/cold.err"
+# A progress line per compiled kernel as each finishes, @graph [k/N]: 20 of them, 10 per graph.
+test "$(grep -Ec '^  @llama3_8b_(prefill|decode) \[[0-9]+/10\] lj_llama3_8b_[a-z_0-9]+ compiled \([0-9.]+ s\)$' "$work/cold.err")" -eq 20
+test "$(grep -c ' \[10/10\] ' "$work/cold.err")" -eq 2
 echo "$cold"
-grep -Eq '^20 kernels for sm_90a in [0-9.]+ s \(0 from the cache, 20 compiled; PTX-only compiles for 0\)' <<<"$cold" || { echo "cold run did not compile everything at once"; exit 1; }
-warm=$("$lj" compile --arch sm_90a --emit "$work/warm")
+grep -Eq '^20 kernels for sm_90a in [0-9.]+ s \(0 from the cache, 20 compiled; 20 NVRTC compiles\)' <<<"$cold" || { echo "cold run did not compile everything at once"; exit 1; }
+warm=$("$lj" compile --arch sm_90a --emit "$work/warm" 2>"$work/warm.err")
+test ! -s "$work/warm.err"  # nothing compiled, nothing to report
 echo "$warm"
-grep -Eq '^20 kernels for sm_90a in [0-9.]+ s \(20 from the cache, 0 compiled; PTX-only compiles for 20\)' <<<"$warm" || { echo "warm run missed the cache"; exit 1; }
+grep -Eq '^20 kernels for sm_90a in [0-9.]+ s \(20 from the cache, 0 compiled; 0 NVRTC compiles\)' <<<"$warm" || { echo "warm run missed the cache"; exit 1; }
 grep -q '"cache": "hit"' "$work/warm/manifest.json"
 # Every kernel of the manifest has its three files, in both runs, with the same bytes.
 kernels=$(grep -o '"kernel": "[^"]*"' "$work/cold/manifest.json" | cut -d'"' -f4)
@@ -22,6 +29,11 @@ for k in $kernels; do
     cmp "$work/cold/$k.$ext" "$work/warm/$k.$ext"
   done
   grep -q "\"$k.ptx\"" "$work/cold/manifest.json"
+done
+LAYERJIT_CACHE_DIR="$work/cache2" LAYERJIT_COMPILE_WORKER=off "$lj" compile --quiet --arch sm_90a --emit "$work/inproc" >/dev/null 2>"$work/quiet.err"
+test ! -s "$work/quiet.err"  # --quiet: the summary line only
+for k in $kernels; do
+  for ext in cu ptx cubin; do cmp "$work/cold/$k.$ext" "$work/inproc/$k.$ext"; done
 done
 grep -q 'ld.global' "$work/warm/lj_llama3_8b_prefill_g7_row_reduce.ptx"
 grep -q '^\.target sm_90a' "$work/warm/lj_llama3_8b_prefill_g7_row_reduce.ptx"

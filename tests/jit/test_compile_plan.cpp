@@ -13,6 +13,7 @@
 #include "jit/compile_plan.h"
 #include "jit/tuned_config.h"
 #include "layerjit/text.h"
+#include "runtime/nvrtc.h"
 
 using namespace lj;
 
@@ -149,8 +150,10 @@ TEST_CASE("compile_plan: a second compile takes every cubin from the cache and s
   auto cold = jit::compile_plan(*t, *l.graph, l.plan, o);
   REQUIRE(cold.ok());
   CHECK(cold->cache_hits == 0);
+  const int64_t nvrtc_before_warm = rt::nvrtc_compile_count();
   auto warm = jit::compile_plan(*t, *l.graph, l.plan, o);
   REQUIRE(warm.ok());
+  CHECK(rt::nvrtc_compile_count() == nvrtc_before_warm);  // the warm path reads files only: cubins and PTX
   CHECK(warm->cache_hits == static_cast<int>(warm->groups.size()));
   for (size_t i = 0; i < warm->groups.size(); ++i) {
     const jit::CompiledKernel& a = cold->groups[i].compiled;
@@ -167,6 +170,74 @@ TEST_CASE("compile_plan: a second compile takes every cubin from the cache and s
   REQUIRE(fresh.ok());
   CHECK(fresh->cache_hits == 0);
   CHECK(fresh->groups[0].compiled.program.cubin == cold->groups[0].compiled.program.cubin);
+}
+
+TEST_CASE("compile_plan: progress hears of every kernel once, in order of finishing, hits at once", "[jit]") {
+  ScopedCacheDir cache_dir;
+  const Graph g = parse_module(kProjection).graphs.at(0);
+  const Lowered l = jit::plan(g, {}, rows(3));
+  auto t = jit::JitTarget::of_arch("sm_80");
+  REQUIRE(t.ok());
+  jit::PlanCompileOptions o;
+  o.hint = rows(3);
+  std::vector<jit::CompileProgress> heard;
+  o.progress = [&](const jit::CompileProgress& p) { heard.push_back(p); };
+  auto cold = jit::compile_plan(*t, *l.graph, l.plan, o);
+  REQUIRE(cold.ok());
+  REQUIRE(heard.size() == cold->groups.size());
+  for (size_t i = 0; i < heard.size(); ++i) {
+    CHECK(heard[i].done == i + 1);
+    CHECK(heard[i].total == heard.size());
+    CHECK(heard[i].ok);
+    CHECK(!heard[i].cache_hit);
+    CHECK(heard[i].seconds > 0);
+  }
+  CHECK(heard[0].name == cold->groups[0].kernel.name);  // one kernel here: its name
+  heard.clear();
+  auto warm = jit::compile_plan(*t, *l.graph, l.plan, o);
+  REQUIRE(warm.ok());
+  REQUIRE(heard.size() == warm->groups.size());
+  for (const jit::CompileProgress& p : heard) CHECK(p.cache_hit);
+}
+
+TEST_CASE("compile_plan: the PTX of a cubin cached without it is compiled once, then read from the cache", "[jit]") {
+  ScopedCacheDir cache_dir;
+  const Graph g = parse_module(kProjection).graphs.at(0);
+  const Lowered l = jit::plan(g, {}, rows(5));
+  auto t = jit::JitTarget::of_arch("sm_90");
+  REQUIRE(t.ok());
+  jit::PlanCompileOptions o;
+  o.hint = rows(5);
+  auto cubins = jit::compile_plan(*t, *l.graph, l.plan, o);  // no PTX asked for: none cached
+  REQUIRE(cubins.ok());
+  const int64_t groups = static_cast<int64_t>(cubins->groups.size());
+  o.want_ptx = true;
+  int64_t before = rt::nvrtc_compile_count();
+  auto first = jit::compile_plan(*t, *l.graph, l.plan, o);
+  REQUIRE(first.ok());
+  CHECK(rt::nvrtc_compile_count() == before + groups);  // one PTX-only compile per kernel, no cubin
+  CHECK(first->cache_hits == groups);
+  before = rt::nvrtc_compile_count();
+  auto second = jit::compile_plan(*t, *l.graph, l.plan, o);
+  REQUIRE(second.ok());
+  CHECK(rt::nvrtc_compile_count() == before);
+  for (size_t i = 0; i < second->groups.size(); ++i) {
+    CHECK(!second->groups[i].compiled.program.ptx.empty());
+    CHECK(second->groups[i].compiled.program.ptx == first->groups[i].compiled.program.ptx);
+  }
+  // A PTX-only target (a GPU newer than NVRTC) is cached too: its image is the PTX.
+  jit::JitTarget ptx_target = *t;
+  ptx_target.target.ptx_only = true;  // compute_90, as choose_target picks for such a GPU
+  o.want_ptx = false;
+  auto jit_ptx = jit::compile_plan(ptx_target, *l.graph, l.plan, o);
+  REQUIRE(jit_ptx.ok());
+  before = rt::nvrtc_compile_count();
+  auto jit_ptx_again = jit::compile_plan(ptx_target, *l.graph, l.plan, o);
+  REQUIRE(jit_ptx_again.ok());
+  CHECK(rt::nvrtc_compile_count() == before);
+  CHECK(jit_ptx_again->cache_hits == groups);
+  CHECK(jit_ptx_again->groups[0].compiled.program.image() == jit_ptx->groups[0].compiled.program.image());
+  CHECK(jit_ptx_again->groups[0].compiled.program.image().find(".target sm_90") != std::string::npos);
 }
 
 TEST_CASE("compile_plan: a group without a kernel generator is an error naming it, or listed when skipped", "[jit]") {
