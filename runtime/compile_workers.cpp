@@ -12,11 +12,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "runtime/compile_pool.h"
 #include "runtime/compile_wire.h"
 
 extern char** environ;
@@ -171,26 +173,11 @@ WorkerSettings worker_settings_from_env(std::string* error) {
 }
 
 std::vector<Result<CompiledProgram>> compile_in_workers(std::span<const CompileJob> jobs, const WorkerSettings& s, const CompileDone& done) {
-  int n = s.jobs > 0 ? s.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  n = std::min<int>(n, static_cast<int>(jobs.size()));
-  std::vector<std::optional<Result<CompiledProgram>>> slots(jobs.size());
-  std::atomic<size_t> next{0};
+  const int n = s.jobs > 0 ? s.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // A thread per worker: it feeds its worker one job at a time and replaces it when it dies.
-  auto drive = [&] {
-    Worker w(s.path);
-    for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1)) {
-      slots[i].emplace(w.compile(jobs[i], s.timeout_s));
-      if (done) done(i, *slots[i]);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int k = 1; k < n; ++k) threads.emplace_back(drive);
-  drive();
-  for (std::thread& t : threads) t.join();
-  std::vector<Result<CompiledProgram>> out;
-  out.reserve(jobs.size());
-  for (auto& r : slots) out.push_back(std::move(*r));
-  return out;
+  return run_compile_pool(jobs, n, done, [&] {
+    return [w = std::make_shared<Worker>(s.path), timeout = s.timeout_s](const CompileJob& job) { return w->compile(job, timeout); };
+  });
 }
 
 }  // namespace lj::rt

@@ -1,6 +1,7 @@
 // NVRTC compilation, target choice, log mapping and the parallel compile pool (see nvrtc.h).
 #include "runtime/nvrtc.h"
 
+#include "runtime/compile_pool.h"
 #include "runtime/compile_workers.h"
 
 #include <nvrtc.h>
@@ -310,24 +311,10 @@ std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob
   if (workers > 0) settings.jobs = workers;
   if (!settings.path.empty() && !jobs.empty()) return compile_in_workers(jobs, settings, done);
   workers = settings.jobs > 0 ? settings.jobs : default_compile_workers();
-  workers = std::min<int>(workers, static_cast<int>(jobs.size()));
-  std::vector<std::optional<Result<CompiledProgram>>> slots(jobs.size());
-  std::atomic<size_t> next{0};
-  // Each NVRTC program is independent, so workers just pull the next job index.
-  auto work = [&] {
-    for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1)) {
-      slots[i].emplace(compile(jobs[i].source, jobs[i].options, jobs[i].target));
-      if (done) done(i, *slots[i]);
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
-  std::vector<Result<CompiledProgram>> results;
-  results.reserve(jobs.size());
-  for (auto& s : slots) results.push_back(std::move(*s));
-  return results;
+  // Each NVRTC program is independent: a thread just compiles the next job.
+  return run_compile_pool(jobs, workers, done, [] {
+    return [](const CompileJob& job) { return compile(job.source, job.options, job.target); };
+  });
 }
 
 }  // namespace lj::rt
