@@ -79,18 +79,12 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp) {
   return k;
 }
 
-// Every chain of pointwise nodes the planner groups has a kernel: nothing to refuse.
-class ElementwiseFamily final : public KernelFamily {
- public:
-  GroupKind kind() const override { return GroupKind::Elementwise; }
-  std::string reject_reason(const Graph&, const FusionGroup&, const EmitOptions&) const override { return ""; }
-  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override { return emit_elementwise(g, grp); }
-};
-
 }  // namespace
 
+// Every chain of pointwise nodes the planner groups has a kernel: nothing to refuse.
 const KernelFamily& elementwise_family() {
-  static const ElementwiseFamily family;
+  static const UntunedFamily family(
+      GroupKind::Elementwise, [](const Graph&, const FusionGroup&) { return std::string(); }, emit_elementwise);
   return family;
 }
 

@@ -377,19 +377,10 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
   return k;
 }
 
-class RopeKvWriteFamily final : public KernelFamily {
- public:
-  GroupKind kind() const override { return GroupKind::RopeKvWrite; }
-  std::string reject_reason(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override {
-    return plan_rope_kv_write(g, grp).reject;
-  }
-  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override { return emit_rope_kv_write(g, grp); }
-};
-
 }  // namespace
 
 const KernelFamily& rope_kv_write_family() {
-  static const RopeKvWriteFamily family;
+  static const UntunedFamily family(GroupKind::RopeKvWrite, [](const Graph& g, const FusionGroup& grp) { return plan_rope_kv_write(g, grp).reject; }, emit_rope_kv_write);
   return family;
 }
 

@@ -313,19 +313,10 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp) {
   return k;
 }
 
-class RowReduceFamily final : public KernelFamily {
- public:
-  GroupKind kind() const override { return GroupKind::RowReduce; }
-  std::string reject_reason(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override {
-    return plan_row_reduce(g, grp).reject;
-  }
-  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override { return emit_row_reduce(g, grp); }
-};
-
 }  // namespace
 
 const KernelFamily& row_reduce_family() {
-  static const RowReduceFamily family;
+  static const UntunedFamily family(GroupKind::RowReduce, [](const Graph& g, const FusionGroup& grp) { return plan_row_reduce(g, grp).reject; }, emit_row_reduce);
   return family;
 }
 

@@ -70,6 +70,23 @@ class KernelFamily {
   virtual GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) const = 0;
 };
 
+/// A family without configs: its refusal and its emitter are plain functions of the group (the
+/// elementwise, row reduce and rope/kv write families).
+class UntunedFamily final : public KernelFamily {
+ public:
+  using Reject = std::string (*)(const Graph&, const FusionGroup&);
+  using Emit = GeneratedKernel (*)(const Graph&, const FusionGroup&);
+  UntunedFamily(GroupKind k, Reject refuse, Emit write) : kind_(k), reject_(refuse), emit_(write) {}
+  GroupKind kind() const override { return kind_; }
+  std::string reject_reason(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override { return reject_(g, grp); }
+  GeneratedKernel emit(const Graph& g, const FusionGroup& grp, const EmitOptions&) const override { return emit_(g, grp); }
+
+ private:
+  GroupKind kind_;
+  Reject reject_;
+  Emit emit_;
+};
+
 /// The family that implements groups of kind `k`; nullptr where no generator is written yet (reduce,
 /// copy).
 const KernelFamily* kernel_family(GroupKind k);
