@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "layerjit/text.h"
 #include "layerjit/op_attrs.h"
@@ -305,6 +306,21 @@ std::vector<std::string> emit_coords(SourceWriter& w, const Shape& space, const 
   }
   c[0] = rest;
   return c;
+}
+
+void emit_inv_freq_table(SourceWriter& w, const Graph& g, NodeId table) {
+  const Node& tn = g.node(table);
+  const int64_t dim = attr::rope_dim(tn.attrs);
+  const double theta = attr::rope_theta(tn.attrs);
+  std::string values;
+  for (int64_t i = 0; i < dim / 2; ++i) {
+    // 17 significant digits read back to the same double.
+    values += fmt::format("{}{:.17g}", i == 0 ? "" : (i % 4 == 0 ? ",\n    " : ", "),
+                          std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim)));
+  }
+  w.line("// {}: inv_freq[i] = theta^(-2i/dim)", print_node(g, table));
+  w.line("static __device__ const double lj_inv_freq[{}] = {{\n    {}}};", dim / 2, values);
+  w.blank();
 }
 
 }  // namespace lj

@@ -104,4 +104,9 @@ std::string pointwise_expr(const Node& n, const std::vector<std::string>& operan
 /// takes the quotient). Returns the coordinate variable names.
 std::vector<std::string> emit_coords(SourceWriter& w, const Shape& space, const std::string& flat, const std::string& stem);
 
+/// A rope_table's theta^(-2i/dim), i < dim/2, as the file-scope `lj_inv_freq` (double) array the
+/// kernels computing its angles index: constants computed here in double exactly as the CPU reference
+/// computes them, so no kernel spends time on pow() and the angles match the reference bit for bit.
+void emit_inv_freq_table(SourceWriter& w, const Graph& g, NodeId table);
+
 }  // namespace lj

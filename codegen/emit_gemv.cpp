@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "codegen/emit_matmul.h"
+#include "layerjit/op_attrs.h"
 #include "layerjit/text.h"
 
 namespace lj {
@@ -53,6 +54,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   w.line("#include \"layerjit/reduce.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
+  if (op.table >= 0) emit_inv_freq_table(w, g, op.table);
   if (op.glu) {
     w.line("constexpr lj_i64 N = {};  // output columns: silu(gate) * up, gate rows [0, N) and up rows [N, 2N) of %{}", N, wn);
   } else if (rope) {
@@ -71,7 +73,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   {
     auto fn = w.scope(ctx.signature(threads));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
-    w.comment(print_node(g, grp.nodes[0]));
+    w.comment(print_node(g, op.node));
     w.line("const int lane = threadIdx.x & 31;");
     if (rope) {
       w.line("const lj_i64 pr = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);  // the warp's pair of columns");
@@ -98,15 +100,19 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
       w.line("const lj_i64 m = m0 + (i < rows ? i : 0);  // rows past M are never read");
       w.line("x_row[i] = {};", row_address(w, ctx, x, "m", "0", "xc"));
     }
-    w.put(two_rows ? "float acc[MT], acc_up[MT];" : "float acc[MT];");
+    const bool rms = op.rms >= 0;  // the rows' RMS factor from the squares of the x read on the way
+    const std::string accs = two_rows ? "float acc[MT], acc_up[MT]" : "float acc[MT]";
+    w.put(rms ? accs + ", ss[MT];  // ss: each row's sum of squares of %" + xn : accs + ";");
     {
       auto sw = w.scope("switch (rows)");
       for (int r = 1; r <= mt; ++r) {
         const std::string pass = fmt::format("lj_gemv_pass<{}, {}, MT, V, U, K, {}>", tw, tx, r);
+        const std::string first = rms ? fmt::format("lj_gemv_pass_sq<{}, {}, MT, V, U, K, {}>(w_row, {}, x_row, lane, acc, ss)", tw, tx, r, px)
+                                      : fmt::format("{}(w_row, {}, x_row, lane, acc)", pass, px);
         if (two_rows)
-          w.line("case {}: {}(w_row, {}, x_row, lane, acc); {}(w_up, {}, x_row, lane, acc_up); break;", r, pass, px, pass, px);
+          w.line("case {}: {}; {}(w_up, {}, x_row, lane, acc_up); break;", r, first, pass, px);
         else
-          w.line("case {}: {}(w_row, {}, x_row, lane, acc); break;", r, pass, px);
+          w.line("case {}: {}; break;", r, first);
       }
     }
     w.line("#pragma unroll");
@@ -114,7 +120,9 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     w.line("if (i >= rows) break;  // uniform across the warp");
     w.line("const lj_i64 m = m0 + i;");
     // A folded RMSNorm: the row's sums times its factor, before the one rounding.
-    std::string rs = row_scale_expr(w, ctx, op, "m", "sc");
+    std::string rs = rms ? fmt::format("rsqrtf(lj_warp_sum(ss[i]) / (float)K + {}f)", attr::eps(g.node(op.rms).attrs))
+                         : row_scale_expr(w, ctx, op, "m", "sc");
+    if (rms) w.comment(print_node(g, op.rms) + ": from the row this warp read");
     if (!rs.empty()) {
       w.line("const float rs = {};  // %{}", rs, g.value(op.row_scale).name);
       rs = " * rs";

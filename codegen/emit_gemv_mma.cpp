@@ -44,6 +44,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   w.line("#include \"layerjit/gemv_mma.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
+  if (op.table >= 0) emit_inv_freq_table(w, g, op.table);
   if (op.glu) {
     w.line("constexpr lj_i64 N = {};  // output columns: silu(gate) * up, gate rows [0, N) and up rows [N, 2N) of %{}", N, wn);
   } else if (rope) {
@@ -64,7 +65,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     // down at N = 4096 fit the H200's 132 SMs in one wave.
     auto fn = w.scope(ctx.signature(threads, std::max(1, 512 / threads)));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
-    w.comment(print_node(g, grp.nodes[0]));
+    w.comment(print_node(g, op.node));
     w.line("__shared__ float partial[WARPS][32][4];  // each warp's 16 x 8 accumulator tile, in mma fragment order");
     w.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
     w.line("const int gr = lane >> 2, t = lane & 3;  // the lane's A rows {{gr, gr + 8}}, x row (B column) gr, k chunk t");

@@ -58,12 +58,18 @@ void rope_segments(const KernelContext& ctx, MatmulOperands& op) {
   }
   op.cos = ep.cos, op.sin = ep.sin, op.rope_interleaved = ep.rope_interleaved, op.rope_dim = ep.rope_dim;
   op.out = -1;
+  if (ep.table >= 0) {
+    op.table = ep.table;
+    op.pos = g.node(ep.table).operands[0];  // the cache writes' positions too (the planner took only those)
+  }
 }
 
 // Every node the planner's record accounts for: a group node outside it (a part of a pattern that
 // could not join, say) is one no matmul kernel implements.
 bool recorded(const MatmulEpilogue& ep, NodeId n) {
-  if (n == ep.silu || n == ep.mul || std::count(ep.pointwise.begin(), ep.pointwise.end(), n)) return true;
+  if (n == ep.silu || n == ep.mul || n == ep.table || n == ep.rms || n == ep.row_scale_product ||
+      std::count(ep.pointwise.begin(), ep.pointwise.end(), n))
+    return true;
   for (const MatmulEpilogue::RopePiece& p : ep.rope_pieces)
     if (n == p.rope || std::count(p.writes.begin(), p.writes.end(), n) || std::count(p.rotated_writes.begin(), p.rotated_writes.end(), n))
       return true;
@@ -84,11 +90,13 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   auto refuse = [&](const std::string& why) {
     return fail(fmt::format("{}: the matmul kernels cannot implement this group: {}", ctx.kernel_name(), why), {});
   };
-  if (grp.nodes.empty() || g.node(grp.nodes[0]).kind != OpKind::Matmul) return refuse("its first node is not a matmul");
-  op.node = grp.nodes[0];
+  if (grp.nodes.empty() || g.node(anchor_node(g, grp)).kind != OpKind::Matmul) return refuse("it has no matmul node");
+  op.node = anchor_node(g, grp);
   const Node& mm = g.node(op.node);
   op.x = mm.operands[0], op.w = mm.operands[1], op.y = mm.results[0];
   if (mm.operands.size() == 3) op.row_scale = mm.operands[2];
+  op.rms = grp.matmul.rms;
+  op.row_scale_product = grp.matmul.row_scale_product;
   const Shape& xs = g.value(op.x).type.shape;
   const Shape& ws = g.value(op.w).type.shape;
   if (!ws[0].is_const() || !ws[1].is_const())
@@ -132,10 +140,22 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
 std::string row_scale_expr(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
                            const std::string& stem) {
   if (op.row_scale < 0) return "";
+  LJ_ASSERT(op.rms < 0, "{}: the row scale is computed in the kernel (a one-row prologue), not read", ctx.kernel_name());
   const Graph& g = ctx.graph();
   const Shape& lead = g.value(op.row_scale).type.shape;
   const std::vector<std::string> coords = emit_coords(w, lead, m, stem);
-  return fmt::format("{}[{}]", ctx.buffer_param(op.row_scale, false), ctx.address(op.row_scale, lead, coords));
+  if (op.row_scale_product < 0)
+    return fmt::format("{}[{}]", ctx.buffer_param(op.row_scale, false), ctx.address(op.row_scale, lead, coords));
+  // The product's operands at the row (or at 0: a scalar), combined as its elementwise kernel would.
+  const Node& p = g.node(op.row_scale_product);
+  std::vector<std::string> ops;
+  for (ValueId v : p.operands) {
+    const Shape& s = g.value(v).type.shape;
+    const bool row = s == lead;
+    const std::string at = row ? ctx.address(v, s, coords) : ctx.address(v, s, std::vector<std::string>(s.size(), "0"));
+    ops.push_back(fmt::format("lj_to_float({}[{}])", ctx.buffer_param(v, false), at));
+  }
+  return rounded_expr(g.value(op.row_scale).type.dtype, pointwise_expr(p, ops));
 }
 
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op) {
@@ -199,29 +219,46 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
   }
 }
 
+void emit_rope_position(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m) {
+  const Graph& g = ctx.graph();
+  w.line("const lj_i64 pos = {}[{}];  // %{}", ctx.buffer_param(op.pos, false), ctx.address(op.pos, g.value(op.pos).type.shape, {m}),
+         g.value(op.pos).name);
+  std::vector<std::string> checked;  // once for every cache written
+  for (const MatmulOperands::Segment& s : op.segments)
+    for (const auto* dests : {&s.plain, &s.rotated})
+      for (const MatmulOperands::Dest& d : *dests) {
+        if (d.cache_write < 0) continue;
+        const Shape& cs = g.value(g.node(d.cache_write).operands[0]).type.shape;
+        const std::string cap = product_expr(dim_as_product(cs[1]));
+        if (std::find(checked.begin(), checked.end(), cap) != checked.end()) continue;
+        checked.push_back(cap);
+        // An out-of-range position would write outside the cache: stop the kernel loudly instead.
+        w.line("if (pos < 0 || pos >= {}) __trap();  // %{}: position outside the cache", cap,
+               g.value(g.node(d.cache_write).results[0]).name);
+      }
+}
+
+void emit_rope_angle(SourceWriter& w, const KernelContext& ctx, const MatmulOperands& op, const std::string& n,
+                     const std::string& cos_name, const std::string& sin_name) {
+  // Every piece is whole heads of D from column 0 (the planner's rule), so n % D is the column's
+  // place in its head.
+  for (const MatmulOperands::Segment& s : op.segments)
+    LJ_ASSERT(s.c0 % op.rope_dim == 0, "{}: a piece of the projection starts inside a head", ctx.kernel_name());
+  w.comment(print_node(ctx.graph(), op.table) + ": the pair's angle at this row's position, as the table kernel computes it");
+  w.line("const lj_i64 fq = {} % D {};  // the pair's frequency", n, op.rope_interleaved ? "/ 2" : "% HALF");
+  w.line("double sd, cd;");
+  w.line("sincos((double)pos * lj_inv_freq[fq], &sd, &cd);");
+  w.line("const float {} = (float)cd, {} = (float)sd;", cos_name, sin_name);
+}
+
 void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
                       int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row,
-                      bool load_position) {
+                      bool load_position, const std::pair<std::string, std::string>& angle) {
   const Graph& g = ctx.graph();
   const int64_t half = op.rope_dim / 2;
-  // The row's position, checked once for every cache written.
-  if (op.pos >= 0 && load_position) {
-    w.line("const lj_i64 pos = {}[{}];  // %{}", ctx.buffer_param(op.pos, false), ctx.address(op.pos, g.value(op.pos).type.shape, {m}),
-           g.value(op.pos).name);
-    std::vector<std::string> checked;
-    for (const MatmulOperands::Segment& s : op.segments)
-      for (const auto* dests : {&s.plain, &s.rotated})
-        for (const MatmulOperands::Dest& d : *dests) {
-          if (d.cache_write < 0) continue;
-          const Shape& cs = g.value(g.node(d.cache_write).operands[0]).type.shape;
-          const std::string cap = product_expr(dim_as_product(cs[1]));
-          if (std::find(checked.begin(), checked.end(), cap) != checked.end()) continue;
-          checked.push_back(cap);
-          // An out-of-range position would write outside the cache: stop the kernel loudly instead.
-          w.line("if (pos < 0 || pos >= {}) __trap();  // %{}: position outside the cache", cap,
-                 g.value(g.node(d.cache_write).results[0]).name);
-        }
-  }
+  LJ_ASSERT(op.table < 0 || (width == 1 && !angle.first.empty()), "{}: a one-row table's angles come from the caller",
+            ctx.kernel_name());
+  if (op.pos >= 0 && load_position) emit_rope_position(w, ctx, op, m);
   auto store = [&](const MatmulOperands::Dest& d, const std::string& vals) {
     std::string p, at;
     const char* t = nullptr;
@@ -270,15 +307,18 @@ void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
     {
       w.line("#pragma unroll");
       auto j_loop = w.scope(fmt::format("for (int j = 0; j < {}; ++j)", width));
+      const bool own_angle = !angle.first.empty();
       if (op.rope_interleaved) {
         w.line("const bool first = (d + j) % 2 == 0;  // 2i of the pair (2i, 2i + 1)");
-        w.line("const lj_i64 fi = (d + j) / 2;  // the pair's frequency");
+        if (!own_angle) w.line("const lj_i64 fi = (d + j) / 2;  // the pair's frequency");
       } else {
         w.line("const bool first = d < {};  // i of the pair (i, i + {})", half, half);
-        w.line("const lj_i64 fi = (d + j) % {};  // the pair's frequency", half);
+        if (!own_angle) w.line("const lj_i64 fi = (d + j) % {};  // the pair's frequency", half);
       }
       const Shape& ts = g.value(op.cos).type.shape;
-      if (!table_row.empty())
+      if (own_angle)
+        w.line("const float c = {}, s = {};", angle.first, angle.second);
+      else if (!table_row.empty())
         w.line("const float c = lj_cos_t[{} * {} + fi], s = lj_sin_t[{} * {} + fi];", table_row, half, table_row, half);
       else
         w.line("const float c = {}[{}], s = {}[{}];", ctx.buffer_param(op.cos, false), ctx.address(op.cos, ts, {m, "fi"}),
@@ -321,6 +361,8 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.out_bytes = dtype_bytes(op.yt);
   if (!op.segments.empty() && !op.rope_interleaved) p.rope_pair_dim = op.rope_dim;
   p.glu = op.glu;
+  p.rms_in_kernel = op.rms >= 0;
+  p.angles_in_kernel = op.table >= 0;
   p.arch_specific = opts.arch_specific;
   p.tma = tma_rows(ctx, op.x) && tma_rows(ctx, op.w);
   p.m = op.rows.constant;
@@ -343,11 +385,18 @@ void emit_gemv_output(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
   if (!op.segments.empty()) {
     w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),
            rounded_expr(op.yt, "sum_up"), g.value(op.y).name);
-    // The pair's two columns; the row's position (for cache writes) is loaded and checked once.
+    // The pair's two columns; the row's position (for cache writes and a one-row table's angle)
+    // is loaded and checked once, the angle computed once for both.
     auto first = w.scope("");
-    emit_rope_stores(w, ctx, op, "m", "n", 1, "ya", "yb", false);
+    if (op.pos >= 0) emit_rope_position(w, ctx, op, "m");
+    std::pair<std::string, std::string> angle;
+    if (op.table >= 0) {
+      emit_rope_angle(w, ctx, op, "n", "cf", "sf");
+      angle = {"cf", "sf"};
+    }
+    emit_rope_stores(w, ctx, op, "m", "n", 1, "ya", "yb", false, "", false, angle);
     auto second = w.scope("");
-    emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false, "", false);
+    emit_rope_stores(w, ctx, op, "m", "n2", 1, "yb", "ya", false, "", false, angle);
     return;
   }
   emit_epilogue_element(w, ctx, op, "m", "n", op.glu ? std::vector<std::string>{"sum", "sum_up"} : std::vector<std::string>{"sum"}, "r", "");

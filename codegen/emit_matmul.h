@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codegen/emit_common.h"
@@ -23,6 +24,12 @@ struct MatmulOperands {
   NodeId node = -1;
   ValueId x = -1, w = -1, y = -1;
   ValueId row_scale = -1;  ///< f32 per row of x: each row's sums are multiplied by it (a folded RMSNorm)
+  /// One-row prologue (FusionGroup::matmul.rms): row_scale = rms_scale(x) computed by the kernel from
+  /// the x it reads (the SIMT GEMV adds up the squares on the way), never read from memory.
+  NodeId rms = -1;
+  /// Row-scale prologue (FusionGroup::matmul.row_scale_product): row_scale = that pointwise node of
+  /// per-row values and scalars, evaluated where the kernel reads the scale (row_scale_expr).
+  NodeId row_scale_product = -1;
   int64_t n = 0, k = 0;
   DimProduct rows;  ///< M: the product of x's leading dims
   DType xt = DType::BF16, wt = DType::BF16, yt = DType::BF16;
@@ -50,6 +57,9 @@ struct MatmulOperands {
   int64_t rope_dim = 0;  ///< D of the rotation: pairs lie within heads of D columns
   bool rope_interleaved = false;
   ValueId cos = -1, sin = -1, pos = -1;
+  /// One-row prologue (FusionGroup::matmul.table): the rope_table of cos and sin, whose angles the
+  /// GEMV epilogue computes at the row's position `pos` (emit_rope_angle); cos and sin are never stored.
+  NodeId table = -1;
 };
 
 /// Describes the group's matmul and the epilogue the planner recorded, or says why the kernels cannot
@@ -65,6 +75,15 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
                            const std::string& n, const std::vector<std::string>& acc, const std::string& result,
                            const std::string& stem, const std::map<OperandRead, std::string>& preloaded = {});
 
+/// Loads the position of row `m` into `pos` and checks it against every cache the epilogue writes.
+void emit_rope_position(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m);
+
+/// With a one-row table (op.table): the angle of the rotation pair of column `n` at `pos`, as the
+/// rope_table kernel computes it (sincos in double of pos * lj_inv_freq[i], rounded to f32), into
+/// floats named `cos_name` and `sin_name`. Needs `lj_inv_freq` (emit_inv_freq_table) and D, HALF.
+void emit_rope_angle(SourceWriter& w, const KernelContext& ctx, const MatmulOperands& op, const std::string& n,
+                     const std::string& cos_name, const std::string& sin_name);
+
 /// Emits the stores of `width` consecutive output columns of row `m` starting at column `n` (an
 /// expression; the run lies in one head and one half of it) for a RoPE epilogue: `y` is an array
 /// of the values rounded to y's dtype, `partner` of the other element of each one's rotation pair.
@@ -72,10 +91,11 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
 /// `table_row`, when not empty, is the row of the tile whose cos/sin the kernel staged in shared
 /// memory as `lj_cos_t` / `lj_sin_t` [rows][D/2]; else they are read from memory. Cache writes need
 /// the row's position `pos`: loaded and checked here unless `load_position` is false (the caller's
-/// earlier call did it in an enclosing scope).
+/// earlier call did it in an enclosing scope). `angle`, when not empty, names the floats {cos, sin}
+/// of the run's one pair (width 1: emit_rope_angle), computed by the caller.
 void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m, const std::string& n,
                       int width, const std::string& y, const std::string& partner, bool vector, const std::string& table_row = "",
-                      bool load_position = true);
+                      bool load_position = true, const std::pair<std::string, std::string>& angle = {});
 
 /// The row scale of row `m` (a flat row index of x) as a float expression, after the coordinate lines
 /// it needs; "" without a row scale. `stem` keeps names distinct per call.

@@ -5,7 +5,6 @@
 // (FusionGroup::copies: the prefill layer's v, out of the QKV projection) into buffers of their own,
 // row by row like a cache write of v, so the projection need not outlive its readers.
 #include <algorithm>
-#include <cmath>
 #include <functional>
 
 #include "codegen/emit_common.h"
@@ -214,22 +213,7 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
   ctx.header_comment(w);
   w.line("#include \"layerjit/vec.cuh\"");
   w.blank();
-  if (table >= 0) {
-    // theta^(-2i/dim) is a compile-time constant: computed here in double exactly as the CPU
-    // reference computes it (17 significant digits read back to the same double), so the kernel
-    // spends no time on pow() and the angles match the reference bit for bit.
-    const Node& tn = g.node(table);
-    const int64_t dim = attr::rope_dim(tn.attrs);
-    const double theta = attr::rope_theta(tn.attrs);
-    std::string values;
-    for (int64_t i = 0; i < half; ++i) {
-      values += fmt::format("{}{:.17g}", i == 0 ? "" : (i % 4 == 0 ? ",\n    " : ", "),
-                            std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim)));
-    }
-    w.line("// {}: inv_freq[i] = theta^(-2i/dim)", print_node(g, table));
-    w.line("static __device__ const double lj_inv_freq[{}] = {{\n    {}}};", half, values);
-    w.blank();
-  }
+  if (table >= 0) emit_inv_freq_table(w, g, table);
   {
     auto fn = w.scope(ctx.signature(kThreads));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");

@@ -81,6 +81,10 @@ struct MatmulProblem {
   int64_t rope_pair_dim = 0;
   /// SwiGLU in the epilogue: a tensor-core tile pairs 8 gate and 8 up columns per 16 of each warp.
   bool glu = false;
+  /// One-row prologues the planner put in the group (FusionGroup::matmul.rms, .table): the rows' RMS
+  /// factor computed from x, which only the SIMT GEMV does (its warps read whole rows of x), and the
+  /// RoPE angles computed at each row's position, which only the GEMV families' epilogues do.
+  bool rms_in_kernel = false, angles_in_kernel = false;
 };
 
 /// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows (above 16 rows: one 64x64 tile over all

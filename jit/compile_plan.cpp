@@ -14,7 +14,9 @@
 namespace lj::jit {
 
 Lowered plan(const Graph& g, const FusionOptions& fo, const Bindings& hint) {
-  Lowered l = lower(g, fo);
+  FusionOptions sized = fo;
+  if (sized.sizes.values.empty()) sized.sizes = hint;  // the sizes the kernels are chosen for decide the one-row prologues too
+  Lowered l = lower(g, sized);
   if (dump_enabled(DumpStage::Fusion)) dump(DumpStage::Fusion, "@" + g.name(), print_plan(*l.graph, l.plan, hint, &g));
   return l;
 }

@@ -19,6 +19,7 @@ namespace lj::cli {
 
 const char* const kBenchUsage =
     "usage: layerjit bench [FILE] [--graph NAME] --bind T=4096 [--seed N] [--no-arch-specific]\n"
+    "                      [--no-one-row-prologues]\n"
     "\n"
     "Measures one graph on GPU 0, on the random inputs `layerjit run` makes from --seed (default 1):\n"
     "  1. the device's ceilings, in this run: HBM bandwidth from a 1 GiB device-to-device copy (bytes\n"
@@ -32,7 +33,7 @@ const char* const kBenchUsage =
     "     changes under a power cap hit both alike;\n"
     "  3. the whole graph unfused, fused and fused as one CUDA graph (5 interleaved rounds of 7\n"
     "     calls), with kernel launches and modelled HBM bytes per call.\n"
-    "Needs a GPU.\n";
+    "--no-arch-specific and --no-one-row-prologues build the fused plan as `layerjit run` does. Needs a GPU.\n";
 
 namespace {
 
@@ -89,10 +90,13 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   uint64_t seed = 1;
   bool arch_specific = true;
+  FusionOptions fusion;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--no-arch-specific") {
       arch_specific = false;
+    } else if (a == "--no-one-row-prologues") {
+      fusion.one_row_prologues = false;
     } else if (a == "--seed") {
       if (i + 1 >= args.size()) throw UsageError{"--seed needs a value"};
       seed = parse_seed(args[++i]);
@@ -116,7 +120,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::printf("@%s (%s) on %s\n", g.name().c_str(), sizes.c_str(), ctx.info().name.c_str());
   const Ceilings ceil = measure_ceilings(ctx, stream, arch_specific);
 
-  Plans plans = build_plans(ctx, g, b, arch_specific);
+  Plans plans = build_plans(ctx, g, b, arch_specific, fusion);
   exec::Executable& fused = plans.fused;
   exec::Executable& unfused = plans.unfused;
   SeededInputs in = make_inputs(ctx, stream, g, b, seed);

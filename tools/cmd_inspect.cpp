@@ -15,7 +15,8 @@ namespace lj::cli {
 
 const char* const kInspectUsage =
     "usage: layerjit inspect [FILE] [--graph NAME] --group N [--ptx | --sass | --resources] [--arch sm_XY[a]]\n"
-    "                        [--no-fuse | --no-matmul-epilogues] [--no-norm-folding] [--bind T=4096] [--config TEXT]\n"
+    "                        [--no-fuse | --no-matmul-epilogues] [--no-norm-folding] [--no-one-row-prologues]\n"
+    "                        [--bind T=4096] [--config TEXT]\n"
     "\n"
     "Prints what layerjit generates for fusion group N (numbered as in `layerjit plan`) of the graph\n"
     "(default: the built-in Llama-3-8B layer; --graph picks one when the input has several): the CUDA\n"
@@ -28,8 +29,8 @@ const char* const kInspectUsage =
     "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8',\n"
     "'gemv mt=4 u=4 warps=8' or (fp8, sm_89+) 'gemv mma u=4 warps=8', or an attention prefill kernel's\n"
     "tiles as BMxMTxBNxSTAGES, e.g. 64x1x64x3,\n"
-    "or on sm_90a as 'wgmma bn=128 stages=2'. --no-fuse, --no-matmul-epilogues and --no-norm-folding plan as\n"
-    "`layerjit plan` does.\n";
+    "or on sm_90a as 'wgmma bn=128 stages=2'. --no-fuse, --no-matmul-epilogues, --no-norm-folding and\n"
+    "--no-one-row-prologues plan as `layerjit plan` does.\n";
 
 namespace {
 // cuobjdump from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin.
@@ -98,6 +99,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
       fo.matmul_epilogues = false;
     } else if (a == "--no-norm-folding") {
       fo.fold_norms = false;
+    } else if (a == "--no-one-row-prologues") {
+      fo.one_row_prologues = false;
     } else if (a == "--ptx") {
       ptx = true;
     } else if (a == "--sass") {

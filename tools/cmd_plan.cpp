@@ -9,7 +9,7 @@ namespace lj::cli {
 
 const char* const kPlanUsage =
     "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--no-fuse | --no-matmul-epilogues]\n"
-    "                     [--no-output-view-copies] [--no-norm-folding]\n"
+    "                     [--no-output-view-copies] [--no-norm-folding] [--no-one-row-prologues]\n"
     "\n"
     "Shows how each graph of FILE (default: the built-in Llama-3-8B layer) is covered by fusion\n"
     "groups, one kernel each: the nodes a group absorbs, what it reads and writes in device memory,\n"
@@ -22,7 +22,8 @@ const char* const kPlanUsage =
     "An RMSNorm read only by matmuls with param weights is folded into them (`graph:` lines): the norm\n"
     "weight is multiplied into W once, when the weights are bound (the plan's weight preparation), and\n"
     "each row's rsqrt factor is computed by a small kernel and applied to the matmul's sums, so the\n"
-    "normalised rows never reach memory. --no-norm-folding keeps the norms.\n";
+    "normalised rows never reach memory. --no-norm-folding keeps the norms.\n"
+    "At one row (--bind B=1 on the decode layer) the rms_scale and rope_table a projection alone\nreads are computed by its GEMV (the squares of x on the way through the dot product, each pair's\nangle in the epilogue) instead of kernels of their own; --no-one-row-prologues keeps the kernels.\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
@@ -32,6 +33,7 @@ int cmd_plan(const std::vector<std::string>& args) {
     else if (a == "--no-matmul-epilogues") fo.matmul_epilogues = false;
     else if (a == "--no-output-view-copies") fo.copy_output_views = false;
     else if (a == "--no-norm-folding") fo.fold_norms = false;
+    else if (a == "--no-one-row-prologues") fo.one_row_prologues = false;
     else rest.push_back(a);
   }
   GraphOptions o = parse_graph_options(rest);

@@ -25,7 +25,7 @@ namespace lj::cli {
 
 const char* const kRunUsage =
     "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
-    "                    [--no-arch-specific] [--weights FILE] [--save DIR]\n"
+    "                    [--no-arch-specific] [--no-one-row-prologues] [--weights FILE] [--save DIR]\n"
     "\n"
     "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
     "+-1/sqrt(K), vector weights in [0.5, 1.5), activations in [-1, 1), positions at the end of each\n"
@@ -41,6 +41,8 @@ const char* const kRunUsage =
     "--small: the built-in layer at its small config (the CPU reference runs in seconds).\n"
     "--no-arch-specific: compile for sm_XY rather than sm_XYa (on Hopper: the mma.sync GEMM instead of\n"
     "wgmma), to compare the two paths.\n"
+    "--no-one-row-prologues: at one row, the fused plan keeps the rms_scale and rope_table kernels\n"
+    "(`layerjit plan --help`), to measure what computing them in the GEMVs gains.\n"
     "--weights FILE: the graph's weights (param inputs) from a safetensors file, matched by name, dtype\n"
     "and shape (a mismatch is an error naming both); the other inputs stay seeded.\n"
     "--save DIR: writes DIR/inputs.safetensors (every graph input as generated, weights and caches\n"
@@ -106,6 +108,7 @@ int cmd_run(const std::vector<std::string>& args) {
   uint64_t seed = 1;
   bool small = false;
   bool arch_specific = true;
+  FusionOptions fusion;
   std::string save_dir, weights_path;
   std::string reference = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
@@ -114,6 +117,8 @@ int cmd_run(const std::vector<std::string>& args) {
       small = true;
     } else if (a == "--no-arch-specific") {
       arch_specific = false;
+    } else if (a == "--no-one-row-prologues") {
+      fusion.one_row_prologues = false;
     } else if (a == "--weights") {
       if (i + 1 >= args.size()) throw UsageError{"--weights needs a safetensors file"};
       weights_path = args[++i];
@@ -166,7 +171,7 @@ int cmd_run(const std::vector<std::string>& args) {
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
 
   // Both plans, built (and compiled or loaded from the cache) once.
-  Plans plans = build_plans(ctx, g, b, arch_specific);
+  Plans plans = build_plans(ctx, g, b, arch_specific, fusion);
   exec::Executable& fused = plans.fused;
   exec::Executable& unfused = plans.unfused;
   std::printf("@%s on %s: fused %zu kernels (built in %.2f s, %d from the cache), unfused %zu kernels (%.2f s, %d from the cache)\n",

@@ -33,7 +33,7 @@ const char* const kTuneUsage =
 namespace {
 
 std::string describe(const Graph& g, const FusionGroup& grp) {
-  const Node& n = g.node(grp.nodes[0]);
+  const Node& n = g.node(anchor_node(g, grp));
   std::string ops;
   for (ValueId v : n.operands) ops += fmt::format("{}%{}: {}", ops.empty() ? "" : ", ", g.value(v).name, g.value(v).type.str());
   return fmt::format("group {} %{} = {}({})", grp.id, g.value(n.results[0]).name, op_name(n.kind), ops);

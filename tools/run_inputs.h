@@ -49,7 +49,8 @@ rt::Context& gpu_context();
 struct Plans {
   exec::Executable fused, unfused;
 };
-Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific);
+/// `fusion`: the fused plan's options (--no-one-row-prologues); the unfused plan is one kernel per op.
+Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific, const FusionOptions& fusion = {});
 
 /// Generates and uploads every input of `g` at `b` from `seed`; with `weights`, every param input is
 /// the file's tensor of its name instead (exact). Throws UserError on a GPU failure.

@@ -44,7 +44,7 @@ Candidates group_candidates(const Graph& g, const FusionGroup& grp, const EmitOp
     c.apply(ceo);
     out.list.push_back(Candidate{c.str(), family->emit(g, grp, ceo)});
   }
-  const DType t = g.value(g.node(grp.nodes[0]).results[0]).type.dtype;
+  const DType t = g.value(g.node(anchor_node(g, grp)).results[0]).type.dtype;
   if (grp.kind == GroupKind::Matmul)
     matmul_tolerance(t, matmul_problem(g, grp, eo).k, out);
   else

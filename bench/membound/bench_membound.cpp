@@ -115,7 +115,7 @@ graph @swiglu(%gu: bf16[T, 28672]) {
   const Graph decode = llama_decode(LlamaConfig::llama3_8b());
   for (const FusionGroup& grp : plan_fusion(decode).groups) {
     if (grp.kind != GroupKind::Matmul) continue;
-    const Node& mm = decode.node(grp.nodes[0]);
+    const Node& mm = decode.node(anchor_node(decode, grp));
     const TensorType& wt = decode.value(mm.operands[1]).type;
     const int64_t n = wt.shape[0].value(), k = wt.shape[1].value();
     const double weight_bytes = static_cast<double>(n * k * dtype_bytes(wt.dtype));

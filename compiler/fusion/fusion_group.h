@@ -52,6 +52,14 @@ struct MatmulEpilogue {
   ValueId cos = -1, sin = -1;
   int64_t rope_dim = 0;
   bool rope_interleaved = false;
+  /// One-row prologues (FusionOptions::one_row_prologues): the rope_table whose tables the ropes
+  /// read, computed by the kernel at its row's position instead of read from memory, and the
+  /// rms_scale of x whose factor scales the sums, computed from the x the kernel reads anyway.
+  NodeId table = -1, rms = -1;
+  /// A row-scale prologue (any size): the pointwise node that makes the row scale out of per-row
+  /// values and scalars (an fp8 layer's activation scale times the weight's), evaluated per row
+  /// where the kernel reads the scale.
+  NodeId row_scale_product = -1;
 };
 
 struct FusionGroup {
@@ -74,6 +82,10 @@ struct FusionGroup {
   /// Matmul groups: the epilogue the planner fused.
   MatmulEpilogue matmul;
 };
+
+/// The node a group is built around: a matmul group's matmul (its one-row prologues come first in
+/// node order), else the group's first node.
+NodeId anchor_node(const Graph& g, const FusionGroup& grp);
 
 /// A graph output that is a view (reshape, split) of another value's buffer: the prefill layer
 /// returns %v, a [T, 8, 128] slice of the [T, 6144] QKV projection. Left a view, the whole buffer
@@ -106,6 +118,12 @@ struct FusionOptions {
   bool matmul_epilogues = true;  // false: matmuls stay alone (to measure what epilogue fusion gains)
   bool copy_output_views = true; // false: returned views stay aliases (to measure what the copies save)
   bool fold_norms = true;        // lower(): RMSNorms folded into the matmuls that read them (fold_norms)
+  /// Where `sizes` make a matmul's rows one (decode of one sequence: the GEMV, whose warps each read
+  /// the whole row of x), the rms_scale and rope_table it alone reads join its group and are
+  /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step.
+  bool one_row_prologues = true;
+  /// The symbol values the plan is made for (the compile hint); unbound symbols decide nothing.
+  Bindings sizes;
 };
 
 /// A graph ready for code generation: the caller's graph after the graph passes the options ask for

@@ -131,7 +131,8 @@ class Partitioner {
   // CTA's tile (or each GEMV warp's pair of columns) holds both values of every pair it rotates. The
   // tables stay a kernel of their own (2 x rows x D/2 floats, read back from L2 by the epilogue); a
   // cosine per element computed in double in the epilogue would cost more than the RoPE kernel
-  // this saves. Cache writes at the table's positions of a rotated or plain piece join too.
+  // this saves, except at one row (below). Cache writes at the table's positions of a rotated or
+  // plain piece join too.
   void grow_rope_projection(NodeId mm) {
     const ValueId y = g_.node(mm).results[0];
     const std::vector<HeadPiece> pieces = head_pieces(g_, y);
@@ -205,6 +206,23 @@ class Partitioner {
       std::sort(rp.rotated_writes.begin(), rp.rotated_writes.end());
       ep.rope_pieces.push_back(std::move(rp));
     }
+    // One row: the tables are one row of D/2 angles, and each warp of the GEMV computes the angle
+    // of the pair it rotates (one sincos in double, as the table kernel does) at less cost than a
+    // kernel of one CTA between the projection and the kernel before it.
+    const bool tables_inside = std::all_of(g_.node(table).results.begin(), g_.node(table).results.end(), [&](ValueId r) {
+      const auto& users = uses_.users(r);
+      return !uses_.is_output(r) && std::all_of(users.begin(), users.end(), [&](NodeId u) { return owner(u) == gid; });
+    });
+    if (one_row(mm) && tables_inside &&
+        try_absorb(gid, table, fmt::format("one row: the epilogue computes each pair's angle from {}, so no kernel stores the tables",
+                                           vname(pos)))) {
+      groups_[static_cast<size_t>(gid)].matmul.table = table;
+      const std::string read = fmt::format("with cos/sin read from {} and {}", vname(g_.node(table).results[0]), vname(g_.node(table).results[1]));
+      for (std::string& why : groups_[static_cast<size_t>(gid)].why)
+        if (size_t at = why.find(read); at != std::string::npos) why.replace(at, read.size(), "with cos/sin computed in the epilogue");
+    }
+    absorb_row_rms(gid, mm);
+    absorb_row_scale_product(gid, mm);
     // A piece read by another kernel or returned is stored whole, in a buffer of its own.
     for (const HeadPiece& p : pieces) {
       bool read_outside = uses_.is_output(p.heads);
@@ -266,6 +284,8 @@ class Partitioner {
         }
       }
     }
+    absorb_row_rms(gid, mm);
+    absorb_row_scale_product(gid, mm);
     for (NodeId u = sole_user(cur); u >= 0 && is_pointwise(g_.node(u)) &&
                                     g_.value(g_.node(u).results[0]).type.shape == g_.value(cur).type.shape;
          u = sole_user(cur)) {
@@ -273,6 +293,55 @@ class Partitioner {
       groups_[static_cast<size_t>(gid)].matmul.pointwise.push_back(u);
       cur = g_.node(u).results[0];
     }
+  }
+
+  // Whether the sizes the plan is made for give matmul mm's x one row (FusionOptions::one_row_prologues).
+  bool one_row(NodeId mm) const {
+    if (!opts_.one_row_prologues) return false;
+    const Shape& s = g_.value(g_.node(mm).operands[0]).type.shape;
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      const std::optional<int64_t> v = s[i].is_const() ? std::optional<int64_t>(s[i].value()) : opts_.sizes.get(s[i].symbol());
+      if (v != 1) return false;
+    }
+    return true;
+  }
+
+  // One row: the rms_scale of the matmul's own x (a folded norm's factor) joins its group. Each
+  // GEMV warp reads the whole row of x for its dot product and adds up its squares on the way,
+  // where a kernel of its own would run one CTA between the projection and the kernel before it.
+  void absorb_row_rms(int gid, NodeId mm) {
+    const Node& m = g_.node(mm);
+    if (m.operands.size() != 3 || !one_row(mm)) return;
+    const ValueId f = m.operands[2];
+    const NodeId s = producer(f);
+    if (s < 0 || kind(s) != OpKind::RmsScale || g_.node(s).operands[0] != m.operands[0]) return;
+    if (uses_.is_output(f) || uses_.users(f).size() != 1) {
+      note(gid, fmt::format("not absorbed {} = rms_scale: {} is read by more than this matmul", vname(f), vname(f)));
+      return;
+    }
+    if (try_absorb(gid, s, fmt::format("one row: each warp adds up the squares of the row of {} it reads for its dot product",
+                                       vname(m.operands[0]))))
+      groups_[static_cast<size_t>(gid)].matmul.rms = s;
+  }
+
+  // The pointwise node making the matmul's row scale from per-row values and scalars (mul(%h_scale,
+  // %s_qkv) in the fp8 layers) joins its group at any size: the kernel reads both where it read the
+  // product, and a kernel of one element per row (launch-bound at any M) is gone.
+  void absorb_row_scale_product(int gid, NodeId mm) {
+    const Node& m = g_.node(mm);
+    if (m.operands.size() != 3) return;
+    const ValueId f = m.operands[2];
+    const NodeId p = producer(f);
+    if (p < 0 || !is_pointwise(g_.node(p)) || uses_.is_output(f) || uses_.users(f).size() != 1) return;
+    const Shape& rows = g_.value(f).type.shape;
+    for (ValueId v : g_.node(p).operands) {
+      const Shape& s = g_.value(v).type.shape;
+      const bool scalar = std::all_of(s.begin(), s.end(), [](const Dim& d) { return d.is_const() && d.value() == 1; });
+      if (s != rows && !scalar) return;
+    }
+    if (try_absorb(gid, p, fmt::format("row-scale prologue: the kernel computes {} per row from its operands where it reads it",
+                                       vname(f))))
+      groups_[static_cast<size_t>(gid)].matmul.row_scale_product = p;
   }
 
   // Prologue: an elementwise producer of the reduced operand with the same shape (residual add).
@@ -466,5 +535,13 @@ std::string_view group_kind_name(GroupKind k) {
 }
 
 FusionPlan plan_fusion(const Graph& g, const FusionOptions& opts) { return Partitioner(g, opts).run(); }
+
+NodeId anchor_node(const Graph& g, const FusionGroup& grp) {
+  LJ_ASSERT(!grp.nodes.empty(), "group {} has no nodes", grp.id);
+  if (grp.kind == GroupKind::Matmul)
+    for (NodeId n : grp.nodes)
+      if (g.node(n).kind == OpKind::Matmul) return n;
+  return grp.nodes.front();
+}
 
 }  // namespace lj

@@ -267,7 +267,7 @@ TEST_CASE("matmul groups at prefill sizes get the tensor-core GEMM over a 2-D ti
   for (const FusionGroup& grp : plan.groups) {
     if (grp.kind != GroupKind::Matmul) continue;
     GeneratedKernel k = emit_group(g, grp, eo);
-    const int64_t n = g.value(g.node(grp.nodes[0]).operands[1]).type.shape[0].value();
+    const int64_t n = g.value(g.node(anchor_node(g, grp)).operands[1]).type.shape[0].value();
     INFO(k.source);
     CHECK(k.source.find("lj_gemm<lj_bf16, N, K, /*BM*/ 128, /*BN*/ 128") != std::string::npos);
     // grid.x = ceil(T / 128) * ceil(N / 128); 4 stages of (128 + 128) x 32 bf16 tiles.
@@ -298,7 +298,7 @@ TEST_CASE("matmul groups at prefill sizes on sm_90a get the Hopper GEMM reading 
     if (grp.kind != GroupKind::Matmul) continue;
     GeneratedKernel k = emit_group(g, grp, eo);
     INFO(k.source);
-    const Node& mm = g.node(grp.nodes[0]);
+    const Node& mm = g.node(anchor_node(g, grp));
     const int64_t n = g.value(mm.operands[1]).type.shape[0].value();
     const int64_t kk = g.value(mm.operands[1]).type.shape[1].value();
     const bool glu = k.source.find("GLU*/ true") != std::string::npos;

@@ -48,7 +48,9 @@ TEST_CASE("families: every Llama group is accepted, emitted with its default, an
   for (const Case& c : cases)
     for (bool hopper : {false, true}) {
       const EmitOptions eo = target(c.sym, c.value, hopper);
-      const Lowered l = lower(c.g);
+      FusionOptions fo;
+      fo.sizes = eo.hint;  // as jit::plan does: B = 1 gets the one-row prologues
+      const Lowered l = lower(c.g, fo);
       for (const FusionGroup& grp : l.plan.groups) {
         INFO(c.g.name() << " " << c.sym << "=" << c.value << (hopper ? " sm_90a" : " sm_90") << " group " << grp.id);
         const KernelFamily* f = kernel_family(grp.kind);

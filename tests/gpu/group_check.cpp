@@ -125,7 +125,7 @@ DType coarser(DType a, DType b) {
 // The reduction length of a matmul group (0 for other kinds): selects matmul_close for its output.
 int64_t matmul_k(const Graph& g, const FusionGroup& grp) {
   if (grp.kind != GroupKind::Matmul) return 0;
-  return g.value(g.node(grp.nodes[0]).operands[1]).type.shape[1].value();
+  return g.value(g.node(anchor_node(g, grp)).operands[1]).type.shape[1].value();
 }
 
 }  // namespace
@@ -288,8 +288,8 @@ std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, 
     const int64_t reduction_k = matmul_k(g, grp);
     // An epilogue that widens the product (a bf16 matmul cast to f32) keeps the product's rounding:
     // a different summation order may round a bf16 gate one step apart from the reference.
-    const DType matmul_dtype = reduction_k > 0 ? coarser(want.dtype, g.value(g.node(grp.nodes[0]).results[0]).type.dtype) : want.dtype;
-    const bool fp8_products = reduction_k > 0 && is_fp8(g.value(g.node(grp.nodes[0]).operands[0]).type.dtype);
+    const DType matmul_dtype = reduction_k > 0 ? coarser(want.dtype, g.value(g.node(anchor_node(g, grp)).results[0]).type.dtype) : want.dtype;
+    const bool fp8_products = reduction_k > 0 && is_fp8(g.value(g.node(anchor_node(g, grp)).operands[0]).type.dtype);
     // A rotated value (a rope's result, or the cache entry written from it) combines two products.
     ValueId made = holder;
     if (maker.kind == OpKind::KvCacheWrite) made = maker.operands[1];

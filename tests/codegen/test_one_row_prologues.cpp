@@ -1,0 +1,182 @@
+// One-row prologues (FusionOptions::one_row_prologues): where the plan's sizes give a matmul one row
+// of x, the rms_scale and rope_table only it reads join its group, and the GEMV computes them (the
+// squares of x on the way through its dot product, each pair's angle in its epilogue). The planner
+// decides by the sizes alone; the matmul family then offers only configs that compute them and
+// refuses the others by name.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include "codegen/emitters.h"
+#include "codegen/kernel_family.h"
+#include "compiler/fusion/fusion_group.h"
+#include "layerjit/error.h"
+#include "layerjit/llama.h"
+#include "layerjit/text.h"
+
+using namespace lj;
+
+namespace {
+
+Lowered plan_at(const Graph& g, const Bindings& sizes, bool prologues = true) {
+  FusionOptions fo;
+  fo.sizes = sizes;
+  fo.one_row_prologues = prologues;
+  return lower(g, fo);
+}
+
+Bindings decode_sizes(int64_t b) {
+  Bindings s;
+  s.set("B", b);
+  s.set("C", 4096);
+  return s;
+}
+
+int per_call_kernels(const Lowered& l) {
+  return static_cast<int>(std::count_if(l.plan.groups.begin(), l.plan.groups.end(), [](const FusionGroup& grp) { return !grp.prepare; }));
+}
+
+// The group holding a node of kind `k`, or null.
+const FusionGroup* group_with(const Lowered& l, OpKind k) {
+  for (const FusionGroup& grp : l.plan.groups)
+    for (NodeId n : grp.nodes)
+      if (l.graph->node(n).kind == k) return &grp;
+  return nullptr;
+}
+
+std::string emit_error(const Graph& g, const FusionGroup& grp, const EmitOptions& eo) {
+  try {
+    matmul_family().emit(g, grp, eo);
+    return "";
+  } catch (const UserError& e) {
+    return e.what();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("one-row prologues: at B = 1 the decode layer's factors and tables join the projections, not at B = 2 or unbound",
+          "[codegen][fusion]") {
+  const Graph g = llama_decode(LlamaConfig::llama3_8b());
+  const Lowered one = plan_at(g, decode_sizes(1));
+  REQUIRE(per_call_kernels(one) == 5);  // QKV, attention, o, gate/up, down
+  const FusionGroup* qkv = group_with(one, OpKind::RopeTable);
+  REQUIRE(qkv != nullptr);
+  CHECK(qkv->kind == GroupKind::Matmul);
+  CHECK(qkv->matmul.table >= 0);
+  CHECK(qkv->matmul.rms >= 0);
+  CHECK(one.graph->node(anchor_node(*one.graph, *qkv)).kind == OpKind::Matmul);
+  CHECK(one.graph->node(qkv->nodes.front()).kind == OpKind::RmsScale);  // graph order: the prologue first
+  // Neither the factors nor the tables reach memory.
+  for (const FusionGroup& grp : one.plan.groups) {
+    CHECK(grp.kind != GroupKind::RowReduce);
+    CHECK(grp.kind != GroupKind::RopeKvWrite);
+    for (ValueId v : grp.outputs) {
+      const std::string& name = one.graph->value(v).name;
+      CHECK(name != "cos");
+      CHECK(name != "sin");
+      CHECK(name.find(".scale") == std::string::npos);
+    }
+  }
+  const std::string text = print_plan(*one.graph, one.plan, decode_sizes(1), &g);
+  CHECK_THAT(text, Catch::Matchers::Contains("absorbed %h.scale = rms_scale (one row: each warp adds up the squares of the row of %x"));
+  CHECK_THAT(text, Catch::Matchers::Contains("absorbed %cos, %sin = rope_table (one row: the epilogue computes each pair's angle from %pos"));
+  CHECK_THAT(text, Catch::Matchers::Contains("with cos/sin computed in the epilogue"));
+
+  // Two rows (the 16-row tiles, split along K), unbound sizes and the option off: the kernels stay.
+  CHECK(per_call_kernels(plan_at(g, decode_sizes(2))) == 8);
+  CHECK(per_call_kernels(plan_at(g, Bindings{})) == 8);
+  CHECK(per_call_kernels(plan_at(g, decode_sizes(1), false)) == 8);
+  // The prefill layer at T = 1 is one row too; at T = 4096 nothing changes.
+  Bindings t1, t4096;
+  t1.set("T", 1);
+  t4096.set("T", 4096);
+  const Graph pre = llama_prefill(LlamaConfig::llama3_8b());
+  CHECK(per_call_kernels(plan_at(pre, t1)) + 3 == per_call_kernels(plan_at(pre, t4096)));
+}
+
+TEST_CASE("one-row prologues: the group takes only the SIMT GEMV, and a given tile config is refused by name", "[codegen][fusion]") {
+  const Graph g = llama_decode(LlamaConfig::llama3_8b());
+  const Lowered one = plan_at(g, decode_sizes(1));
+  EmitOptions eo;
+  eo.sm = 90;
+  eo.arch_specific = true;
+  eo.hint = decode_sizes(1);
+  const FusionGroup* qkv = group_with(one, OpKind::RopeTable);
+  REQUIRE(qkv != nullptr);
+  std::vector<std::string> pruned;
+  const std::vector<KernelConfig> cands = matmul_family().candidates(*one.graph, *qkv, eo, &pruned);
+  REQUIRE(!cands.empty());
+  for (const KernelConfig& c : cands) {
+    INFO(c.str());
+    CHECK(c.str().rfind("gemv mt=", 0) == 0);
+  }
+  CHECK(std::any_of(pruned.begin(), pruned.end(), [](const std::string& p) {
+    return p.find("only the SIMT GEMV does: its warps read whole rows of x") != std::string::npos;
+  }));
+  // The default emits the factor and the angle in the kernel; it reads neither from memory.
+  const GeneratedKernel k = matmul_family().emit(*one.graph, *qkv, eo);
+  CHECK_THAT(k.source, Catch::Matchers::Contains("lj_gemv_pass_sq<"));
+  CHECK_THAT(k.source, Catch::Matchers::Contains("rsqrtf(lj_warp_sum(ss[i]) / (float)K + 1e-05f)"));
+  CHECK_THAT(k.source, Catch::Matchers::Contains("sincos((double)pos * lj_inv_freq[fq], &sd, &cd);"));
+  for (const char* absent : {"p_cos", "p_sin", "p_h_scale"}) {
+    INFO(absent);
+    CHECK(k.source.find(absent) == std::string::npos);
+  }
+  EmitOptions tiles = eo;
+  tiles.matmul = parse_matmul_config("mma bm=16 bn=64 bk=64 wm=1 wn=2 stages=6", nullptr);
+  REQUIRE(tiles.matmul);
+  CHECK_THAT(emit_error(*one.graph, *qkv, tiles), Catch::Matchers::Contains("(a one-row prologue), which only the SIMT GEMV does"));
+}
+
+TEST_CASE("one-row prologues: the fp8 layer's QKV keeps the tensor-core GEMV and computes its angles", "[codegen][fusion]") {
+  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_fp8.lj");
+  const Graph* g = nullptr;
+  for (const Graph& x : m.graphs)
+    if (x.name() == "llama3_8b_fp8_decode") g = &x;
+  REQUIRE(g != nullptr);
+  const Lowered one = plan_at(*g, decode_sizes(1));
+  const FusionGroup* qkv = group_with(one, OpKind::RopeTable);
+  REQUIRE(qkv != nullptr);
+  CHECK(qkv->kind == GroupKind::Matmul);
+  CHECK(qkv->matmul.rms < 0);  // its row scale is the quantizer's, not an rms_scale
+  EmitOptions eo;
+  eo.sm = 90;
+  eo.arch_specific = true;
+  eo.hint = decode_sizes(1);
+  const GeneratedKernel k = matmul_family().emit(*one.graph, *qkv, eo);
+  CHECK(k.config.rfind("gemv mma", 0) == 0);
+  CHECK_THAT(k.source, Catch::Matchers::Contains("sincos((double)pos * lj_inv_freq[fq], &sd, &cd);"));
+  // The scales' product is a row-scale prologue at any size: read where the product was.
+  CHECK(qkv->matmul.row_scale_product >= 0);
+  CHECK_THAT(k.source, Catch::Matchers::Contains("const float rs = lj_to_float(p_h_scale[m]) * lj_to_float(p_s_qkv[0]);  // %qkv_rs"));
+  CHECK(k.source.find("p_qkv_rs") == std::string::npos);
+}
+
+TEST_CASE("row-scale prologues: the fp8 prefill GEMMs multiply the two scales themselves, four kernels fewer", "[codegen][fusion]") {
+  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_fp8.lj");
+  const Graph* g = nullptr;
+  for (const Graph& x : m.graphs)
+    if (x.name() == "llama3_8b_fp8_prefill") g = &x;
+  REQUIRE(g != nullptr);
+  Bindings t;
+  t.set("T", 4096);
+  const Lowered l = plan_at(*g, t);
+  EmitOptions eo;
+  eo.sm = 90;
+  eo.arch_specific = true;
+  eo.hint = t;
+  int products = 0;
+  for (const FusionGroup& grp : l.plan.groups) {
+    CHECK(grp.kind != GroupKind::Elementwise);  // the four scale products were the only ones
+    if (grp.kind != GroupKind::Matmul) continue;
+    REQUIRE(grp.matmul.row_scale_product >= 0);
+    ++products;
+    const GeneratedKernel k = matmul_family().emit(*l.graph, grp, eo);
+    INFO(k.name << " (" << k.config << ")");
+    CHECK(k.config.rfind("wgmma", 0) == 0);
+    CHECK_THAT(k.source, Catch::Matchers::Contains("return lj_to_float(p_"));
+  }
+  CHECK(products == 4);
+}
