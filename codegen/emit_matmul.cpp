@@ -361,6 +361,7 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.out_bytes = dtype_bytes(op.yt);
   if (!op.segments.empty() && !op.rope_interleaved) p.rope_pair_dim = op.rope_dim;
   p.glu = op.glu;
+  p.rope = !op.segments.empty();
   p.rms_in_kernel = op.rms >= 0;
   p.angles_in_kernel = op.table >= 0;
   p.arch_specific = opts.arch_specific;

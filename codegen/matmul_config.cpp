@@ -110,6 +110,21 @@ MatmulConfig gemv_default(const MatmulProblem& p) {
   // 16-byte loads: 4 in flight (64 bytes per lane); narrower loads need more to keep the bytes.
   c.loads_in_flight = p.aligned ? 4 : 8;
   c.warps = static_cast<int>(std::clamp<int64_t>(p.n, 1, 8));
+  // One row of 16-bit operands over rows of W of at most 4096 elements (H200, sixteenth session):
+  // with SwiGLU (each warp streams its gate row, then its up row) 2 loads in flight and 4 warps
+  // (`layerjit tune` of the bf16 decode layer at B = 1, every candidate checked: gate/up + SwiGLU
+  // 0.0651 -> 0.0588 ms); a plain GEMV over at most 4096 columns 2 loads (o + residual 0.0132 ->
+  // 0.0123 in the tuner; `bench_gemm --m 1`, same call: o 0.0137-0.0140 -> 0.0131-0.0133). Measured
+  // in the same bench_gemm call and kept at 4 loads: qkv 6144 x 4096 (0.0170 against 0.0176 for
+  // u=2), gate_up without SwiGLU (0.0606 against 0.0616-0.0624), down, K = 14336 (0.0337 against
+  // 0.0363); QKV + RoPE in the tuner 0.0176 against 0.0175 for u=8.
+  if (p.m == 1 && p.aligned && dtype_bytes(p.dtype) == 2 && p.k <= 4096 && !p.rope) {
+    if (p.glu) {
+      c.loads_in_flight = 2, c.warps = 4;
+    } else if (p.n <= 4096) {
+      c.loads_in_flight = 2;
+    }
+  }
   return c;
 }
 

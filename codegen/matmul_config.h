@@ -81,6 +81,8 @@ struct MatmulProblem {
   int64_t rope_pair_dim = 0;
   /// SwiGLU in the epilogue: a tensor-core tile pairs 8 gate and 8 up columns per 16 of each warp.
   bool glu = false;
+  /// RoPE in the epilogue, any pairing (rope_pair_dim is set for the half style only).
+  bool rope = false;
   /// One-row prologues the planner put in the group (FusionGroup::matmul.rms, .table): the rows' RMS
   /// factor computed from x, which only the SIMT GEMV does (its warps read whole rows of x), and the
   /// RoPE angles computed at each row's position, which only the GEMV families' epilogues do.
