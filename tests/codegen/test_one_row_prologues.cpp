@@ -45,6 +45,15 @@ const FusionGroup* group_with(const Lowered& l, OpKind k) {
   return nullptr;
 }
 
+// A graph of examples/llama3_8b_fp8.lj (read from the source tree).
+Graph fp8_layer(const std::string& name) {
+  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_fp8.lj");
+  for (const Graph& x : m.graphs)
+    if (x.name() == name) return x;
+  FAIL("examples/llama3_8b_fp8.lj has no graph @" << name);
+  return m.graphs.front();
+}
+
 std::string emit_error(const Graph& g, const FusionGroup& grp, const EmitOptions& eo) {
   try {
     matmul_family().emit(g, grp, eo);
@@ -131,12 +140,8 @@ TEST_CASE("one-row prologues: the group takes only the SIMT GEMV, and a given ti
 }
 
 TEST_CASE("one-row prologues: the fp8 layer's QKV keeps the tensor-core GEMV and computes its angles", "[codegen][fusion]") {
-  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_fp8.lj");
-  const Graph* g = nullptr;
-  for (const Graph& x : m.graphs)
-    if (x.name() == "llama3_8b_fp8_decode") g = &x;
-  REQUIRE(g != nullptr);
-  const Lowered one = plan_at(*g, decode_sizes(1));
+  const Graph g = fp8_layer("llama3_8b_fp8_decode");
+  const Lowered one = plan_at(g, decode_sizes(1));
   const FusionGroup* qkv = group_with(one, OpKind::RopeTable);
   REQUIRE(qkv != nullptr);
   CHECK(qkv->kind == GroupKind::Matmul);
@@ -155,14 +160,10 @@ TEST_CASE("one-row prologues: the fp8 layer's QKV keeps the tensor-core GEMV and
 }
 
 TEST_CASE("row-scale prologues: the fp8 prefill GEMMs multiply the two scales themselves, four kernels fewer", "[codegen][fusion]") {
-  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_fp8.lj");
-  const Graph* g = nullptr;
-  for (const Graph& x : m.graphs)
-    if (x.name() == "llama3_8b_fp8_prefill") g = &x;
-  REQUIRE(g != nullptr);
+  const Graph g = fp8_layer("llama3_8b_fp8_prefill");
   Bindings t;
   t.set("T", 4096);
-  const Lowered l = plan_at(*g, t);
+  const Lowered l = plan_at(g, t);
   EmitOptions eo;
   eo.sm = 90;
   eo.arch_specific = true;

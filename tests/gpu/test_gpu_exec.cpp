@@ -74,6 +74,20 @@ void check_outputs(rt::Stream& stream, const Graph& g, exec::Executable& e, cons
   }
 }
 
+// Every output of two plans of `g` after a run on the same inputs, within `1 / tol` of the largest
+// magnitude of the second's.
+void check_plans_agree(rt::Stream& stream, const Graph& g, exec::Executable& a, exec::Executable& c, const Bindings& b, double tol) {
+  for (size_t o = 0; o < g.outputs().size(); ++o) {
+    auto x = a.download(stream, g.outputs()[o], b);
+    auto y = c.download(stream, g.outputs()[o], b);
+    LJ_REQUIRE_OK(x);
+    LJ_REQUIRE_OK(y);
+    const auto [worst, scale] = max_error(*x, *y);
+    INFO("output %" << g.value(g.outputs()[o]).name << ": plan against plan max |diff| " << worst << " of " << scale);
+    CHECK(worst <= scale / tol);
+  }
+}
+
 // Runs `g` at `b` on random inputs and compares every output with the CPU reference.
 void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed, bool programmatic = false) {
   rt::Context& ctx = lj_test::gpu();
@@ -164,15 +178,7 @@ TEST_CASE("folded norms: the layer matches its unfolded plan and the reference, 
     check_outputs(*stream, g, *ef, b, want);
     check_outputs(*stream, g, *ek, b, want);
     // Folded against unfolded: one rounding of W * w instead of one of each normalised element.
-    for (size_t o = 0; o < g.outputs().size(); ++o) {
-      auto a = ef->download(*stream, g.outputs()[o], b);
-      auto c = ek->download(*stream, g.outputs()[o], b);
-      LJ_REQUIRE_OK(a);
-      LJ_REQUIRE_OK(c);
-      const auto [worst, scale] = max_error(*a, *c);
-      INFO("output %" << g.value(g.outputs()[o]).name << ": folded vs unfolded max |diff| " << worst << " of " << scale);
-      CHECK(worst <= scale / 64);
-    }
+    check_plans_agree(*stream, g, *ef, *ek, b, 64);
     // New norm weights (4x the old: far outside the tolerance if the old folded W were reused),
     // and for decode fresh caches (the run wrote them): the next run prepares the weights again.
     for (const char* name : {"attn_norm", "mlp_norm"}) {
@@ -229,15 +235,7 @@ TEST_CASE("one-row prologues: at B = 1 the QKV and gate/up GEMVs compute the RMS
     check_outputs(*stream, g, *eo, b, want);
     // The same angles bit for bit (both sincos in double of the same products); the factors differ
     // only in the order of the sum of squares, so the outputs agree to a few bf16 steps.
-    for (size_t o = 0; o < g.outputs().size(); ++o) {
-      auto a = ew->download(*stream, g.outputs()[o], b);
-      auto c = eo->download(*stream, g.outputs()[o], b);
-      LJ_REQUIRE_OK(a);
-      LJ_REQUIRE_OK(c);
-      const auto [worst, scale] = max_error(*a, *c);
-      INFO("output %" << g.value(g.outputs()[o]).name << ": with vs without max |diff| " << worst << " of " << scale);
-      CHECK(worst <= scale / 128);
-    }
+    check_plans_agree(*stream, g, *ew, *eo, b, 128);
   }
 }
 
