@@ -74,6 +74,22 @@ void check_outputs(rt::Stream& stream, const Graph& g, exec::Executable& e, cons
   }
 }
 
+// Binds `host` to two plans of `g` (the device copies go to `keep`), runs both at `b` and checks each
+// against the CPU reference.
+void run_both_against_reference(rt::Context& ctx, rt::Stream& stream, const Graph& g, exec::Executable& a, exec::Executable& c,
+                                const std::map<std::string, HostTensor>& host, const Bindings& b, std::vector<rt::DeviceBuffer>& keep) {
+  for (ValueId v : g.inputs()) {
+    keep.push_back(upload_and_bind(ctx, stream, a, v, host.at(g.value(v).name)));
+    keep.push_back(upload_and_bind(ctx, stream, c, v, host.at(g.value(v).name)));
+  }
+  LJ_REQUIRE_OK(a.run(stream, b));
+  LJ_REQUIRE_OK(c.run(stream, b));
+  LJ_REQUIRE_OK(stream.synchronize());
+  const std::vector<HostTensor> want = run_reference(g, host, b);
+  check_outputs(stream, g, a, b, want);
+  check_outputs(stream, g, c, b, want);
+}
+
 // Every output of two plans of `g` after a run on the same inputs, within `1 / tol` of the largest
 // magnitude of the second's.
 void check_plans_agree(rt::Stream& stream, const Graph& g, exec::Executable& a, exec::Executable& c, const Bindings& b, double tol) {
@@ -166,17 +182,8 @@ TEST_CASE("folded norms: the layer matches its unfolded plan and the reference, 
     REQUIRE(ef->launches_per_run() == ef->kernels().size() - 2);
     REQUIRE(ek->launches_per_run() == ek->kernels().size());
     std::vector<rt::DeviceBuffer> keep;
-    for (ValueId v : g.inputs()) {
-      keep.push_back(upload_and_bind(ctx, *stream, *ef, v, host.at(g.value(v).name)));
-      keep.push_back(upload_and_bind(ctx, *stream, *ek, v, host.at(g.value(v).name)));
-    }
-    LJ_REQUIRE_OK(ef->run(*stream, b));
-    LJ_REQUIRE_OK(ek->run(*stream, b));
-    LJ_REQUIRE_OK(stream->synchronize());
-    const std::vector<HostTensor> want = run_reference(g, host, b);
     INFO((decode ? "decode" : "prefill") << ", folded");
-    check_outputs(*stream, g, *ef, b, want);
-    check_outputs(*stream, g, *ek, b, want);
+    run_both_against_reference(ctx, *stream, g, *ef, *ek, host, b, keep);
     // Folded against unfolded: one rounding of W * w instead of one of each normalised element.
     check_plans_agree(*stream, g, *ef, *ek, b, 64);
     // New norm weights (4x the old: far outside the tolerance if the old folded W were reused),
@@ -223,16 +230,7 @@ TEST_CASE("one-row prologues: at B = 1 the QKV and gate/up GEMVs compute the RMS
     INFO("B = " << *b.get("B"));
     const std::map<std::string, HostTensor> host = random_inputs(g, b, ++seed);
     std::vector<rt::DeviceBuffer> keep;
-    for (ValueId v : g.inputs()) {
-      keep.push_back(upload_and_bind(ctx, *stream, *ew, v, host.at(g.value(v).name)));
-      keep.push_back(upload_and_bind(ctx, *stream, *eo, v, host.at(g.value(v).name)));
-    }
-    LJ_REQUIRE_OK(ew->run(*stream, b));
-    LJ_REQUIRE_OK(eo->run(*stream, b));
-    LJ_REQUIRE_OK(stream->synchronize());
-    const std::vector<HostTensor> want = run_reference(g, host, b);
-    check_outputs(*stream, g, *ew, b, want);
-    check_outputs(*stream, g, *eo, b, want);
+    run_both_against_reference(ctx, *stream, g, *ew, *eo, host, b, keep);
     // The same angles bit for bit (both sincos in double of the same products); the factors differ
     // only in the order of the sum of squares, so the outputs agree to a few bf16 steps.
     check_plans_agree(*stream, g, *ew, *eo, b, 128);
