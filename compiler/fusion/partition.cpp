@@ -7,7 +7,9 @@
 //   2. matmuls with their epilogue: SwiGLU of the two halves of a gate/up projection, then pointwise
 //      nodes each reading the previous value (bias, residual add, activation, cast/quantize). A
 //      residual add goes to the matmul before the row reduction after it can take it as a prologue:
-//      the sum is then written once by the matmul instead of the product being written and read back;
+//      the sum is then written once by the matmul instead of the product being written and read back.
+//      Prologues join a matmul too: the pointwise product making its row scale (any size) and, where
+//      the plan's sizes give it one row, the rms_scale of its x and the rope_table its epilogue reads;
 //   3. row reductions (rms_norm, layer_norm, softmax) with an elementwise prologue of the same shape
 //      (the residual add), an elementwise/cast epilogue, and a per-row dynamic quantize of the
 //      result (the row's amax, scale and codes in the same kernel: the normalised row never reaches
