@@ -229,7 +229,7 @@ TEST_CASE("matmul groups at decode sizes get the GEMV kernel with one warp per o
       CHECK(k.launch.work.constant == n);
     CHECK(k.launch.work.symbols.empty());
     // 4 warps where each streams a gate and an up row (the one-row default with SwiGLU, K <= 4096).
-    const bool glu = std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](NodeId n) { return g.node(n).kind == OpKind::Silu; });
+    const bool glu = std::any_of(grp.nodes.begin(), grp.nodes.end(), [&](NodeId id) { return g.node(id).kind == OpKind::Silu; });
     CHECK(k.launch.per_block == (glu ? 4 : 8));
     CHECK(k.launch.threads == (glu ? 128 : 256));
     CHECK(k.source.find("constexpr int V = 8;") != std::string::npos);  // 16-byte loads of bf16
