@@ -13,6 +13,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "compiler/fusion/tensor_layout.h"
+#include "jit/bundle.h"
 #include "jit/compile_plan.h"
 #include "runtime/fill.h"
 #include "runtime/kernel_args.h"
@@ -41,12 +42,24 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
   const Graph& g = *e.graph_;
   e.layouts_ = plan_layouts(g, e.plan_);  // a returned view the plan copies lives in its own buffer
 
-  // Arch-specific where the device has it (sm_90a: the wgmma GEMM).
-  LJ_RT_ASSIGN(const jit::JitTarget target, jit::JitTarget::of_device(ctx, opts.arch_specific));
+  // Arch-specific where the device has it (sm_90a: the wgmma GEMM); with a bundle, the bundle's
+  // target this device runs best.
   jit::PlanCompileOptions po;
   po.hint = opts.hint;
   po.use_tuned = opts.use_tuned;
   po.use_cache = opts.use_cache;
+  jit::JitTarget target;
+  std::string bundle_image;
+  if (opts.bundle) {
+    LJ_RT_TRY(opts.bundle->check_compatible());
+    LJ_RT_ASSIGN(const jit::BundleChoice choice, jit::choose_bundle_target(*opts.bundle, ctx.info().cc(), opts.arch_specific));
+    target = jit::bundle_jit_target(opts.bundle->targets[choice.target]);
+    po.bundle = opts.bundle.get();
+    po.bundle_ptx = choice.ptx;
+    bundle_image = fmt::format("{} from bundle {}", choice.why, opts.bundle->path);
+  } else {
+    LJ_RT_ASSIGN(target, jit::JitTarget::of_device(ctx, opts.arch_specific));
+  }
   rt::Result<jit::CompiledPlan> compiled = rt::Error{"not compiled"};
   try {
     compiled = jit::compile_plan(target, g, e.plan_, po);
@@ -60,7 +73,10 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
     LJ_RT_ASSIGN(rt::Module mod, rt::Module::load(ctx, cg.compiled.program.image()));
     LJ_RT_ASSIGN(rt::Kernel kern, mod.kernel(cg.kernel.name));
     e.steps_.push_back(Step{std::move(mod), kern});
-    e.origins_.push_back(KernelOrigin{cg.config_source, cg.compiled.cache_hit});
+    e.origins_.push_back(KernelOrigin{cg.config_source, cg.compiled.cache_hit,
+                                      opts.bundle              ? bundle_image
+                                      : cg.compiled.cache_hit ? "cubin from the cache"
+                                                               : "compiled"});
     e.kernels_.push_back(std::move(cg.kernel));
   }
   e.scratch_.resize(e.steps_.size());
@@ -230,7 +246,7 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
       const GeneratedKernel& k = kernels_[i];
       const KernelOrigin& o = origins_[i];
       std::fprintf(stderr, "  group %d %s: %s%s; %s; grid %lld x %d threads, %d B shared\n", plan_.groups[i].id, k.name.c_str(),
-                   k.config.empty() ? "" : (k.config + ", ").c_str(), o.config_source.c_str(), o.cache_hit ? "cubin from the cache" : "compiled",
+                   k.config.empty() ? "" : (k.config + ", ").c_str(), o.config_source.c_str(), o.image.c_str(),
                    static_cast<long long>(k.launch.blocks(b)), k.launch.threads, k.launch.shared_bytes);
     }
     LJ_RT_TRY(launch(stream, i, b, after_kernel));

@@ -24,6 +24,10 @@
 #include "runtime/stream.h"
 #include "exec/memory_plan.h"
 
+namespace lj::jit {
+struct Bundle;
+}
+
 namespace lj::exec {
 
 struct BuildOptions {
@@ -45,12 +49,20 @@ struct BuildOptions {
   /// Matmul configs from the tuning DB (`layerjit tune`'s winners for the hint's bucket on this
   /// device and target) where a record exists and still fits the problem; else the defaults.
   bool use_tuned = true;
+  /// Kernels from this AOT bundle (`layerjit bundle`, jit::Bundle::read): no NVRTC, no kernel cache,
+  /// no tuning DB. The image for the device is chosen by jit::choose_bundle_target (its own arch's
+  /// cubin, else a compatible cubin, else PTX the driver compiles); a bundle this build cannot use
+  /// (another layerjit version, no plan of this graph at `hint`, a kernel whose key differs) is an
+  /// error saying why. The plan is fused by `fusion` as the bundle's was.
+  std::shared_ptr<const jit::Bundle> bundle;
 };
 
 /// Where each kernel's choices came from, for LAYERJIT_LOG=dispatch and `layerjit run`.
 struct KernelOrigin {
   std::string config_source;  ///< "default", "tuned (T<=4096)" or why a stored tuning was not used
   bool cache_hit = false;     ///< the cubin came from the kernel cache (no NVRTC)
+  /// "compiled", "cubin from the cache", "cubin from bundle B" or "PTX from bundle B (driver JIT)".
+  std::string image;
 };
 
 class Executable {

@@ -20,6 +20,8 @@ rt::CompileJob compile_job(const GeneratedKernel& k, const rt::Target& target) {
   return job;
 }
 
+std::string current_device_headers_hash() { return key_components(compile_job(GeneratedKernel{}, rt::Target{90})).device_headers_hash; }
+
 cache::KeyComponents key_components(const rt::CompileJob& job) {
   cache::KeyComponents c;
   c.source = job.source;

@@ -24,6 +24,10 @@ namespace lj::jit {
 /// for that target, which runs on exactly the devices sm_XY code runs on.
 rt::CompileJob compile_job(const GeneratedKernel& k, const rt::Target& target);
 
+/// The hash of the device headers every compile_job carries (the runtime's embedded ones, then
+/// codegen's): what a cache key's device_headers_hash is for a generated kernel.
+std::string current_device_headers_hash();
+
 /// The cache key components of one NVRTC job.
 cache::KeyComponents key_components(const rt::CompileJob& job);
 

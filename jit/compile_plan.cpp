@@ -8,6 +8,7 @@
 #include "cache/location.h"
 #include "cache/tuning_db.h"
 #include "codegen/kernel_family.h"
+#include "jit/bundle.h"
 #include "compiler/dump.h"
 #include "jit/tuned_config.h"
 
@@ -56,9 +57,43 @@ CompiledGroup choose(const Graph& g, const FusionGroup& grp, const EmitOptions& 
   return out;
 }
 
+// A plan from an AOT bundle: every group emitted with the config the bundle recorded, its image the
+// bundle's (under the key of the kernel emitted here), nothing compiled.
+rt::Result<CompiledPlan> from_bundle(const JitTarget& t, const Graph& g, const FusionPlan& plan, const PlanCompileOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LJ_RT_ASSIGN(const BundlePlan* bp, find_bundle_plan(*o.bundle, g, plan, o.hint, t));
+  CompiledPlan out;
+  out.target = t;
+  const EmitOptions base = t.emit_options(o.hint);
+  for (const FusionGroup& grp : plan.groups) {
+    if (o.only_group && grp.id != *o.only_group) continue;
+    const BundleKernel* bk = nullptr;
+    for (const BundleKernel& k : bp->kernels)
+      if (k.group == grp.id) bk = &k;
+    if (!bk) return rt::Error{fmt::format("bundle {}: its plan of @{} has no kernel for fusion group {}", o.bundle->path, g.name(), grp.id)};
+    CompiledGroup cg;
+    cg.group = grp.id;
+    cg.origin = ConfigOrigin::Bundle;
+    cg.config_source = bk->config_source + " (bundle)";
+    EmitOptions eo = base;
+    if (!bk->config.empty()) {
+      if (const std::string why = apply_config(g, grp, bk->config, eo); !why.empty())
+        return rt::Error{fmt::format("bundle {}: fusion group {}'s config '{}' does not apply here: {}", o.bundle->path, grp.id, bk->config, why)};
+    }
+    cg.kernel = emit_group(g, grp, eo);
+    dump(DumpStage::Source, cg.kernel.name, cg.kernel.source);
+    LJ_RT_ASSIGN(cg.compiled, bundle_kernel(*o.bundle, *bp, cg.kernel, t.target, o.bundle_ptx));
+    if (o.want_ptx) dump(DumpStage::Ptx, cg.kernel.name, cg.compiled.program.ptx);
+    out.groups.push_back(std::move(cg));
+  }
+  out.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
 }  // namespace
 
 rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const FusionPlan& plan, const PlanCompileOptions& o) {
+  if (o.bundle) return from_bundle(t, g, plan, o);
   CompiledPlan out;
   out.target = t;
   const EmitOptions base = t.emit_options(o.hint);

@@ -17,6 +17,8 @@
 
 namespace lj::jit {
 
+struct Bundle;
+
 /// lower() (the graph passes, then the fusion plan), printed under LAYERJIT_DUMP=fusion with the
 /// sizes in `hint`.
 Lowered plan(const Graph& g, const FusionOptions& fo, const Bindings& hint = {});
@@ -45,16 +47,24 @@ struct PlanCompileOptions {
   bool skip_ungenerated = false;
   /// Hears of each kernel as it finishes compiling (KernelCompileOptions::progress).
   std::function<void(const CompileProgress&)> progress;
+  /// Kernels from this AOT bundle (jit/bundle.h) instead of NVRTC and the cache: each group gets the
+  /// config the bundle recorded for it (tuned and given configs are not consulted), and its image
+  /// must be the bundle's under the key of the kernel emitted here; any mismatch is an error. `t`
+  /// must be a target of the bundle (bundle_jit_target).
+  const Bundle* bundle = nullptr;
+  /// With a bundle: load each kernel's PTX (the driver compiles it) rather than its cubin.
+  bool bundle_ptx = false;
 };
 
 /// Where a kernel's config came from.
-enum class ConfigOrigin { Default, Tuned, Given };
+enum class ConfigOrigin { Default, Tuned, Given, Bundle };
 
 struct CompiledGroup {
   int group = 0;  ///< FusionGroup::id
   GeneratedKernel kernel;
   ConfigOrigin origin = ConfigOrigin::Default;
-  /// "default", "tuned (T<=4096)", "given", or "default (the stored tuning 'X' does not apply: why)".
+  /// "default", "tuned (T<=4096)", "given", "default (the stored tuning 'X' does not apply: why)", or
+  /// with a bundle, what the bundle recorded followed by " (bundle)".
   std::string config_source;
   CompiledKernel compiled;  ///< empty when PlanCompileOptions::compile is false
 };

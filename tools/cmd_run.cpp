@@ -13,6 +13,7 @@
 #include "exec/executable.h"
 #include "exec/index_inputs.h"
 #include "exec/safetensors.h"
+#include "jit/bundle.h"
 #include "layerjit/llama.h"
 #include "layerjit/reference.h"
 #include "runtime/fill.h"
@@ -26,6 +27,7 @@ namespace lj::cli {
 const char* const kRunUsage =
     "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
     "                    [--no-arch-specific] [--no-one-row-prologues] [--weights FILE] [--save DIR]\n"
+    "                    [--bundle FILE.ljb]\n"
     "\n"
     "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
     "+-1/sqrt(K), vector weights in [0.5, 1.5), activations in [-1, 1), positions at the end of each\n"
@@ -45,6 +47,9 @@ const char* const kRunUsage =
     "(`layerjit plan --help`), to measure what computing them in the GEMVs gains.\n"
     "--weights FILE: the graph's weights (param inputs) from a safetensors file, matched by name, dtype\n"
     "and shape (a mismatch is an error naming both); the other inputs stay seeded.\n"
+    "--bundle FILE.ljb: the fused plan's kernels from an AOT bundle (`layerjit bundle`): no NVRTC for it;\n"
+    "the unfused plan, the check, compiles as usual. A bundle without this graph at these --bind sizes\n"
+    "is an error saying what it holds.\n"
     "--save DIR: writes DIR/inputs.safetensors (every graph input as generated, weights and caches\n"
     "before the run), DIR/outputs.safetensors (the fused plan's outputs) and DIR/layerjit.json (graph,\n"
     "sizes, device, times per call): what bench/compare_torch.py feeds PyTorch. Needs a GPU.\n";
@@ -109,7 +114,7 @@ int cmd_run(const std::vector<std::string>& args) {
   bool small = false;
   bool arch_specific = true;
   FusionOptions fusion;
-  std::string save_dir, weights_path;
+  std::string save_dir, weights_path, bundle_path;
   std::string reference = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -122,6 +127,9 @@ int cmd_run(const std::vector<std::string>& args) {
     } else if (a == "--weights") {
       if (i + 1 >= args.size()) throw UsageError{"--weights needs a safetensors file"};
       weights_path = args[++i];
+    } else if (a == "--bundle") {
+      if (i + 1 >= args.size()) throw UsageError{"--bundle needs a bundle file"};
+      bundle_path = args[++i];
     } else if (a == "--save") {
       if (i + 1 >= args.size()) throw UsageError{"--save needs a directory"};
       save_dir = args[++i];
@@ -167,11 +175,18 @@ int cmd_run(const std::vector<std::string>& args) {
     exec::match_weights(g, *weights, &unused);
     std::printf("weights: %s (%zu tensors of the file unused)\n", weights_path.c_str(), unused.size());
   }
+  std::shared_ptr<const jit::Bundle> bundle;
+  if (!bundle_path.empty()) {  // read and checked before any GPU work, like the weights
+    auto read = jit::Bundle::read(bundle_path);
+    if (!read.ok()) throw UserError(read.message());
+    if (rt::Status s = read->check_compatible(); !s.ok()) throw UserError(s.message());
+    bundle = std::make_shared<const jit::Bundle>(std::move(*read));
+  }
   rt::Context& ctx = gpu_context();
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
 
-  // Both plans, built (and compiled or loaded from the cache) once.
-  Plans plans = build_plans(ctx, g, b, arch_specific, fusion);
+  // Both plans, built (and compiled or loaded from the cache, the fused one from a bundle) once.
+  Plans plans = build_plans(ctx, g, b, arch_specific, fusion, bundle);
   exec::Executable& fused = plans.fused;
   exec::Executable& unfused = plans.unfused;
   std::printf("@%s on %s: fused %zu kernels (built in %.2f s, %d from the cache), unfused %zu kernels (%.2f s, %d from the cache)\n",

@@ -14,6 +14,7 @@ extern const char* const kPrintUsage;
 extern const char* const kPlanUsage;
 extern const char* const kInspectUsage;
 extern const char* const kCompileUsage;
+extern const char* const kBundleUsage;
 extern const char* const kDevicesUsage;
 extern const char* const kTuneUsage;
 extern const char* const kRunUsage;
@@ -29,6 +30,8 @@ int cmd_print(const std::vector<std::string>& args);
 int cmd_plan(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
 int cmd_compile(const std::vector<std::string>& args);
+/// `layerjit bundle`: writes or verifies an AOT bundle (no GPU needed).
+int cmd_bundle(const std::vector<std::string>& args);
 /// `layerjit tune` (needs a GPU): autotunes the plan's matmul groups.
 int cmd_tune(const std::vector<std::string>& args);
 /// `layerjit run` (needs a GPU): the fused and unfused plans on the same inputs, checked.

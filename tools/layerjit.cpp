@@ -34,6 +34,8 @@ const Command kCommands[] = {
      lj::cli::kInspectUsage},
     {"compile", "generate and compile every kernel of the plan (NVRTC, no GPU needed)", lj::cli::cmd_compile,
      lj::cli::kCompileUsage},
+    {"bundle", "write (or --verify) an AOT bundle: every kernel precompiled for a list of archs in one file", lj::cli::cmd_bundle,
+     lj::cli::kBundleUsage},
     {"tune", "autotune the plan's matmul kernels on the GPU and store the winners (needs a GPU)", lj::cli::cmd_tune,
      lj::cli::kTuneUsage},
     {"run", "run a graph on the GPU, fused and unfused, and check both (against the CPU at small sizes)",

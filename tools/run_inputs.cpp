@@ -32,9 +32,11 @@ rt::Context& gpu_context() {
   return **ctx;
 }
 
-Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific, const FusionOptions& fusion) {
+Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific, const FusionOptions& fusion,
+                  std::shared_ptr<const jit::Bundle> bundle) {
   exec::BuildOptions fused_opts, unfused_opts;
   fused_opts.fusion = fusion;
+  fused_opts.bundle = std::move(bundle);
   fused_opts.hint = unfused_opts.hint = b;
   fused_opts.arch_specific = unfused_opts.arch_specific = arch_specific;
   unfused_opts.fusion.fuse = false;

@@ -50,7 +50,9 @@ struct Plans {
   exec::Executable fused, unfused;
 };
 /// `fusion`: the fused plan's options (--no-one-row-prologues); the unfused plan is one kernel per op.
-Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific, const FusionOptions& fusion = {});
+/// The fused plan from `bundle` where one is given (the unfused one, the check, always compiles).
+Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific, const FusionOptions& fusion = {},
+                  std::shared_ptr<const jit::Bundle> bundle = nullptr);
 
 /// Generates and uploads every input of `g` at `b` from `seed`; with `weights`, every param input is
 /// the file's tensor of its name instead (exact). Throws UserError on a GPU failure.
