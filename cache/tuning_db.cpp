@@ -105,6 +105,20 @@ std::optional<TuningRecord> record_from_json(std::string_view text, const Tuning
   return r;
 }
 
+// The key a record document names, read field by field (record_from_json then checks it whole).
+std::optional<TuningKey> key_of(const json& j) {
+  if (!j.is_object() || !j.contains("key") || !j["key"].is_object()) return std::nullopt;
+  const json& k = j["key"];
+  TuningKey key;
+  for (auto [f, dst] : {std::pair{"group_signature", &key.group_signature}, std::pair{"symbol_bucket", &key.symbol_bucket},
+                        std::pair{"arch", &key.arch}, std::pair{"driver_version", &key.driver_version},
+                        std::pair{"layerjit_version", &key.layerjit_version}}) {
+    if (!k.contains(f) || !k[f].is_string()) return std::nullopt;
+    *dst = k[f].get<std::string>();
+  }
+  return key;
+}
+
 bool same_file_at(int dirfd, int fd, const std::string& name) {
   struct stat a {}, b {};
   return ::fstat(fd, &a) == 0 && ::fstatat(dirfd, name.c_str(), &b, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -232,6 +246,43 @@ std::optional<TuningRecord> TuningDb::read_record(int shard_fd, const TuningKey&
   return std::nullopt;
 }
 
+std::string tuning_record_json(const TuningRecord& r) { return record_to_json(r); }
+
+std::optional<TuningRecord> parse_tuning_record(std::string_view text, std::string& error) {
+  const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  std::optional<TuningKey> key = key_of(j);
+  if (!key) {
+    error = "not a tuning record (no key)";
+    return std::nullopt;
+  }
+  return record_from_json(text, *key, error);
+}
+
+TuningDb::PutResult TuningDb::put(const TuningRecord& r, bool replace, std::string* error) {
+  auto fail = [&](std::string why) {
+    if (error) *error = std::move(why);
+    return PutResult::kFailed;
+  };
+  if (!enabled()) return fail("tuning database disabled: " + disabled_reason_);
+  const CacheKey hash = r.key.hash();
+  UniqueFd shard;
+  if (int err = open_shard(hash, true, shard); err != 0) return fail(fmt::format("cannot open the tuning shard: {}", errno_text(err)));
+  const int sfd = shard.get();
+  FlockGuard dir_lock(sfd, LOCK_EX);
+  const bool existed = read_record(sfd, r.key, /*shard_locked=*/true).has_value();
+  if (existed && !replace) return PutResult::kKeptExisting;
+  std::string tmp;
+  const std::string name = hash.hex() + ".json";
+  int err = write_temp_file(sfd, record_to_json(r), options_.durable, tmp);
+  if (err == 0 && ::renameat(sfd, tmp.c_str(), sfd, name.c_str()) != 0) {
+    err = errno;
+    ::unlinkat(sfd, tmp.c_str(), 0);
+  }
+  if (err != 0) return fail(fmt::format("cannot store tuning record {}: {}", hash.hex(), errno_text(err)));
+  if (options_.durable) sync_fd(sfd);
+  return existed ? PutResult::kReplaced : PutResult::kStored;
+}
+
 std::optional<TuningRecord> TuningDb::lookup(const TuningKey& key) {
   if (!enabled()) return std::nullopt;
   UniqueFd shard;
@@ -276,10 +327,6 @@ RecordResult TuningDb::record(const TuningKey& key, std::span<const Measured> ca
   return res;
 }
 
-namespace {
-
-}  // namespace
-
 std::vector<TuningRecord> TuningDb::list() {
   std::vector<TuningRecord> out;
   if (!enabled()) return out;
@@ -291,20 +338,8 @@ std::vector<TuningRecord> TuningDb::list() {
       UniqueFd fd;
       std::string text;
       if (open_file_at(sfd.get(), name, fd) != 0 || read_all(fd.get(), text, kRecordLimit) != 0) continue;
-      json j = json::parse(text, nullptr, false);
-      if (j.is_discarded() || !j.contains("key") || !j["key"].is_object()) continue;
-      const json& k = j["key"];
-      TuningKey key;
-      auto str = [&](const char* f, std::string& dst) {
-        if (k.contains(f) && k[f].is_string()) dst = k[f].get<std::string>();
-      };
-      str("group_signature", key.group_signature);
-      str("symbol_bucket", key.symbol_bucket);
-      str("arch", key.arch);
-      str("driver_version", key.driver_version);
-      str("layerjit_version", key.layerjit_version);
       std::string error;
-      if (auto r = record_from_json(text, key, error); r && key.hash().hex() + ".json" == name) out.push_back(*r);
+      if (auto r = parse_tuning_record(text, error); r && r->key.hash().hex() + ".json" == name) out.push_back(*r);
     }
   }
   return out;

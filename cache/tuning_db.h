@@ -75,6 +75,11 @@ struct RecordResult {
   std::string error;
 };
 
+/// A record as the JSON document a record file holds (checksummed), and back: `text` verified
+/// against its checksum and format, the key its own. nullopt with the reason in `error` otherwise.
+std::string tuning_record_json(const TuningRecord& r);
+std::optional<TuningRecord> parse_tuning_record(std::string_view text, std::string& error);
+
 class TuningDb {
  public:
   /// Same location and security rules as the kernel cache; never fails (a refusal disables it).
@@ -91,6 +96,10 @@ class TuningDb {
   RecordResult record(const TuningKey& key, std::span<const Measured> candidates);
   /// Every readable record (corrupt ones are skipped, not removed).
   std::vector<TuningRecord> list();
+  /// Stores `r` as it is (`layerjit cache import`: a record measured on another machine), under the
+  /// same lock as record(). A record already stored for its key stays unless `replace`.
+  enum class PutResult { kStored, kReplaced, kKeptExisting, kFailed };
+  PutResult put(const TuningRecord& r, bool replace, std::string* error = nullptr);
   /// Removes every record; returns how many.
   size_t clear();
 

@@ -82,7 +82,7 @@ rt::Result<BundleFile> decode_bundle(std::string_view bytes, std::string_view na
     out.payloads.emplace_back(data);
     at += size;
   }
-  if (at != bytes.size()) return bad(fmt::format("{} bytes after the last payload: the file was appended to or is corrupt", bytes.size() - at));
+  if (at != bytes.size()) return bad(fmt::format("{} byte(s) after the last payload: the file was appended to or is corrupt", bytes.size() - at));
   return out;
 }
 

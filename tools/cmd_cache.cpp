@@ -3,11 +3,16 @@
 // eviction removes next.
 #include "tools/cmd_cache.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "cache/disk_cache.h"
 #include "cache/tuning_db.h"
@@ -29,6 +34,13 @@ const char* const kCacheUsage =
     "                        tuning record)\n"
     "  prune [--max-bytes N] remove stale temp files, unpublished payloads and corrupt entries, then evict\n"
     "                        least recently used entries down to the cap (N: bytes, or 512M, 2G)\n"
+    "  export FILE           write every tuning record to FILE (one JSON document, each record with its\n"
+    "                        checksum), to carry `layerjit tune`'s winners to another machine\n"
+    "  import FILE [--replace]\n"
+    "                        store FILE's records (each checked first; a bad one refuses the whole file).\n"
+    "                        A record applies where its key matches: the same group, sizes bucket, arch,\n"
+    "                        CUDA driver and layerjit version. A key already stored keeps its record\n"
+    "                        unless --replace\n"
     "\n"
     "options:\n"
     "  --dir DIR             use DIR instead of $LAYERJIT_CACHE_DIR, $XDG_CACHE_HOME/layerjit or\n"
@@ -41,10 +53,11 @@ namespace {
 
 struct CacheArgs {
   std::string action;
-  std::optional<std::string> key;
+  std::optional<std::string> key;   // show's KEY, export's and import's FILE
   std::optional<std::string> dir;
   std::optional<uint64_t> max_bytes;
   bool tuning = false;
+  bool replace = false;
   bool help = false;
 };
 
@@ -67,16 +80,20 @@ CacheArgs parse(const std::vector<std::string>& args) {
     else if (s == "--max-bytes") a.max_bytes = bytes(value("--max-bytes"));
     else if (s.rfind("--max-bytes=", 0) == 0) a.max_bytes = bytes(s.substr(12));
     else if (s == "--tuning") a.tuning = true;
+    else if (s == "--replace") a.replace = true;
     else if (!s.empty() && s[0] == '-') throw UsageError{fmt::format("unknown option '{}'", s)};
     else if (a.action.empty()) a.action = s;
-    else if (a.action == "show" && !a.key) a.key = s;
+    else if ((a.action == "show" || a.action == "export" || a.action == "import") && !a.key) a.key = s;
     else throw UsageError{fmt::format("unexpected argument '{}'", s)};
   }
   if (a.help) return a;
-  if (a.action.empty()) throw UsageError{"missing action (stats, ls, show, clear or prune)"};
-  if (a.action != "stats" && a.action != "ls" && a.action != "show" && a.action != "clear" && a.action != "prune")
+  if (a.action.empty()) throw UsageError{"missing action (stats, ls, show, clear, prune, export or import)"};
+  if (a.action != "stats" && a.action != "ls" && a.action != "show" && a.action != "clear" && a.action != "prune" &&
+      a.action != "export" && a.action != "import")
     throw UsageError{fmt::format("unknown action '{}'", a.action)};
   if (a.action == "show" && !a.key) throw UsageError{"show needs a KEY"};
+  if ((a.action == "export" || a.action == "import") && !a.key) throw UsageError{a.action + " needs a FILE"};
+  if (a.replace && a.action != "import") throw UsageError{"--replace only applies to import"};
   if (a.tuning && a.action != "clear") throw UsageError{"--tuning only applies to clear"};
   if (a.max_bytes && a.action != "prune") throw UsageError{"--max-bytes only applies to prune"};
   return a;
@@ -220,6 +237,79 @@ int prune(const CacheArgs& a) {
   return kExitOk;
 }
 
+std::unique_ptr<cache::TuningDb> tuning_or_fail(const CacheArgs& a) {
+  cache::CacheOptions o = options_for(a);
+  o.warn = [](const std::string&) {};
+  auto db = cache::TuningDb::open(o);
+  if (!db->enabled()) throw UserError(fmt::format("tuning database disabled: {}", db->disabled_reason()));
+  return db;
+}
+
+constexpr const char* kExportFormat = "layerjit-tuning-records";
+
+int export_records(const CacheArgs& a) {
+  auto db = tuning_or_fail(a);
+  nlohmann::json records = nlohmann::json::array();
+  const std::vector<cache::TuningRecord> all = db->list();
+  for (const cache::TuningRecord& r : all) records.push_back(nlohmann::json::parse(cache::tuning_record_json(r)));
+  const std::string text = nlohmann::json{{"format", kExportFormat}, {"version", 1}, {"records", std::move(records)}}.dump(1) + "\n";
+  // Beside the target, then renamed: a reader sees the old file or the whole new one.
+  const std::filesystem::path path(*a.key);
+  const std::filesystem::path tmp = path.string() + fmt::format(".tmp-{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out.good()) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw UserError(fmt::format("cannot write {}", path.string()));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw UserError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
+  }
+  std::printf("exported %zu tuning record(s) to %s\n", all.size(), path.c_str());
+  return kExitOk;
+}
+
+int import_records(const CacheArgs& a) {
+  std::ifstream in(*a.key, std::ios::binary);
+  if (!in) throw UserError(fmt::format("cannot read {}", *a.key));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object() || doc.value("format", "") != kExportFormat || !doc.contains("records") ||
+      !doc["records"].is_array())
+    throw UserError(fmt::format("{}: not a tuning export (`layerjit cache export` writes one)", *a.key));
+  if (!doc.contains("version") || doc["version"] != 1)
+    throw UserError(fmt::format("{}: tuning export version {}, this layerjit reads version 1", *a.key, doc.value("version", nlohmann::json()).dump()));
+  // Every record checked before any is stored: a damaged file changes nothing.
+  std::vector<cache::TuningRecord> records;
+  for (size_t i = 0; i < doc["records"].size(); ++i) {
+    std::string error;
+    auto r = cache::parse_tuning_record(doc["records"][i].dump(), error);
+    if (!r) throw UserError(fmt::format("{}: record {} is not sound ({}); nothing imported", *a.key, i, error));
+    records.push_back(std::move(*r));
+  }
+  auto db = tuning_or_fail(a);
+  size_t stored = 0, replaced = 0, kept = 0;
+  for (const cache::TuningRecord& r : records) {
+    std::string error;
+    switch (db->put(r, a.replace, &error)) {
+      case cache::TuningDb::PutResult::kStored: ++stored; break;
+      case cache::TuningDb::PutResult::kReplaced: ++replaced; break;
+      case cache::TuningDb::PutResult::kKeptExisting: ++kept; break;
+      case cache::TuningDb::PutResult::kFailed: throw UserError(fmt::format("{}: {}", *a.key, error));
+    }
+  }
+  std::printf("imported %zu tuning record(s) from %s: %zu new, %zu replaced, %zu kept (already stored%s)\n", records.size(),
+              a.key->c_str(), stored, replaced, kept, a.replace ? "" : "; --replace overwrites them");
+  return kExitOk;
+}
+
 }  // namespace
 
 int cmd_cache(const std::vector<std::string>& args) {
@@ -232,6 +322,8 @@ int cmd_cache(const std::vector<std::string>& args) {
   if (a.action == "ls") return ls(a);
   if (a.action == "show") return show(a);
   if (a.action == "clear") return clear(a);
+  if (a.action == "export") return export_records(a);
+  if (a.action == "import") return import_records(a);
   return prune(a);
 }
 

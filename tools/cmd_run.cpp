@@ -189,9 +189,10 @@ int cmd_run(const std::vector<std::string>& args) {
   Plans plans = build_plans(ctx, g, b, arch_specific, fusion, bundle);
   exec::Executable& fused = plans.fused;
   exec::Executable& unfused = plans.unfused;
-  std::printf("@%s on %s: fused %zu kernels (built in %.2f s, %d from the cache), unfused %zu kernels (%.2f s, %d from the cache)\n",
-              g.name().c_str(), ctx.info().name.c_str(), fused.launches_per_run(), fused.compile_seconds(), fused.cache_hits(),
-              unfused.launches_per_run(), unfused.compile_seconds(), unfused.cache_hits());
+  std::printf("@%s on %s: fused %zu kernels (built in %.1f ms, %s), unfused %zu kernels (%.1f ms, %d from the cache)\n", g.name().c_str(),
+              ctx.info().name.c_str(), fused.launches_per_run(), plans.fused_seconds * 1e3,
+              bundle ? "from the bundle" : fmt::format("{} from the cache", fused.cache_hits()).c_str(), unfused.launches_per_run(),
+              plans.unfused_seconds * 1e3, unfused.cache_hits());
 
   // Seeded inputs (host copies for the reference), each plan with its own copies of the caches.
   SeededInputs in = make_inputs(ctx, stream, g, b, seed, weights ? &*weights : nullptr);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -40,8 +41,13 @@ Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch
   fused_opts.hint = unfused_opts.hint = b;
   fused_opts.arch_specific = unfused_opts.arch_specific = arch_specific;
   unfused_opts.fusion.fuse = false;
-  return Plans{must(exec::Executable::build(ctx, g, fused_opts), "build the fused plan"),
-               must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan")};
+  auto t0 = std::chrono::steady_clock::now();
+  exec::Executable fused = must(exec::Executable::build(ctx, g, fused_opts), "build the fused plan");
+  auto t1 = std::chrono::steady_clock::now();
+  exec::Executable unfused = must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan");
+  auto t2 = std::chrono::steady_clock::now();
+  return Plans{std::move(fused), std::move(unfused), std::chrono::duration<double>(t1 - t0).count(),
+               std::chrono::duration<double>(t2 - t1).count()};
 }
 
 SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed,

@@ -48,6 +48,7 @@ rt::Context& gpu_context();
 /// The fused and the unfused plan of `g`, built for the sizes `b` (compiled or loaded from the cache).
 struct Plans {
   exec::Executable fused, unfused;
+  double fused_seconds = 0, unfused_seconds = 0;  ///< each Executable::build, wall: plan, emit, compile or load, module load
 };
 /// `fusion`: the fused plan's options (--no-one-row-prologues); the unfused plan is one kernel per op.
 /// The fused plan from `bundle` where one is given (the unfused one, the check, always compiles).

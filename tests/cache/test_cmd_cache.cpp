@@ -106,3 +106,61 @@ TEST_CASE("layerjit cache: refused directory and bad command lines", "[cache][cl
   CHECK(code == 0);
   CHECK_THAT(out, Catch::Contains("usage: layerjit cache"));
 }
+
+TEST_CASE("layerjit cache export / import: tuning records move between machines, checked, kept unless --replace", "[cache][cli]") {
+  TempDir dir;
+  const std::string here = (dir / "here").string(), there = (dir / "there").string(), file = (dir / "tuning.json").string();
+  const TuningKey k1{"matmul bf16 6144x4096", "B<=1,C<=4096", "sm_90a", "13.0"}, k2{"attention decode", "B<=32,C<=4096", "sm_90a", "13.0"};
+  {
+    auto db = TuningDb::open(options_at(dir / "here"));
+    std::vector<Measured> r1 = {{"gemv mt=1 u=2 warps=4", 58.8, 0.3}, {"gemv mt=1 u=4 warps=8", 65.1, 0.4}};
+    std::vector<Measured> r2 = {{"decode bn=16 warps=8 stages=3 chunk=256", 12.8, 0.1}};
+    REQUIRE(db->record(k1, r1).ok);
+    REQUIRE(db->record(k2, r2).ok);
+  }
+  auto [ec, eout] = run_cache({"export", file, "--dir", here});
+  CHECK(ec == 0);
+  CHECK_THAT(eout, Catch::Contains("exported 2 tuning record(s) to " + file));
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) CHECK_THAT(e.path().filename().string(), !Catch::Contains(".tmp-"));
+
+  // Another machine's empty cache: both records arrive as they were measured.
+  auto [ic, iout] = run_cache({"import", file, "--dir", there});
+  CHECK(ic == 0);
+  CHECK_THAT(iout, Catch::Contains("imported 2 tuning record(s)") && Catch::Contains("2 new, 0 replaced, 0 kept"));
+  auto db = TuningDb::open(options_at(dir / "there"));
+  auto got = db->lookup(k1);
+  REQUIRE(got);
+  CHECK(got->winner.config == "gemv mt=1 u=2 warps=4");
+  CHECK(got->winner.median_us == 58.8);
+  REQUIRE(got->runner_up);
+  CHECK(got->runner_up->config == "gemv mt=1 u=4 warps=8");
+
+  // A record there already is kept, unless --replace.
+  std::vector<Measured> local = {{"gemv mt=1 u=8 warps=8", 5.0, 0.2}};  // clearly faster than the imported 12.8: the new winner here
+  REQUIRE(db->record(k2, local).ok);
+  auto [kc, kout] = run_cache({"import", file, "--dir", there});
+  CHECK(kc == 0);
+  CHECK_THAT(kout, Catch::Contains("0 new, 0 replaced, 2 kept"));
+  CHECK(db->lookup(k2)->winner.config == "gemv mt=1 u=8 warps=8");
+  auto [rc, rout] = run_cache({"import", file, "--replace", "--dir", there});
+  CHECK(rc == 0);
+  CHECK_THAT(rout, Catch::Contains("0 new, 2 replaced, 0 kept"));
+  CHECK(db->lookup(k2)->winner.config == "decode bn=16 warps=8 stages=3 chunk=256");
+
+  // One changed figure breaks that record's checksum: the whole file is refused, nothing stored.
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("58.8");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 4, "18.8");
+  const std::string bad = (dir / "bad.json").string();
+  std::ofstream(bad) << text;
+  const std::string fresh = (dir / "fresh").string();
+  CHECK_THROWS_WITH(run_cache({"import", bad, "--dir", fresh}), Catch::Contains("is not sound (checksum mismatch); nothing imported"));
+  CHECK(TuningDb::open(options_at(dir / "fresh"))->list().empty());
+  std::ofstream(bad) << "{\"records\": []}";
+  CHECK_THROWS_WITH(run_cache({"import", bad, "--dir", fresh}), Catch::Contains("not a tuning export"));
+  CHECK_THROWS_WITH(run_cache({"import", (dir / "none.json").string(), "--dir", fresh}), Catch::Contains("cannot read"));
+  CHECK_THROWS_AS(run_cache({"import"}), lj::cli::UsageError);
+  CHECK_THROWS_AS(run_cache({"export", file, "--replace"}), lj::cli::UsageError);
+}

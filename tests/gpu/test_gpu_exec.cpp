@@ -1,13 +1,20 @@
 // GPU tier: whole graphs through exec::Executable — the small Llama layer (prefill and decode, in
 // place KV-cache updates) against the CPU reference, the arena's reuse, the prefill layer's returned
 // %v copied out of the QKV projection into a buffer of its own, and the errors a caller can make (an
-// unbound input, binding an intermediate, a missing symbol value).
+// unbound input, binding an intermediate, a missing symbol value), and executables from AOT bundles.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
 
+#include <filesystem>
+#include <memory>
+
+#include <unistd.h>
+
 #include "exec/executable.h"
+#include "jit/bundle.h"
+#include "runtime/nvrtc.h"
 #include "layerjit/llama.h"
 #include "layerjit/reference.h"
 #include "layerjit/text.h"
@@ -235,6 +242,57 @@ TEST_CASE("one-row prologues: at B = 1 the QKV and gate/up GEMVs compute the RMS
     // only in the order of the sum of squares, so the outputs agree to a few bf16 steps.
     check_plans_agree(*stream, g, *ew, *eo, b, 128);
   }
+}
+
+TEST_CASE("AOT bundles: the device's cubin runs as the compiled plan bit for bit, an older arch's PTX through the driver, no NVRTC",
+          "[gpu][exec][bundle]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  const Graph g = llama_decode(LlamaConfig::small());
+  Bindings b;
+  b.set("B", 3);
+  b.set("C", 37);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("layerjit-gpu-bundle-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  // This GPU's own target (as `layerjit bundle` writes on it), and sm_80 alone: on a newer GPU that
+  // one is loaded as PTX for the driver to compile.
+  auto own = jit::JitTarget::of_device(ctx);
+  LJ_REQUIRE_OK(own);
+  auto ampere = jit::JitTarget::of_arch("sm_80");
+  LJ_REQUIRE_OK(ampere);
+  jit::BundleWriteOptions wo;
+  wo.hint = b;
+  wo.use_tuned = false;
+  wo.targets = {*own};
+  LJ_REQUIRE_OK(jit::write_bundle((dir / "own.ljb").string(), std::span(&g, 1), wo));
+  wo.targets = {*ampere};
+  LJ_REQUIRE_OK(jit::write_bundle((dir / "sm80.ljb").string(), std::span(&g, 1), wo));
+
+  exec::BuildOptions compiled;
+  compiled.hint = b;
+  compiled.use_tuned = false;
+  auto ec = exec::Executable::build(ctx, g, compiled);
+  LJ_REQUIRE_OK(ec);
+  for (const char* file : {"own.ljb", "sm80.ljb"}) {
+    INFO("bundle " << file);
+    auto read = jit::Bundle::read((dir / file).string());
+    LJ_REQUIRE_OK(read);
+    exec::BuildOptions from = compiled;
+    from.bundle = std::make_shared<const jit::Bundle>(std::move(*read));
+    const int64_t nvrtc = rt::nvrtc_compile_count();
+    auto eb = exec::Executable::build(ctx, g, from);
+    LJ_REQUIRE_OK(eb);
+    CHECK(rt::nvrtc_compile_count() == nvrtc);
+    const bool ptx = std::string_view(file) == "sm80.ljb" && ctx.info().cc() / 10 != 8;
+    for (const exec::KernelOrigin& o : eb->origins()) CHECK_THAT(o.image, Catch::StartsWith(ptx ? "PTX of sm_80" : "cubin"));
+    const std::map<std::string, HostTensor> host = random_inputs(g, b, 811);
+    std::vector<rt::DeviceBuffer> keep;
+    run_both_against_reference(ctx, *stream, g, *eb, *ec, host, b, keep);
+    // The same kernels where the bundle is this GPU's: the same bits.
+    if (std::string_view(file) == "own.ljb") check_plans_agree(*stream, g, *eb, *ec, b, 1e300);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the arena reuses dead intermediates: fused plans need less than unfused ones", "[gpu][exec]") {

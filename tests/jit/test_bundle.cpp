@@ -190,7 +190,7 @@ TEST_CASE("bundle: a flipped, cut or appended byte anywhere is refused, naming t
   CHECK_THAT(refused(flipped), Catch::Contains("the manifest's checksum does not match"));
   CHECK_THAT(refused(good.substr(0, good.size() - 1)), Catch::Contains("truncated"));
   CHECK_THAT(refused(good.substr(0, 40)), Catch::Contains("not a layerjit bundle"));
-  CHECK_THAT(refused(good + "x"), Catch::Contains("1 bytes after the last payload"));
+  CHECK_THAT(refused(good + "x"), Catch::Contains("1 byte(s) after the last payload"));
   CHECK_THAT(refused("PK\x03\x04 not a bundle at all, but long enough to have a header of fifty-six bytes"), Catch::Contains("not a layerjit bundle"));
   std::string future = good;
   future[8] = 9;
