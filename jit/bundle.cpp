@@ -225,9 +225,9 @@ rt::Result<const BundlePlan*> find_bundle_plan(const Bundle& b, const Graph& g, 
     if (p.graph_hash == gh && p.plan_hash == ph && p.hint == ht && b.targets[p.target].arch == arch) return &p;
     if (p.graph == g.name())
       held += fmt::format("\n  @{} for {} at {}{}", p.graph, b.targets[p.target].arch, p.hint.empty() ? "no sizes" : p.hint,
-                          p.graph_hash != gh   ? " (another graph of that name, or this one lowered with other fusion options)"
-                          : p.plan_hash != ph  ? " (fused otherwise: other fusion options)"
-                                               : "");
+                          p.graph_hash != gh                 ? " (another graph of that name, or this one lowered with other fusion options)"
+                          : p.hint == ht && p.plan_hash != ph ? " (fused otherwise: other fusion options)"
+                                                              : "");  // other sizes: the listing says which
   }
   return rt::Error{fmt::format("bundle {} has no plan of @{} for {} at {}{}", b.path, g.name(), arch, ht.empty() ? "no sizes" : ht,
                                held.empty() ? fmt::format("; it holds no plan of that graph") : "; it holds:" + held)};

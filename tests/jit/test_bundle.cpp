@@ -143,7 +143,11 @@ TEST_CASE("bundle: a plan the bundle does not hold is refused, saying what it ho
   auto other_sizes = try_plan(sb.g, {}, sizes(32, 9), arch("sm_90a"));
   REQUIRE(!other_sizes.ok());
   CHECK_THAT(other_sizes.message(), Catch::Contains("has no plan of @llama_small_decode for sm_90a at B=32,C=9") &&
-                                        Catch::Contains("@llama_small_decode for sm_90a at B=2,C=9"));
+                                        Catch::Contains("@llama_small_decode for sm_90a at B=2,C=9\n") && !Catch::Contains("fused otherwise"));
+  // One row: the one-row prologues draw the plan otherwise too; the sizes are what the listing names.
+  auto one_row = try_plan(sb.g, {}, sizes(1, 9), arch("sm_90a"));
+  REQUIRE(!one_row.ok());
+  CHECK_THAT(one_row.message(), Catch::Contains("at B=1,C=9") && !Catch::Contains("fused otherwise"));
   // Another fusion: the same graph, grouped otherwise.
   FusionOptions unfused;
   unfused.fuse = false;
