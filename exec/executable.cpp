@@ -48,6 +48,7 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
   po.hint = opts.hint;
   po.use_tuned = opts.use_tuned;
   po.use_cache = opts.use_cache;
+  po.progress = opts.progress;
   jit::JitTarget target;
   std::string bundle_image;
   if (opts.bundle) {

@@ -7,6 +7,7 @@
 // params they read are bound.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,7 @@
 
 namespace lj::jit {
 struct Bundle;
+struct CompileProgress;
 }
 
 namespace lj::exec {
@@ -55,6 +57,9 @@ struct BuildOptions {
   /// (another layerjit version, no plan of this graph at `hint`, a kernel whose key differs) is an
   /// error saying why. The plan is fused by `fusion` as the bundle's was.
   std::shared_ptr<const jit::Bundle> bundle;
+  /// Hears of each kernel as it finishes compiling (a cached one at once), for progress lines; the
+  /// argument is a jit::CompileProgress.
+  std::function<void(const jit::CompileProgress&)> progress;
 };
 
 /// Where each kernel's choices came from, for LAYERJIT_LOG=dispatch and `layerjit run`.

@@ -107,7 +107,7 @@ std::vector<rt::Result<CompiledKernel>> compile_jobs(std::span<const rt::Compile
   auto report = [&](size_t i, bool hit, bool ok, double seconds) {
     if (!options.progress) return;
     std::lock_guard<std::mutex> lock(progress_mutex);
-    options.progress(CompileProgress{++finished, jobs.size(), names[i], hit, ok, seconds});
+    options.progress(CompileProgress{++finished, jobs.size(), names[i], hit, ok, seconds, i});
   };
   {
     std::vector<bool> pending(jobs.size(), false);

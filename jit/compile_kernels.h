@@ -44,6 +44,7 @@ struct CompileProgress {
   bool cache_hit = false;      ///< nothing compiled for it
   bool ok = true;
   double seconds = 0;          ///< NVRTC's time for it
+  size_t index = 0;            ///< its position in the jobs compiled (kernels of one group share a name)
 };
 
 struct KernelCompileOptions {

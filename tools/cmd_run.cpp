@@ -27,7 +27,7 @@ namespace lj::cli {
 const char* const kRunUsage =
     "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
     "                    [--no-arch-specific] [--no-one-row-prologues] [--weights FILE] [--save DIR]\n"
-    "                    [--bundle FILE.ljb]\n"
+    "                    [--bundle FILE.ljb] [--quiet]\n"
     "\n"
     "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
     "+-1/sqrt(K), vector weights in [0.5, 1.5), activations in [-1, 1), positions at the end of each\n"
@@ -50,6 +50,8 @@ const char* const kRunUsage =
     "--bundle FILE.ljb: the fused plan's kernels from an AOT bundle (`layerjit bundle`): no NVRTC for it;\n"
     "the unfused plan, the check, compiles as usual. A bundle without this graph at these --bind sizes\n"
     "is an error saying what it holds.\n"
+    "Each kernel NVRTC compiles prints a line to stderr as it finishes (the cache's and a bundle's count\n"
+    "at once); --quiet leaves them out. The first line of the report gives each plan's build time.\n"
     "--save DIR: writes DIR/inputs.safetensors (every graph input as generated, weights and caches\n"
     "before the run), DIR/outputs.safetensors (the fused plan's outputs) and DIR/layerjit.json (graph,\n"
     "sizes, device, times per call): what bench/compare_torch.py feeds PyTorch. Needs a GPU.\n";
@@ -115,6 +117,7 @@ int cmd_run(const std::vector<std::string>& args) {
   bool arch_specific = true;
   FusionOptions fusion;
   std::string save_dir, weights_path, bundle_path;
+  bool quiet = false;
   std::string reference = "auto";
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -127,6 +130,8 @@ int cmd_run(const std::vector<std::string>& args) {
     } else if (a == "--weights") {
       if (i + 1 >= args.size()) throw UsageError{"--weights needs a safetensors file"};
       weights_path = args[++i];
+    } else if (a == "--quiet") {
+      quiet = true;
     } else if (a == "--bundle") {
       if (i + 1 >= args.size()) throw UsageError{"--bundle needs a bundle file"};
       bundle_path = args[++i];
@@ -186,13 +191,13 @@ int cmd_run(const std::vector<std::string>& args) {
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
 
   // Both plans, built (and compiled or loaded from the cache, the fused one from a bundle) once.
-  Plans plans = build_plans(ctx, g, b, arch_specific, fusion, bundle);
+  Plans plans = build_plans(ctx, g, b, arch_specific, fusion, bundle, quiet);
   exec::Executable& fused = plans.fused;
   exec::Executable& unfused = plans.unfused;
-  std::printf("@%s on %s: fused %zu kernels (built in %.1f ms, %s), unfused %zu kernels (%.1f ms, %d from the cache)\n", g.name().c_str(),
-              ctx.info().name.c_str(), fused.launches_per_run(), plans.fused_seconds * 1e3,
+  std::printf("@%s on %s: fused %zu kernels (built in %.1f ms, %s), unfused %zu kernels (%.1f ms, %d from the cache); %lld NVRTC compiles\n",
+              g.name().c_str(), ctx.info().name.c_str(), fused.launches_per_run(), plans.fused_seconds * 1e3,
               bundle ? "from the bundle" : fmt::format("{} from the cache", fused.cache_hits()).c_str(), unfused.launches_per_run(),
-              plans.unfused_seconds * 1e3, unfused.cache_hits());
+              plans.unfused_seconds * 1e3, unfused.cache_hits(), static_cast<long long>(plans.nvrtc_compiles));
 
   // Seeded inputs (host copies for the reference), each plan with its own copies of the caches.
   SeededInputs in = make_inputs(ctx, stream, g, b, seed, weights ? &*weights : nullptr);

@@ -4,13 +4,16 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 #include <fmt/format.h>
 
 #include "exec/index_inputs.h"
+#include "jit/compile_kernels.h"
 #include "layerjit/error.h"
 #include "runtime/context.h"
 #include "runtime/host_values.h"
+#include "runtime/nvrtc.h"
 #include "tools/cli.h"
 
 namespace lj::cli {
@@ -34,10 +37,20 @@ rt::Context& gpu_context() {
 }
 
 Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific, const FusionOptions& fusion,
-                  std::shared_ptr<const jit::Bundle> bundle) {
+                  std::shared_ptr<const jit::Bundle> bundle, bool quiet) {
   exec::BuildOptions fused_opts, unfused_opts;
   fused_opts.fusion = fusion;
   fused_opts.bundle = std::move(bundle);
+  if (!quiet) {
+    auto progress = [](const char* plan) {
+      return [plan](const jit::CompileProgress& p) {
+        if (!p.cache_hit) std::fprintf(stderr, "  %s [%zu/%zu] %s %s (%.2f s)\n", plan, p.done, p.total, p.name.c_str(), p.ok ? "compiled" : "FAILED", p.seconds);
+      };
+    };
+    fused_opts.progress = progress("fused");
+    unfused_opts.progress = progress("unfused");
+  }
+  const int64_t nvrtc_before = rt::nvrtc_compile_count();
   fused_opts.hint = unfused_opts.hint = b;
   fused_opts.arch_specific = unfused_opts.arch_specific = arch_specific;
   unfused_opts.fusion.fuse = false;
@@ -47,7 +60,7 @@ Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch
   exec::Executable unfused = must(exec::Executable::build(ctx, g, unfused_opts), "build the unfused plan");
   auto t2 = std::chrono::steady_clock::now();
   return Plans{std::move(fused), std::move(unfused), std::chrono::duration<double>(t1 - t0).count(),
-               std::chrono::duration<double>(t2 - t1).count()};
+               std::chrono::duration<double>(t2 - t1).count(), rt::nvrtc_compile_count() - nvrtc_before};
 }
 
 SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed,

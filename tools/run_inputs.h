@@ -49,11 +49,13 @@ rt::Context& gpu_context();
 struct Plans {
   exec::Executable fused, unfused;
   double fused_seconds = 0, unfused_seconds = 0;  ///< each Executable::build, wall: plan, emit, compile or load, module load
+  int64_t nvrtc_compiles = 0;                     ///< made by both builds
 };
 /// `fusion`: the fused plan's options (--no-one-row-prologues); the unfused plan is one kernel per op.
 /// The fused plan from `bundle` where one is given (the unfused one, the check, always compiles).
+/// Unless `quiet`, a line on stderr per kernel NVRTC compiles, as it finishes.
 Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific, const FusionOptions& fusion = {},
-                  std::shared_ptr<const jit::Bundle> bundle = nullptr);
+                  std::shared_ptr<const jit::Bundle> bundle = nullptr, bool quiet = false);
 
 /// Generates and uploads every input of `g` at `b` from `seed`; with `weights`, every param input is
 /// the file's tensor of its name instead (exact). Throws UserError on a GPU failure.

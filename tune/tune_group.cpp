@@ -164,9 +164,18 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
   if (settings.kernel_cache && !ao.compiler) {
     std::vector<std::string> names;
     for (const GeneratedKernel& k : kernels) names.push_back(k.name);
-    ao.compiler = [cache = settings.kernel_cache, names, workers = ao.compile_workers](std::span<const rt::CompileJob> jobs) {
+    // Candidates NVRTC compiles are reported as each finishes (the cache's are counted at once).
+    std::vector<std::string> configs;
+    for (const GeneratedKernel& k : kernels) configs.push_back(k.config);
+    std::function<void(const jit::CompileProgress&)> heard;
+    if (ao.progress)
+      heard = [say = ao.progress, configs](const jit::CompileProgress& p) {
+        if (p.cache_hit || p.index >= configs.size()) return;
+        say(fmt::format("  [{}/{}] {} {} ({:.2f} s)", p.done, p.total, configs[p.index], p.ok ? "compiled" : "FAILED", p.seconds));
+      };
+    ao.compiler = [cache = settings.kernel_cache, names, workers = ao.compile_workers, heard](std::span<const rt::CompileJob> jobs) {
       std::vector<rt::Result<rt::CompiledProgram>> programs;
-      for (auto& r : jit::compile_jobs(jobs, names, jit::KernelCompileOptions{cache, false, workers})) {
+      for (auto& r : jit::compile_jobs(jobs, names, jit::KernelCompileOptions{cache, false, workers, heard})) {
         if (r.ok()) programs.emplace_back(std::move(r->program));
         else programs.emplace_back(r.error());
       }
