@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <string_view>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "runtime/fill.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "exec/executable.h"
+#include "runtime/nvrtc.h"
 #include "tune/tune_group.h"
 
 using namespace lj;
@@ -207,6 +209,36 @@ TEST_CASE("tuning a matmul group verifies every pruned config and stores the win
   auto plain = exec::Executable::build(ctx, g, bo);
   LJ_REQUIRE_OK(plain);
   CHECK(plain->origins()[0].config_source == "default");
+}
+
+TEST_CASE("the tuner compiles in worker processes: a crash there fails the tuning with the reason, the process goes on", "[gpu][autotune]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  TempTuningDb tdb("lj-tune-workers");
+  const Graph g = matmul_graph(200, 520);
+  Bindings b;
+  b.set("M", 33);
+  // The build tree's worker, unless the environment names one (binaries copied elsewhere).
+  const char* named = std::getenv("LAYERJIT_COMPILE_WORKER");
+  const std::string worker = named && *named && std::string_view(named) != "off" ? named : LAYERJIT_COMPILE_WORKER_PATH;
+  ::setenv("LAYERJIT_COMPILE_WORKER", worker.c_str(), 1);
+  const int64_t before = rt::nvrtc_compile_count();
+  auto r = tune_single_group(*stream, g, b, tdb.db.get());
+  LJ_REQUIRE_OK(r);
+  CHECK(rt::nvrtc_compile_count() - before == static_cast<int64_t>(r->report.results.size()));  // counted from the workers' replies
+  for (const auto& c : r->report.results) CHECK(c.status == rt::CandidateStatus::kTimed);
+  // Every candidate's compile killed by SIGSEGV (the worker's test hook): an error that says so.
+  ::setenv("LAYERJIT_TEST_WORKER_CRASH", "_g0_matmul", 1);
+  auto crashed = tune_single_group(*stream, g, b, tdb.db.get());
+  ::unsetenv("LAYERJIT_TEST_WORKER_CRASH");
+  REQUIRE(!crashed.ok());
+  CHECK_THAT(crashed.message(), Catch::Contains("does not work") && Catch::Contains("killed by SIGSEGV"));
+  // This process is unharmed: the next tuning runs.
+  auto again = tune_single_group(*stream, g, b, tdb.db.get());
+  ::unsetenv("LAYERJIT_COMPILE_WORKER");
+  LJ_REQUIRE_OK(again);
+  CHECK(again->record.has_value());
 }
 
 TEST_CASE("tuning an attention prefill group verifies every tile set and an executable runs the winner", "[gpu][autotune]") {
