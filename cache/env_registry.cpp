@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "layerjit/error.h"
+#include "layerjit/check.h"
 
 namespace lj::cache {
 

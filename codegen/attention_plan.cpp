@@ -15,6 +15,7 @@
 #include "codegen/emit_common.h"
 #include "layerjit/text.h"
 #include "layerjit/op_attrs.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

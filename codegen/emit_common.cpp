@@ -7,6 +7,7 @@
 
 #include "layerjit/text.h"
 #include "layerjit/op_attrs.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

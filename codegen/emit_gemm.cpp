@@ -5,6 +5,7 @@
 
 #include "codegen/emit_gemm.h"
 #include "layerjit/text.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

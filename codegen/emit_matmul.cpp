@@ -9,6 +9,7 @@
 
 #include "codegen/emitters.h"
 #include "layerjit/text.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

@@ -16,6 +16,7 @@
 #include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 #include "layerjit/op_attrs.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

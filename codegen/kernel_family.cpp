@@ -5,6 +5,7 @@
 
 #include "codegen/emitters.h"
 #include "layerjit/error.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

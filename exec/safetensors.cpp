@@ -10,6 +10,7 @@
 
 #include "layerjit/error.h"
 #include "runtime/host_values.h"
+#include "layerjit/check.h"
 
 namespace lj::exec {
 

@@ -1,6 +1,8 @@
 // Formatting of user and internal errors.
 #include "layerjit/error.h"
 
+#include <fmt/format.h>
+
 namespace lj {
 
 std::string SourceLoc::str() const {

@@ -2,6 +2,7 @@
 #include "layerjit/op_attrs.h"
 
 #include "layerjit/error.h"
+#include "layerjit/check.h"
 
 namespace lj::attr {
 

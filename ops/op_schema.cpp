@@ -15,6 +15,7 @@ namespace {
 constexpr std::array kOpNames = {
 #define LJ_OP(id, name, cls) std::string_view(name),
 #include "layerjit/op_kinds.def"
+#include "layerjit/check.h"
 #undef LJ_OP
 };
 

@@ -9,6 +9,7 @@
 #include "layerjit/error.h"
 #include "ops/op_schema.h"
 #include "layerjit/op_attrs.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "layerjit/error.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

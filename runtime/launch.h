@@ -10,6 +10,7 @@
 
 #include "runtime/module.h"
 #include "runtime/stream.h"
+#include "layerjit/check.h"
 
 namespace lj::rt {
 

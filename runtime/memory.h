@@ -8,6 +8,7 @@
 #include <span>
 
 #include "runtime/stream.h"
+#include "layerjit/check.h"
 
 namespace lj::rt {
 

@@ -10,6 +10,7 @@
 #include <variant>
 
 #include "layerjit/error.h"
+#include "layerjit/check.h"
 
 namespace lj::rt {
 

@@ -11,6 +11,7 @@
 #include "compiler/dump.h"
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
+#include "layerjit/check.h"
 
 namespace lj::cli {
 

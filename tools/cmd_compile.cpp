@@ -17,6 +17,7 @@
 #include "runtime/context.h"
 #include "runtime/nvrtc.h"
 #include "tools/commands.h"
+#include "layerjit/check.h"
 
 namespace lj::cli {
 

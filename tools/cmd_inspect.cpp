@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tools/commands.h"
+#include "layerjit/check.h"
 
 namespace lj::cli {
 

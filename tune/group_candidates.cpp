@@ -7,6 +7,7 @@
 
 #include "codegen/kernel_family.h"
 #include "layerjit/error.h"
+#include "layerjit/check.h"
 
 namespace lj::tune {
 

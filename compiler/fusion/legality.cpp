@@ -1,6 +1,7 @@
 // Fusion legality predicates: op classes, use maps, cycle checks, iteration spaces.
 #include "compiler/fusion/legality.h"
 #include "layerjit/op_attrs.h"
+#include "layerjit/check.h"
 
 #include <algorithm>
 

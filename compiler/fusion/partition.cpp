@@ -34,6 +34,7 @@
 #include "compiler/fusion/legality.h"
 #include "compiler/fusion/output_views.h"
 #include "layerjit/op_attrs.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

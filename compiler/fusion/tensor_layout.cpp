@@ -1,6 +1,7 @@
 // View layout analysis: offsets and strides of reshape/split results into their source buffers.
 #include "compiler/fusion/tensor_layout.h"
 #include "layerjit/op_attrs.h"
+#include "layerjit/check.h"
 
 #include <algorithm>
 

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "ops/op_schema.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

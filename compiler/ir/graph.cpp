@@ -1,5 +1,6 @@
 // Graph accessors and whole-graph queries.
 #include "layerjit/graph.h"
+#include "layerjit/check.h"
 
 #include <algorithm>
 

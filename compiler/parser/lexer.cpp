@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "compiler/parser/utf8.h"
+#include "layerjit/check.h"
 
 namespace lj::parser {
 

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "ops/op_schema.h"
+#include "layerjit/check.h"
 
 namespace lj::parser {
 

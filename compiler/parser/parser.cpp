@@ -25,6 +25,7 @@
 #include "layerjit/builder.h"
 #include "layerjit/text.h"
 #include "ops/op_schema.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

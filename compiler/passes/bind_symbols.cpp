@@ -2,6 +2,7 @@
 // is rebuilt through the builder, so every op is verified again at the bound shapes.
 #include "layerjit/builder.h"
 #include "layerjit/passes.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "ops/op_schema.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

@@ -14,6 +14,7 @@
 
 #include "layerjit/error.h"
 #include "layerjit/reference.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

@@ -1,11 +1,11 @@
 // Errors. Two kinds, as in Halide: a UserError is the user's input at fault (it carries a source
-// location when there is one); an InternalError is a layerjit bug ("please report").
+// location when there is one); an InternalError is a layerjit bug ("please report"). Public and
+// self-contained; the LJ_CHECK / LJ_ASSERT macros layerjit's own code raises them with are in
+// layerjit/check.h, which is not installed.
 #pragma once
 
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace lj {
 
@@ -39,17 +39,3 @@ class InternalError : public std::logic_error {
 [[noreturn]] void throw_internal(const char* file, int line, const std::string& msg);
 
 }  // namespace lj
-
-/// A user error: the input is at fault. The message says what was expected and what was found.
-#define LJ_CHECK(cond, loc, ...)                                   \
-  do {                                                             \
-    if (!(cond)) throw ::lj::UserError(fmt::format(__VA_ARGS__), (loc)); \
-  } while (0)
-
-/// An internal invariant: failing it is a layerjit bug.
-#define LJ_ASSERT(cond, ...)                                                                   \
-  do {                                                                                         \
-    if (!(cond))                                                                               \
-      ::lj::throw_internal(__FILE__, __LINE__, fmt::format("assertion `{}` failed: {}", #cond, \
-                                                           fmt::format(__VA_ARGS__)));         \
-  } while (0)

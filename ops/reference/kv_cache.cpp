@@ -4,6 +4,7 @@
 // caller's error, reported with the sequence and the position, never a silent out-of-bounds write.
 #include "layerjit/error.h"
 #include "ops/reference/reference_ops.h"
+#include "layerjit/check.h"
 
 namespace lj::ref {
 

@@ -21,6 +21,7 @@
 
 #include "layerjit/error.h"
 #include "ops/reference/reference_ops.h"
+#include "layerjit/check.h"
 
 namespace lj::ref {
 

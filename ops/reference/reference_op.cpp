@@ -12,6 +12,7 @@
 #include "ops/op_schema.h"
 #include "ops/reference/reference_ops.h"
 #include "layerjit/op_attrs.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

@@ -7,6 +7,7 @@
 
 #include "layerjit/error.h"
 #include "ops/reference/reference_ops.h"
+#include "layerjit/check.h"
 
 namespace lj {
 

@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "exec/safetensors.h"
 #include "layerjit/text.h"
 #include "tests/unit/error_of.h"

@@ -3,6 +3,7 @@
 
 #include "layerjit/error.h"
 #include "layerjit/types.h"
+#include "layerjit/check.h"
 
 using namespace lj;
 
