@@ -9,7 +9,7 @@ set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$src"
 
-ops_public='layerjit/(types|error|attrs|op_kind|kernel_abi|host_tensor)\.h|layerjit/op_kinds\.def|layerjit/random\.cuh'
+ops_public='layerjit/(types|error|check|attrs|op_kind|kernel_abi|host_tensor)\.h|layerjit/op_kinds\.def|layerjit/random\.cuh'
 # folder: the project include prefixes its files may use (besides their own folder)
 declare -A allowed=(
   [ops]="layerjit/"
