@@ -100,6 +100,24 @@ int write_temp_file(int dirfd, std::string_view data, bool durable, std::string&
   return err;
 }
 
+int replace_file(const std::string& path, std::string_view data, bool durable) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return errno;
+  UniqueFd dirfd(dfd);
+  std::string temp;
+  if (int err = write_temp_file(dirfd.get(), data, durable, temp); err != 0) return err;
+  if (::renameat(dirfd.get(), temp.c_str(), dirfd.get(), name.c_str()) != 0) {
+    const int err = errno;
+    ::unlinkat(dirfd.get(), temp.c_str(), 0);
+    return err;
+  }
+  if (durable) (void)sync_fd(dirfd.get());  // the rename durable; the file is whole either way
+  return 0;
+}
+
 std::optional<pid_t> writer_pid_of(std::string_view name, std::string_view prefix) {
   if (name.substr(0, prefix.size()) != prefix) return std::nullopt;
   std::string_view rest = name.substr(prefix.size());

@@ -55,6 +55,10 @@ inline constexpr std::string_view kTempPrefix = ".tmp-";
 /// Writes `data` to a fresh ".tmp-<pid>-<token>" file in `dirfd` (O_EXCL, mode 0600), fsyncs it when
 /// `durable`, and returns its name in `temp_name`. The caller renames it into place.
 int write_temp_file(int dirfd, std::string_view data, bool durable, std::string& temp_name);
+/// Replaces the file at `path` with `data` whole: a temp file beside it (write_temp_file), renamed
+/// over it, the directory fsync'd when `durable`. A reader sees the old file or the new one, never a
+/// torn one; on failure nothing is left behind.
+int replace_file(const std::string& path, std::string_view data, bool durable);
 /// The writer pid encoded in a temp or payload file name ("<anything>-<pid>-<token>..."), if any.
 std::optional<pid_t> writer_pid_of(std::string_view name, std::string_view prefix);
 /// True when no process `pid` exists (kill(pid, 0) reports ESRCH).

@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -87,20 +86,8 @@ rt::Result<BundleFile> decode_bundle(std::string_view bytes, std::string_view na
 }
 
 rt::Status write_bundle_file(const std::string& path, const nlohmann::json& manifest, std::span<const std::string> payloads) {
-  const std::string bytes = encode_bundle(manifest, payloads);
-  std::filesystem::path p(path);
-  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  cache::UniqueFd dirfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!dirfd.valid()) return rt::Error{fmt::format("cannot write {}: cannot open directory {}: {}", path, dir, std::strerror(errno))};
-  std::string temp;
-  if (int err = cache::write_temp_file(dirfd.get(), bytes, true, temp); err != 0)
+  if (int err = cache::replace_file(path, encode_bundle(manifest, payloads), /*durable=*/true); err != 0)
     return rt::Error{fmt::format("cannot write {}: {}", path, std::strerror(err))};
-  if (::renameat(dirfd.get(), temp.c_str(), dirfd.get(), p.filename().c_str()) != 0) {
-    const int err = errno;
-    ::unlinkat(dirfd.get(), temp.c_str(), 0);
-    return rt::Error{fmt::format("cannot write {}: {}", path, std::strerror(err))};
-  }
-  (void)cache::sync_fd(dirfd.get());  // the rename durable; the file is already whole either way
   return {};
 }
 

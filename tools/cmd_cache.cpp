@@ -3,11 +3,9 @@
 // eviction removes next.
 #include "tools/cmd_cache.h"
 
-#include <unistd.h>
-
 #include <cstdio>
+#include <cstring>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -15,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/disk_cache.h"
+#include "cache/posix_file.h"
 #include "cache/tuning_db.h"
 #include "layerjit/error.h"
 
@@ -253,26 +252,9 @@ int export_records(const CacheArgs& a) {
   const std::vector<cache::TuningRecord> all = db->list();
   for (const cache::TuningRecord& r : all) records.push_back(nlohmann::json::parse(cache::tuning_record_json(r)));
   const std::string text = nlohmann::json{{"format", kExportFormat}, {"version", 1}, {"records", std::move(records)}}.dump(1) + "\n";
-  // Beside the target, then renamed: a reader sees the old file or the whole new one.
-  const std::filesystem::path path(*a.key);
-  const std::filesystem::path tmp = path.string() + fmt::format(".tmp-{}", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out.good()) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw UserError(fmt::format("cannot write {}", path.string()));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw UserError(fmt::format("cannot write {}: {}", path.string(), ec.message()));
-  }
-  std::printf("exported %zu tuning record(s) to %s\n", all.size(), path.c_str());
+  if (int err = cache::replace_file(*a.key, text, /*durable=*/true); err != 0)
+    throw UserError(fmt::format("cannot write {}: {}", *a.key, std::strerror(err)));
+  std::printf("exported %zu tuning record(s) to %s\n", all.size(), a.key->c_str());
   return kExitOk;
 }
 
