@@ -1,5 +1,6 @@
 #include "runtime/compile_workers.h"
 
+#include <dlfcn.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -141,6 +142,19 @@ std::optional<std::string> beside_executable() {
   return std::nullopt;
 }
 
+// Installed, the library sits in <prefix>/lib and the worker in <prefix>/bin: a program that links
+// liblayerjit.so (or the Python module) finds it there, wherever the program itself is.
+std::optional<std::string> beside_library() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<const void*>(&beside_library), &info) == 0 || info.dli_fname == nullptr) return std::nullopt;
+  std::error_code ec;
+  const std::filesystem::path lib = std::filesystem::canonical(info.dli_fname, ec);
+  if (ec) return std::nullopt;
+  for (const std::filesystem::path& p : {lib.parent_path() / kWorkerName, lib.parent_path().parent_path() / "bin" / kWorkerName})
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+  return std::nullopt;
+}
+
 }  // namespace
 
 WorkerSettings worker_settings_from_env(std::string* error) {
@@ -152,6 +166,8 @@ WorkerSettings worker_settings_from_env(std::string* error) {
     if (std::string_view(w) != "off") s.path = w;
   } else if (std::optional<std::string> p = beside_executable()) {
     s.path = *p;
+  } else if (std::optional<std::string> q = beside_library()) {
+    s.path = *q;
   }
   if (const char* j = std::getenv("LAYERJIT_COMPILE_JOBS"); j && *j) {
     char* end = nullptr;

@@ -20,7 +20,9 @@ struct WorkerSettings {
 };
 
 /// From the environment: LAYERJIT_COMPILE_WORKER names the worker (a path; "off" compiles in this
-/// process), else layerjit-compile-worker beside the running executable is used where it exists;
+/// process), else layerjit-compile-worker beside the running executable, else beside (or in ../bin
+/// of) the library holding this code (liblayerjit.so, for programs and the Python module), where
+/// it exists;
 /// LAYERJIT_COMPILE_JOBS the number of workers; LAYERJIT_COMPILE_TIMEOUT the seconds per compile.
 /// `error` (if given) receives why a set variable is malformed (the default is used then).
 WorkerSettings worker_settings_from_env(std::string* error = nullptr);

@@ -1,4 +1,4 @@
-// An owned CUDA stream. Every asynchronous runtime operation (copies, fills, launches, graph
+// A CUDA stream, owned or borrowed. Every asynchronous runtime operation (copies, fills, launches, graph
 // replays, timing) is ordered on one.
 #pragma once
 
@@ -14,6 +14,9 @@ class Stream {
  public:
   /// A new non-blocking stream (it does not synchronise with the legacy default stream).
   static Result<Stream> create(const Context& ctx);
+  /// A stream the caller owns (PyTorch's current stream, a cudaStream_t of `ctx`'s primary
+  /// context; nullptr is the legacy default stream): used, never destroyed.
+  static Stream wrap(const Context& ctx, CUstream s);
   Stream(Stream&& other) noexcept;
   Stream& operator=(Stream&& other) noexcept;
   Stream(const Stream&) = delete;
@@ -30,10 +33,11 @@ class Stream {
 
  private:
   friend class Graph;
-  Stream(const Context* ctx, CUstream s) : ctx_(ctx), stream_(s) {}
+  Stream(const Context* ctx, CUstream s, bool owned) : ctx_(ctx), stream_(s), owned_(owned) {}
 
   const Context* ctx_ = nullptr;
   CUstream stream_ = nullptr;
+  bool owned_ = true;  // destroyed with this object (false: wrap())
   /// Set by Graph::capture while it records: each launch appends the node it became.
   std::vector<CapturedLaunch>* capture_log_ = nullptr;
 };

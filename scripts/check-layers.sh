@@ -20,6 +20,8 @@ declare -A allowed=(
   [jit]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/"
   [tune]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/"
   [exec]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/"
+  [api]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/|exec/"
+  [python]="layerjit/"
 )
 bad=0
 for dir in "${!allowed[@]}"; do
@@ -28,7 +30,7 @@ for dir in "${!allowed[@]}"; do
     inc="$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$hit")"
     [[ "$inc" == "$dir/"* ]] && continue
     # Only project headers: a folder name first, or layerjit/.
-    [[ "$inc" =~ ^(layerjit|ops|compiler|codegen|runtime|cache|jit|tune|exec|tools|examples|bench|tests)/ ]] || continue
+    [[ "$inc" =~ ^(layerjit|ops|compiler|codegen|runtime|cache|jit|tune|exec|api|python|tools|examples|bench|tests)/ ]] || continue
     if ! grep -Eq "^(${allowed[$dir]})" <<<"$inc"; then
       echo "check-layers: $file includes \"$inc\": $dir/ may include only ${allowed[$dir]}" >&2
       bad=1
@@ -41,5 +43,12 @@ while IFS= read -r hit; do
   bad=1
 done < <(grep -En '#include "layerjit/(graph|builder|passes|llama|text)\.h"' \
            include/layerjit/{types,error,attrs,op_kind,kernel_abi,host_tensor}.h 2>/dev/null || true)
+# The installed API (layerjit.h and what it includes) is self-contained: no internal header, no
+# check.h (it needs fmt), no cuda.h.
+while IFS= read -r hit; do
+  echo "check-layers: $hit: a public header includes a header that is not installed" >&2
+  bad=1
+done < <(grep -En '#include ("layerjit/check\.h"|"(ops|compiler|codegen|runtime|cache|jit|exec|api)/|<cuda|<fmt/)' include/layerjit/*.h \
+           | grep -v '^include/layerjit/check\.h:' || true)
 [[ $bad -eq 0 ]] && echo "check-layers: every include points down the dependency line"
 exit $bad

@@ -12,6 +12,8 @@ packages=(
   catch2                          # unit tests (v2)
   llvm-14-tools                   # FileCheck for golden tests
   clang-14 libclang-rt-14-dev     # libFuzzer + sanitizers for the parser fuzz target
+  python3-dev pybind11-dev        # the Python module (python/; -DLAYERJIT_PYTHON)
+  python3-numpy                   # its tests hand it numpy arrays (refused: host memory)
 )
 
 missing=()

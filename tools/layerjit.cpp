@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "cache/format.h"
 #include "layerjit/text.h"
 #include "tools/cmd_cache.h"
 #include "tools/commands.h"
@@ -83,7 +84,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (name == "--version") {
-    std::puts("layerjit 0.1.0");
+    std::printf("layerjit %.*s\n", static_cast<int>(lj::cache::layerjit_version().size()), lj::cache::layerjit_version().data());
     return kExitOk;
   }
   const Command* cmd = find_command(name);

@@ -1,0 +1,89 @@
+// A consumer of the installed package (tests/package): the public API alone, layerjit/layerjit.h.
+// CPU part: parse, plan, compile for sm_80 (cubins, PTX), print one kernel's first source line,
+// catch a UserError thrown inside the library by its type. GPU part (where a driver and device are):
+// build the graph, run it on device tensors, compare with the CPU reference.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+
+#include "layerjit/layerjit.h"
+#include "layerjit/reference.h"
+
+namespace {
+constexpr const char* kMlp = R"(graph @mlp(%x: bf16[T, 64], %w_gate_up: param bf16[320, 64], %w_down: param bf16[64, 160])
+    -> bf16[T, 64] {
+  %gu = matmul(%x, %w_gate_up)
+  %gate, %up = split(%gu) {axis = 1, sizes = [160, 160]}
+  %g = silu(%gate)
+  %act = mul(%g, %up)
+  %y = matmul(%act, %w_down)
+  return %y
+}
+)";
+
+int fail(const char* what) {
+  std::fprintf(stderr, "consumer: FAILED: %s\n", what);
+  return 1;
+}
+}  // namespace
+
+int main() {
+  std::printf("layerjit %s\n", std::string(lj::version()).c_str());
+  const lj::Module m = lj::parse_module(kMlp, "mlp.lj");
+  const lj::Graph& g = m.graphs[0];
+  lj::Bindings b;
+  b.set("T", 7);
+
+  const lj::PlanInfo p = lj::plan(g, {b, true});
+  std::printf("plan: %zu groups\n", p.groups.size());
+  if (p.groups.empty()) return fail("no groups");
+
+  lj::CompileSettings cs;
+  cs.arch = "sm_80";
+  cs.sizes = b;
+  const lj::CompiledKernels c = lj::compile(g, cs);
+  for (const lj::KernelInfo& k : c.kernels) {
+    if (k.cubin.size() < 4 || std::memcmp(k.cubin.data(), "\x7f" "ELF", 4) != 0) return fail("a kernel without a cubin");
+    if (k.ptx.find(".entry " + k.name) == std::string::npos) return fail("a kernel's PTX without its entry");
+  }
+  std::printf("compiled %zu kernels for %s; %s starts: %s\n", c.kernels.size(), c.arch.c_str(), c.kernels[0].name.c_str(),
+              c.kernels[0].source.substr(0, c.kernels[0].source.find('\n')).c_str());
+
+  try {
+    lj::parse_module("graph @f(%x: bf16[T]) -> bf16[T] {\n  %y = nope(%x)\n  return %y\n}\n", "bad.lj");
+    return fail("a malformed graph parsed");
+  } catch (const lj::UserError& e) {
+    std::printf("caught: %s\n", e.formatted().c_str());
+    if (e.loc().line != 2) return fail("the error's line");
+  }
+
+  if (!lj::Device::available()) {
+    std::printf("GPU part skipped: no CUDA driver\n");
+    return 0;
+  }
+  const lj::Device dev = lj::Device::open(0);
+  std::printf("device: %s (sm_%d)\n", dev.name().c_str(), dev.compute_capability());
+  lj::Executable exe = lj::Executable::build(dev, g, {b});
+  std::map<std::string, lj::HostTensor> host;
+  std::vector<lj::DeviceTensor> dev_tensors;
+  std::vector<lj::TensorRef> refs;
+  uint64_t seed = 1;
+  for (lj::ValueId v : g.inputs()) {
+    const lj::ValueInfo& info = g.value(v);
+    lj::HostTensor t(info.type.dtype, lj::resolve(info.type.shape, b));
+    lj::fill_uniform(t, seed++, -0.5, 0.5);
+    dev_tensors.push_back(lj::DeviceTensor::upload(dev, t));
+    refs.push_back(dev_tensors.back().ref(info.name));
+    host[info.name] = std::move(t);
+  }
+  lj::DeviceTensor y = lj::DeviceTensor::empty(dev, lj::DType::BF16, {7, 64});
+  refs.push_back(y.ref("y"));
+  exe.run(refs);
+  const lj::HostTensor got = y.download();
+  const lj::HostTensor want = lj::run_reference(g, host, b)[0];
+  double worst = 0;
+  for (size_t i = 0; i < want.data.size(); ++i) worst = std::fmax(worst, std::fabs(got.data[i] - want.data[i]) / (std::fabs(want.data[i]) + 0.05));
+  std::printf("GPU run against the CPU reference: worst relative difference %.4f\n", worst);
+  return worst < 0.05 ? 0 : fail("the GPU result differs from the CPU reference");
+}
