@@ -101,6 +101,9 @@ rt::Status Executable::bind(ValueId v, CUdeviceptr ptr) {
   if (!contains(g.inputs(), buf) && !contains(g.outputs(), buf))
     return rt::Error{fmt::format("bind: %{} of @{} is an intermediate (the executable places it); bind inputs and outputs",
                                  g.value(v).name, g.name())};
+  // The same memory again (a framework passing its tensors each call): nothing changes, so the
+  // prepared weights and the arena layout stay, and a run under stream capture allocates nothing.
+  if (auto it = external_.find(buf); it != external_.end() && it->second == ptr) return {};
   external_[buf] = ptr;
   planned_for_.clear();  // a bound output leaves the arena
   if (g.value(buf).is_param) weights_ready_ = false;

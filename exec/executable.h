@@ -93,6 +93,7 @@ class Executable {
   /// left unbound lives in the arena until the run ends. A returned view the plan copies
   /// (FusionPlan::output_views) has a buffer of its own and binds like any output; one that stays a
   /// view of an intermediate cannot be bound and keeps that whole buffer in the arena to the end.
+  /// Binding a buffer to the address it already has changes nothing (the weights stay prepared).
   rt::Status bind(ValueId v, CUdeviceptr ptr);
   /// Where `v` lives: its buffer's address for a run with symbol values `b` (after build, bound or
   /// in the arena) and its layout in that buffer (offset and strides, symbolic).

@@ -3,6 +3,8 @@
 // borrowed, never copied: the run reads and writes the caller's memory on the caller's stream. The
 // pure-Python layer in python/layerjit/ (Executable.run's outputs, PyTorch's custom op) builds on it.
 #include <cstdint>
+#include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -352,6 +354,20 @@ PYBIND11_MODULE(_layerjit, m) {
           b = e.run(refs, reinterpret_cast<lj::StreamHandle>(stream));
         }
         return bindings_dict(b);
+      })
+      // The torch op's path: tensors already described by (name, data_ptr, dtype name, shape), so no
+      // DLPack capsule per tensor per call (10 of them cost more than a decode step).
+      .def("run_raw", [](lj::Executable& e, const std::vector<std::tuple<std::string, std::uintptr_t, std::string, std::vector<int64_t>>>& ts,
+                         std::uintptr_t stream) {
+        std::vector<lj::TensorRef> refs;
+        refs.reserve(ts.size());
+        for (const auto& [name, ptr, dtype, shape] : ts) {
+          std::optional<lj::DType> dt = lj::parse_dtype(dtype);
+          if (!dt) throw lj::UserError("tensor '" + name + "': unknown dtype '" + dtype + "'");
+          refs.push_back({name, ptr, *dt, shape});
+        }
+        py::gil_scoped_release release;
+        e.run(refs, reinterpret_cast<lj::StreamHandle>(stream));
       })
       .def("run_bound", [](lj::Executable& e, const py::object& sizes, std::uintptr_t stream) {
         e.run(bindings(sizes), reinterpret_cast<lj::StreamHandle>(stream));

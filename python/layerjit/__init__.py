@@ -236,7 +236,7 @@ class Executable:
         self.device = device if isinstance(device, Device) else Device(device)
         self._exe = _layerjit._Executable(self.device, graph, _bind(hint), fuse, tuned, bundle or "")
         self.graph = graph
-        self._keep: Dict[str, Any] = {}  # tensors bound by bind(): alive while bound
+        self._keep: Dict[str, Any] = {}  # every tensor bound (bind, run): alive while its address is
         # Outputs that are an input's memory (a KV cache updated in place) are not returned separately.
         self._aliases = {o["name"] for o in graph.outputs if _layerjit._aliased_input(graph, o["name"])}
 
@@ -274,6 +274,9 @@ class Executable:
             shape = [sizes[d] if isinstance(d, str) else d for d in o["shape"]]
             outs[name] = _empty_like_framework(template, o["dtype"], shape)
         self._exe.run({**inputs, **outs}, handle)
+        # The executable keeps these addresses bound (a capture replays them): keep the tensors too.
+        self._keep.update(inputs)
+        self._keep.update(outs)
         return outs
 
     def capture(self, bind: Mapping[str, int], stream: Any = None) -> CapturedRun:

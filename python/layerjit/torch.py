@@ -22,6 +22,18 @@ import layerjit
 
 _DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "i8": torch.int8, "i32": torch.int32,
            "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2}
+_NAMES = {v: k for k, v in _DTYPES.items()}
+
+
+def _describe(name: str, t: torch.Tensor):
+    """(name, address, dtype, shape) of a dense CUDA tensor, checked as the DLPack path checks."""
+    if t.device.type != "cuda":
+        raise layerjit.UserError(f"tensor '{name}' is on {t.device}: layerjit runs on CUDA device memory (move it with .cuda())")
+    if not t.is_contiguous():
+        raise layerjit.UserError(f"tensor '{name}' is not contiguous: call .contiguous() first")
+    if t.dtype not in _NAMES:
+        raise layerjit.UserError(f"tensor '{name}': dtype {t.dtype} is not one layerjit takes")
+    return (name, t.data_ptr(), _NAMES[t.dtype], list(t.shape))
 
 
 class CompiledLayer:
@@ -76,7 +88,8 @@ def compile_layer(graph: layerjit.Graph, hint: Optional[Mapping[str, int]] = Non
     def impl(*tensors: torch.Tensor):
         outs = {o["name"]: torch.empty(shape_of(o, sizes(tensors)), dtype=_DTYPES[o["dtype"]], device=tensors[0].device)
                 for o in own_outputs}
-        exe.run(dict(zip(inputs, tensors)), outputs=outs, stream=torch.cuda.current_stream(tensors[0].device).cuda_stream)
+        described = [_describe(n, t) for n, t in zip(inputs, tensors)] + [_describe(n, t) for n, t in outs.items()]
+        exe._exe.run_raw(described, torch.cuda.current_stream(tensors[0].device).cuda_stream)
         result = tuple(outs[n] for n in returns)
         return result[0] if len(result) == 1 else result
 
