@@ -98,6 +98,7 @@ def compile_layer(graph: layerjit.Graph, hint: Optional[Mapping[str, int]] = Non
         result = tuple(tensors[0].new_empty(shape_of(o, s), dtype=_DTYPES[o["dtype"]]) for o in own_outputs)
         return result[0] if len(result) == 1 else result
 
-    op = torch.library.custom_op(opname, impl, mutates_args="unknown", device_types="cuda", schema=schema)
+    mutated = tuple(_identifier(n) for n in inputs if n in written)  # what the schema's (a!) say, as torch checks
+    op = torch.library.custom_op(opname, impl, mutates_args=mutated, device_types="cuda", schema=schema)
     op.register_fake(fake)
     return CompiledLayer(op, exe, inputs, returns)
