@@ -7,6 +7,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cache/format.h"
 #include "compiler/fusion/fusion_group.h"
@@ -230,17 +231,27 @@ DeviceTensor DeviceTensor::empty(const Device& device, DType dtype, std::vector<
 }
 
 DeviceTensor DeviceTensor::upload(const Device& device, const HostTensor& t) {
+  DeviceTensor d = empty(device, t.dtype, t.shape);
+  d.write(t);
+  return d;
+}
+
+void DeviceTensor::write(const HostTensor& t) {
   if (numel(t.shape) != t.numel())
-    throw UserError(fmt::format("DeviceTensor::upload: {} values for a shape of {}", t.numel(), numel(t.shape)));
+    throw UserError(fmt::format("DeviceTensor::write: {} values for a shape of {}", t.numel(), numel(t.shape)));
+  if (t.dtype != dtype_ || t.shape != shape_)
+    throw UserError(fmt::format("DeviceTensor::write: a {}[{}] tensor into a {}[{}] one", dtype_name(t.dtype), fmt::join(t.shape, ", "),
+                                dtype_name(dtype_), fmt::join(shape_, ", ")));
   std::vector<unsigned char> bytes(static_cast<size_t>(t.numel()) * static_cast<size_t>(dtype_bytes(t.dtype)));
   if (std::optional<size_t> bad = rt::encode_tensor(t, bytes.data()))
-    throw UserError(fmt::format("DeviceTensor::upload: element {} ({}) is not exact in {}: round_to_dtype() first", *bad,
+    throw UserError(fmt::format("DeviceTensor::write: element {} ({}) is not exact in {}: round_to_dtype() first", *bad,
                                 t.data[*bad], dtype_name(t.dtype)));
-  DeviceTensor d = empty(device, t.dtype, t.shape);
-  rt::Stream s = take(rt::Stream::create(*d.impl_->ctx));
-  if (!bytes.empty()) check(rt::copy_to_device(s, d.impl_->buf.ptr(), bytes.data(), bytes.size()));
+  check(impl_->ctx->make_current());
+  // After all earlier work on the device, like download(): the caller may have a run in flight.
+  check(impl_->ctx->synchronize());
+  rt::Stream s = take(rt::Stream::create(*impl_->ctx));
+  if (!bytes.empty()) check(rt::copy_to_device(s, impl_->buf.ptr(), bytes.data(), bytes.size()));
   check(s.synchronize());
-  return d;
 }
 
 DevicePtr DeviceTensor::data() const { return impl_->buf.ptr(); }
@@ -347,9 +358,22 @@ Bindings Executable::run(const std::vector<TensorRef>& tensors, StreamHandle str
 
 CapturedRun Executable::capture(const Bindings& sizes, StreamHandle stream) {
   check(impl_->ctx->make_current());
-  rt::Stream s = borrowed(*impl_->ctx, stream);
-  auto impl = std::make_unique<CapturedRun::Impl>(CapturedRun::Impl{impl_->ctx, take(impl_->exe->capture(s, sizes))});
-  return CapturedRun(std::move(impl));
+  rt::Stream caller = borrowed(*impl_->ctx, stream);
+  // The driver cannot capture the legacy or per-thread default stream (PyTorch's current stream
+  // unless the caller picked another): capture on a private stream after the caller's work. The
+  // graph replays on any stream, so where it was recorded does not matter.
+  const auto h = reinterpret_cast<std::uintptr_t>(stream);
+  const bool default_stream = h == 0 || h == reinterpret_cast<std::uintptr_t>(CU_STREAM_LEGACY) ||
+                              h == reinterpret_cast<std::uintptr_t>(CU_STREAM_PER_THREAD);
+  rt::Graph graph = [&] {
+    if (!default_stream) return take(impl_->exe->capture(caller, sizes));
+    check(caller.synchronize());
+    rt::Stream own = take(rt::Stream::create(*impl_->ctx));
+    rt::Graph g = take(impl_->exe->capture(own, sizes));
+    check(own.synchronize());
+    return g;
+  }();
+  return CapturedRun(std::make_unique<CapturedRun::Impl>(CapturedRun::Impl{impl_->ctx, std::move(graph)}));
 }
 
 HostTensor Executable::download(std::string_view name, const Bindings& sizes, StreamHandle stream) const {

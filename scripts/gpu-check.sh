@@ -124,6 +124,21 @@ if [[ -x "$lj" ]]; then
   run "run --weights round trip" weights_round_trip
 fi
 [[ -x "$build/examples/run_mlp" ]] && run "example run_mlp" "$build/examples/run_mlp"
+# The Python module as built beside the library (<build>/python): its unit tests (the GPU ones run
+# here, skipped without a driver elsewhere) and the decoder layer from PyTorch tensors, checked
+# against the same layer in PyTorch (examples/torch_layer.py: Executable.run, the custom op eagerly,
+# in torch.compile, in PyTorch's CUDA graph; --time against layerjit's own graph).
+src_dir="$(cd "$(dirname "$0")/.." && pwd)"
+if [[ -d "$build/python/layerjit" ]]; then
+  run "python unittest" env PYTHONPATH="$build/python" python3 -m unittest discover -s "$src_dir/python/tests"
+  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    run "torch_layer.py --small" env PYTHONPATH="$build/python" python3 "$src_dir/examples/torch_layer.py" --small
+    run "torch_layer.py 8B B=1" env PYTHONPATH="$build/python" python3 "$src_dir/examples/torch_layer.py" --time
+    run "torch_layer.py 8B B=32" env PYTHONPATH="$build/python" python3 "$src_dir/examples/torch_layer.py" --batch 32 --time
+  else
+    say "-- torch_layer.py: not run, PyTorch with CUDA not importable"
+  fi
+fi
 # On Hopper the prefill matmuls and the prefill attention take the wgmma path: their SASS must hold
 # HGMMA instructions (a kernel with only HMMA would be on the slower mma.sync path). Needs the
 # toolkit's cuobjdump. Groups of @llama3_8b_prefill: 1 is the QKV projection, 3 the attention.

@@ -166,6 +166,9 @@ class DeviceTensor {
   TensorRef ref(std::string name) const { return {std::move(name), data(), dtype_, shape_}; }
   /// Its values (waits for all work on the device first).
   HostTensor download() const;
+  /// Overwrites its values with `t` (same dtype and shape; exact in the dtype), after all work on
+  /// the device: how a program without a CUDA runtime feeds a bound input new values.
+  void write(const HostTensor& t);
 
  private:
   struct Impl;
@@ -216,7 +219,10 @@ class Executable {
   void run(const Bindings& sizes, StreamHandle stream = nullptr);
   /// Binds `tensors` (sizes_of checks them and gives the symbol values), then runs.
   Bindings run(const std::vector<TensorRef>& tensors, StreamHandle stream = nullptr);
-  /// Records one run at `sizes` as a CUDA graph (runs once eagerly first, so every buffer exists).
+  /// Records one run at `sizes` as a CUDA graph. Runs once eagerly first, so every buffer exists
+  /// (outputs and written inputs such as KV caches are written by that run). A default stream
+  /// (null, legacy, per-thread), which the driver cannot capture, is synchronized and a private
+  /// stream records instead; the graph replays on any stream.
   CapturedRun capture(const Bindings& sizes, StreamHandle stream = nullptr);
   /// An output's (or any input's) value after a run at `sizes`; synchronizes `stream`.
   HostTensor download(std::string_view name, const Bindings& sizes, StreamHandle stream = nullptr) const;

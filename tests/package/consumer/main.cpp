@@ -1,7 +1,8 @@
 // A consumer of the installed package (tests/package): the public API alone, layerjit/layerjit.h.
 // CPU part: parse, plan, compile for sm_80 (cubins, PTX), print one kernel's first source line,
 // catch a UserError thrown inside the library by its type. GPU part (where a driver and device are):
-// build the graph, run it on device tensors, compare with the CPU reference.
+// build the graph, run it on device tensors, compare with the CPU reference; capture it from the
+// default stream and replay it on new inputs written into the bound tensors, y poisoned first.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -80,10 +81,39 @@ int main() {
   lj::DeviceTensor y = lj::DeviceTensor::empty(dev, lj::DType::BF16, {7, 64});
   refs.push_back(y.ref("y"));
   exe.run(refs);
-  const lj::HostTensor got = y.download();
   const lj::HostTensor want = lj::run_reference(g, host, b)[0];
-  double worst = 0;
-  for (size_t i = 0; i < want.data.size(); ++i) worst = std::fmax(worst, std::fabs(got.data[i] - want.data[i]) / (std::fabs(want.data[i]) + 0.05));
-  std::printf("GPU run against the CPU reference: worst relative difference %.4f\n", worst);
-  return worst < 0.05 ? 0 : fail("the GPU result differs from the CPU reference");
+  auto worst_diff = [&](const lj::HostTensor& got, const lj::HostTensor& ref) {
+    double worst = 0;
+    for (size_t i = 0; i < ref.data.size(); ++i)
+      worst = std::fmax(worst, std::fabs(got.data[i] - ref.data[i]) / (std::fabs(ref.data[i]) + 0.05));
+    return worst;
+  };
+  const double eager = worst_diff(y.download(), want);
+  std::printf("GPU run against the CPU reference: worst relative difference %.4f\n", eager);
+  if (!(eager < 0.05)) return fail("the GPU result differs from the CPU reference");
+
+  // A CUDA graph captured from the default stream (the driver cannot capture that one itself), then
+  // replayed with new input values written into the bound tensors and y poisoned first.
+  const lj::CapturedRun graph = exe.capture(b);
+  lj::HostTensor x2(lj::DType::BF16, {7, 64});
+  lj::fill_uniform(x2, 99, -1.0, 1.0);
+  x2.round_to_dtype();
+  dev_tensors[0].write(x2);
+  host["x"] = x2;
+  lj::HostTensor poison(lj::DType::BF16, {7, 64});
+  for (double& v : poison.data) v = 1000.0;
+  y.write(poison);
+  graph.replay();
+  const lj::HostTensor want2 = lj::run_reference(g, host, b)[0];
+  const double replayed = worst_diff(y.download(), want2);
+  std::printf("replayed graph (%zu launches) on new inputs against the CPU reference: worst relative difference %.4f\n",
+              graph.launches(), replayed);
+  if (!(replayed < 0.05)) return fail("the replayed graph's result differs from the CPU reference");
+  try {
+    y.write(lj::HostTensor(lj::DType::F32, {7, 64}));
+    return fail("a write of the wrong dtype was accepted");
+  } catch (const lj::UserError& e) {
+    std::printf("caught: %s\n", e.what());
+  }
+  return 0;
 }
