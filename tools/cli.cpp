@@ -1,5 +1,8 @@
-// Argument scanning and input loading shared by the CLI subcommands.
+// Input loading and argument values shared by the CLI subcommands.
 #include "tools/cli.h"
+
+#include "tools/args.h"
+#include "tools/commands.h"
 
 #include <charconv>
 #include <fstream>
@@ -33,35 +36,6 @@ void parse_bindings(const std::string& text, Bindings& out) {
     out.set(sym, v);
   }
   if (!any) throw UsageError{"--bind expects SYMBOL=VALUE (e.g. T=7)"};
-}
-
-GraphOptions parse_graph_options(const std::vector<std::string>& args) {
-  GraphOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", flag)};
-      return args[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      o.help = true;
-    } else if (a == "--bind") {
-      parse_bindings(value("--bind"), o.bindings);
-    } else if (a.rfind("--bind=", 0) == 0) {
-      parse_bindings(a.substr(7), o.bindings);
-    } else if (a == "--graph") {
-      o.graph = value("--graph");
-    } else if (a.rfind("--graph=", 0) == 0) {
-      o.graph = a.substr(8);
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      throw UsageError{fmt::format("unknown option '{}'", a)};
-    } else if (o.file) {
-      throw UsageError{fmt::format("unexpected argument '{}': only one FILE may be given", a)};
-    } else {
-      o.file = a;
-    }
-  }
-  return o;
 }
 
 namespace {
@@ -98,8 +72,10 @@ Module load_module(const GraphOptions& opts) {
     }
     Module one;
     one.graphs.push_back(*g);
+    check_bound_symbols(one, opts.bindings);
     return one;
   }
+  check_bound_symbols(m, opts.bindings);
   return m;
 }
 
@@ -120,6 +96,14 @@ const Graph& single_graph(const Module& m) {
     throw UsageError{"the input has " + std::to_string(m.graphs.size()) + " graphs (" + names + "): choose one with --graph"};
   }
   return m.graphs[0];
+}
+
+void fusion_flags(CommandLine& cl, FusionOptions& fo) {
+  cl.flag("--no-fuse", [&fo] { fo.fuse = false; }, "one kernel per op (the unfused baseline)");
+  cl.flag("--no-matmul-epilogues", [&fo] { fo.matmul_epilogues = false; }, "every matmul alone, its epilogue ops kernels of their own");
+  cl.flag("--no-output-view-copies", [&fo] { fo.copy_output_views = false; }, "returned views of larger buffers stay views");
+  cl.flag("--no-norm-folding", [&fo] { fo.fold_norms = false; }, "keep RMSNorms instead of folding them into the next matmuls");
+  cl.flag("--no-one-row-prologues", [&fo] { fo.one_row_prologues = false; }, "at one row, rms_scale and rope_table keep kernels of their own");
 }
 
 int parse_group_number(const std::string& text) {

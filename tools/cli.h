@@ -1,4 +1,5 @@
-// Shared pieces of the layerjit CLI: argument scanning, exit codes, loading the input module.
+// Shared pieces of the layerjit CLI: exit codes, argument values, loading the input module
+// (tools/args.h parses the command lines).
 #pragma once
 
 #include <optional>
@@ -24,16 +25,13 @@ struct GraphOptions {
   std::optional<std::string> file;   // none: the built-in Llama-3-8B layer
   std::optional<std::string> graph;  // --graph NAME: only this graph
   Bindings bindings;                 // --bind T=7,B=2 (repeatable)
-  bool help = false;
 };
-
-/// Scans `args` (after the command name). Unknown flags or malformed values throw UsageError.
-GraphOptions parse_graph_options(const std::vector<std::string>& args);
 
 /// Parses "T=7,B=2" into bindings; throws UsageError on malformed text.
 void parse_bindings(const std::string& text, Bindings& out);
 
-/// The module the options name: the file or the built-in layer, filtered by --graph. Throws UserError.
+/// The module the options name: the file or the built-in layer, filtered by --graph. Throws UserError;
+/// a UsageError when a --bind symbol is none of its graphs' (check_bound_symbols, tools/args.h).
 Module load_module(const GraphOptions& opts);
 
 /// Text of the file load_module last read ("" for the built-in layer): main() shows the offending

@@ -12,6 +12,7 @@
 #include "layerjit/text.h"
 #include "runtime/fill.h"
 #include "runtime/timer.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/run_inputs.h"
 
@@ -87,28 +88,16 @@ Ceilings measure_ceilings(rt::Context& ctx, rt::Stream& stream, bool arch_specif
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
-  std::vector<std::string> rest;
+  GraphOptions o;
   uint64_t seed = 1;
   bool arch_specific = true;
   FusionOptions fusion;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--no-arch-specific") {
-      arch_specific = false;
-    } else if (a == "--no-one-row-prologues") {
-      fusion.one_row_prologues = false;
-    } else if (a == "--seed") {
-      if (i + 1 >= args.size()) throw UsageError{"--seed needs a value"};
-      seed = parse_seed(args[++i]);
-    } else {
-      rest.push_back(a);
-    }
-  }
-  GraphOptions o = parse_graph_options(rest);
-  if (o.help) {
-    std::fputs(kBenchUsage, stdout);
-    return kExitOk;
-  }
+  CommandLine cl("bench", kBenchUsage);
+  cl.graph_options(o);
+  cl.option("--seed", [&seed](const std::string& v) { seed = parse_seed(v); }, "N", "the random inputs' seed (default 1)");
+  cl.flag("--no-arch-specific", [&arch_specific] { arch_specific = false; }, "sm_90 instead of sm_90a on Hopper");
+  cl.flag("--no-one-row-prologues", [&fusion] { fusion.one_row_prologues = false; }, "as `layerjit plan`");
+  if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
   const Graph& g = single_graph(m);
   const Bindings& b = o.bindings;

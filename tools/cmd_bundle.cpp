@@ -7,6 +7,7 @@
 
 #include "cache/location.h"
 #include "jit/bundle.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
@@ -59,40 +60,24 @@ int verify(const std::string& path) {
 }  // namespace
 
 int cmd_bundle(const std::vector<std::string>& args) {
-  std::vector<std::string> rest;
+  GraphOptions o;
   jit::BundleWriteOptions bo;
   std::vector<std::string> archs;
   std::optional<std::string> out, verify_path;
   bool quiet = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--no-fuse") {
-      bo.fusion.fuse = false;
-    } else if (a == "--no-tuned") {
-      bo.use_tuned = false;
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a == "--arch" || a == "-o" || a == "--verify") {
-      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
-      const std::string& v = args[++i];
-      if (a == "--arch") {
-        for (std::string& s : split_archs(v)) archs.push_back(std::move(s));
-      } else if (a == "-o") {
-        out = v;
-      } else {
-        verify_path = v;
-      }
-    } else {
-      rest.push_back(a);
-    }
-  }
-  GraphOptions o = parse_graph_options(rest);
-  if (o.help) {
-    std::fputs(kBundleUsage, stdout);
-    return kExitOk;
-  }
+  CommandLine cl("bundle", kBundleUsage);
+  cl.graph_options(o);
+  cl.option("--arch", [&archs](const std::string& v) { for (std::string& s : split_archs(v)) archs.push_back(std::move(s)); },
+            "sm_XY[a],...", "the archs to compile for (required; repeatable)");
+  cl.option("-o", out, "OUT.ljb", "the bundle to write (required)");
+  cl.option("--verify", verify_path, "BUNDLE", "check a bundle instead of writing one");
+  cl.flag("--no-tuned", [&bo] { bo.use_tuned = false; }, "default configs even where `layerjit tune` stored winners");
+  cl.flag("--quiet", quiet, "no progress lines, only the summary");
+  fusion_flags(cl, bo.fusion);
+  if (!cl.parse(args)) return kExitOk;
   if (verify_path) {
-    if (out || !archs.empty() || !rest.empty()) throw UsageError{"--verify takes only the bundle to check"};
+    if (out || !archs.empty() || o.file || o.graph || !o.bindings.values.empty())
+      throw UsageError{"--verify takes only the bundle to check"};
     return verify(*verify_path);
   }
   if (!out) throw UsageError{"-o OUT.ljb is required"};

@@ -16,6 +16,7 @@
 #include "cache/posix_file.h"
 #include "cache/tuning_db.h"
 #include "layerjit/error.h"
+#include "tools/args.h"
 
 namespace lj::cli {
 
@@ -41,10 +42,6 @@ const char* const kCacheUsage =
     "                        CUDA driver and layerjit version. A key already stored keeps its record\n"
     "                        unless --replace\n"
     "\n"
-    "options:\n"
-    "  --dir DIR             use DIR instead of $LAYERJIT_CACHE_DIR, $XDG_CACHE_HOME/layerjit or\n"
-    "                        ~/.cache/layerjit\n"
-    "\n"
     "The size cap is LAYERJIT_CACHE_MAX_BYTES (default 2G). Exits 1 when the cache directory is refused\n"
     "(owned by another user, writable by group or others, or a symlink) or KEY names no entry.\n";
 
@@ -62,29 +59,21 @@ struct CacheArgs {
 
 CacheArgs parse(const std::vector<std::string>& args) {
   CacheArgs a;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& s = args[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= args.size()) throw UsageError{fmt::format("{} needs a value", flag)};
-      return args[++i];
-    };
-    auto bytes = [](const std::string& text) {
-      auto b = cache::parse_byte_size(text);
-      if (!b) throw UsageError{fmt::format("--max-bytes expects a byte count such as 2147483648 or 2G, got '{}'", text)};
-      return *b;
-    };
-    if (s == "-h" || s == "--help") a.help = true;
-    else if (s == "--dir") a.dir = value("--dir");
-    else if (s.rfind("--dir=", 0) == 0) a.dir = s.substr(6);
-    else if (s == "--max-bytes") a.max_bytes = bytes(value("--max-bytes"));
-    else if (s.rfind("--max-bytes=", 0) == 0) a.max_bytes = bytes(s.substr(12));
-    else if (s == "--tuning") a.tuning = true;
-    else if (s == "--replace") a.replace = true;
-    else if (!s.empty() && s[0] == '-') throw UsageError{fmt::format("unknown option '{}'", s)};
-    else if (a.action.empty()) a.action = s;
-    else if ((a.action == "show" || a.action == "export" || a.action == "import") && !a.key) a.key = s;
-    else throw UsageError{fmt::format("unexpected argument '{}'", s)};
-  }
+  std::optional<std::string> action;
+  CommandLine cl("cache", kCacheUsage);
+  cl.positional("ACTION", action, "stats, ls, show, clear, prune, export or import");
+  cl.positional("ARG", a.key, "show's KEY, export's and import's FILE");
+  cl.option("--dir", a.dir, "DIR", "use DIR instead of $LAYERJIT_CACHE_DIR, $XDG_CACHE_HOME/layerjit or ~/.cache/layerjit");
+  cl.option("--max-bytes", [&a](const std::string& text) {
+    a.max_bytes = cache::parse_byte_size(text);
+    if (!a.max_bytes) throw UsageError{fmt::format("--max-bytes expects a byte count such as 2147483648 or 2G, got '{}'", text)};
+  }, "N", "prune: the cap (bytes, or 512M, 2G)");
+  cl.flag("--tuning", a.tuning, "clear: also every tuning record");
+  cl.flag("--replace", a.replace, "import: overwrite records already stored");
+  a.help = !cl.parse(args);
+  a.action = action.value_or("");
+  if (a.key && a.action != "show" && a.action != "export" && a.action != "import")
+    throw UsageError{fmt::format("unexpected argument '{}'", *a.key)};
   if (a.help) return a;
   if (a.action.empty()) throw UsageError{"missing action (stats, ls, show, clear, prune, export or import)"};
   if (a.action != "stats" && a.action != "ls" && a.action != "show" && a.action != "clear" && a.action != "prune" &&
@@ -296,10 +285,7 @@ int import_records(const CacheArgs& a) {
 
 int cmd_cache(const std::vector<std::string>& args) {
   CacheArgs a = parse(args);
-  if (a.help) {
-    std::fputs(kCacheUsage, stdout);
-    return kExitOk;
-  }
+  if (a.help) return kExitOk;
   if (a.action == "stats") return stats(a);
   if (a.action == "ls") return ls(a);
   if (a.action == "show") return show(a);

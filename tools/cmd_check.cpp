@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "tools/args.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
@@ -14,11 +15,10 @@ const char* const kCheckUsage =
     "summary: graphs, ops, params and parameter bytes. Exits 1 with FILE:LINE:COL on malformed input.\n";
 
 int cmd_check(const std::vector<std::string>& args) {
-  GraphOptions o = parse_graph_options(args);
-  if (o.help) {
-    std::fputs(kCheckUsage, stdout);
-    return kExitOk;
-  }
+  GraphOptions o;
+  CommandLine cl("check", kCheckUsage);
+  cl.graph_options(o);
+  if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
   size_t ops = 0, params = 0;
   double bytes = 0;

@@ -16,6 +16,7 @@
 #include "cache/location.h"
 #include "runtime/context.h"
 #include "runtime/nvrtc.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 #include "layerjit/check.h"
 
@@ -85,30 +86,18 @@ jit::JitTarget target_for_arch(const std::string& arch) {
 }
 
 int cmd_compile(const std::vector<std::string>& args) {
-  std::vector<std::string> rest;
+  GraphOptions o;
   FusionOptions fo;
   std::string arch = "sm_90";
   std::optional<std::string> dir;
   bool quiet = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--no-fuse") {
-      fo.fuse = false;
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a == "--emit" || a == "--arch") {
-      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
-      if (a == "--emit") dir = args[++i];
-      else arch = args[++i];
-    } else {
-      rest.push_back(a);
-    }
-  }
-  GraphOptions o = parse_graph_options(rest);
-  if (o.help) {
-    std::fputs(kCompileUsage, stdout);
-    return kExitOk;
-  }
+  CommandLine cl("compile", kCompileUsage);
+  cl.graph_options(o);
+  cl.option("--emit", dir, "DIR", "where the .cu, .ptx, .cubin files and manifest.json go (required)");
+  cl.option("--arch", arch, "sm_XY[a]", "the target (default sm_90)");
+  cl.flag("--quiet", quiet, "no progress lines, only the summary");
+  fusion_flags(cl, fo);
+  if (!cl.parse(args)) return kExitOk;
   if (!dir) throw UsageError{"--emit DIR is required"};
   const jit::JitTarget target = target_for_arch(arch);
   Module m = load_module(o);

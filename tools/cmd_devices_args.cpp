@@ -2,6 +2,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/args.h"
 #include "tools/cmd_devices.h"
 #include "tools/commands.h"
 
@@ -10,11 +11,11 @@ namespace lj::cli {
 const char* const kDevicesUsage = "usage: layerjit devices\n\nLists the CUDA devices and the NVRTC target layerjit compiles for on each.\n";
 
 int cmd_devices_args(const std::vector<std::string>& args) {
-  std::vector<std::string> storage = {"devices"};
-  storage.insert(storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : storage) argv.push_back(s.data());
-  return cmd_devices(static_cast<int>(argv.size()), argv.data());
+  CommandLine cl("devices", kDevicesUsage);
+  if (!cl.parse(args)) return kExitOk;
+  std::string name = "devices";
+  char* argv[] = {name.data()};
+  return cmd_devices(1, argv);
 }
 
 }  // namespace lj::cli

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "tools/args.h"
 #include "tools/commands.h"
 #include "layerjit/check.h"
 
@@ -86,47 +87,23 @@ std::string sass_of(const std::string& cubin, const std::string& kernel_name) {
 }  // namespace
 
 int cmd_inspect(const std::vector<std::string>& args) {
-  std::vector<std::string> rest;
+  GraphOptions o;
   FusionOptions fo;
   std::string arch = "sm_90";
-  std::optional<int> group;
+  std::optional<std::string> group_text;
   std::optional<std::string> config;  // --config: a matmul or attention config, by the group's kind
   bool ptx = false, sass = false, resources = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--no-fuse") {
-      fo.fuse = false;
-    } else if (a == "--no-matmul-epilogues") {
-      fo.matmul_epilogues = false;
-    } else if (a == "--no-norm-folding") {
-      fo.fold_norms = false;
-    } else if (a == "--no-one-row-prologues") {
-      fo.one_row_prologues = false;
-    } else if (a == "--ptx") {
-      ptx = true;
-    } else if (a == "--sass") {
-      sass = true;
-    } else if (a == "--resources") {
-      resources = true;
-    } else if (a == "--group" || a == "--arch" || a == "--config") {
-      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
-      const std::string& v = args[++i];
-      if (a == "--config") {
-        config = v;  // read once the group's kind is known
-      } else if (a == "--group") {
-        group = parse_group_number(v);
-      } else {
-        arch = v;
-      }
-    } else {
-      rest.push_back(a);
-    }
-  }
-  GraphOptions o = parse_graph_options(rest);
-  if (o.help) {
-    std::fputs(kInspectUsage, stdout);
-    return kExitOk;
-  }
+  CommandLine cl("inspect", kInspectUsage);
+  cl.graph_options(o);
+  cl.option("--group", group_text, "N", "the fusion group, numbered as in `layerjit plan` (required)");
+  cl.flag("--ptx", ptx, "the PTX NVRTC makes of the source");
+  cl.flag("--sass", sass, "the machine code (cuobjdump or nvdisasm)");
+  cl.flag("--resources", resources, "registers, spills, stack, shared memory, threads per block");
+  cl.option("--arch", arch, "sm_XY[a]", "the target (default sm_90)");
+  cl.option("--config", config, "TEXT", "a matmul or attention kernel config, as `layerjit tune` prints it");
+  fusion_flags(cl, fo);
+  if (!cl.parse(args)) return kExitOk;
+  const std::optional<int> group = group_text ? std::optional<int>(parse_group_number(*group_text)) : std::nullopt;
   if (ptx + sass + resources > 1) throw UsageError{"--ptx, --sass and --resources are exclusive"};
   if (!group) throw UsageError{"--group N is required (see `layerjit plan` for the numbers)"};
   const jit::JitTarget target = target_for_arch(arch);

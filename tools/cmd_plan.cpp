@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "compiler/fusion/fusion_group.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
@@ -26,21 +27,12 @@ const char* const kPlanUsage =
     "At one row (--bind B=1 on the decode layer) the rms_scale and rope_table a projection alone\nreads are computed by its GEMV (the squares of x on the way through the dot product, each pair's\nangle in the epilogue) instead of kernels of their own; --no-one-row-prologues keeps the kernels.\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
-  std::vector<std::string> rest;
+  GraphOptions o;
   FusionOptions fo;
-  for (const auto& a : args) {
-    if (a == "--no-fuse") fo.fuse = false;
-    else if (a == "--no-matmul-epilogues") fo.matmul_epilogues = false;
-    else if (a == "--no-output-view-copies") fo.copy_output_views = false;
-    else if (a == "--no-norm-folding") fo.fold_norms = false;
-    else if (a == "--no-one-row-prologues") fo.one_row_prologues = false;
-    else rest.push_back(a);
-  }
-  GraphOptions o = parse_graph_options(rest);
-  if (o.help) {
-    std::fputs(kPlanUsage, stdout);
-    return kExitOk;
-  }
+  CommandLine cl("plan", kPlanUsage);
+  cl.graph_options(o);
+  fusion_flags(cl, fo);
+  if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
   for (size_t i = 0; i < m.graphs.size(); ++i) {
     if (i) std::fputs("\n", stdout);

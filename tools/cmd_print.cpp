@@ -3,6 +3,7 @@
 
 #include "layerjit/passes.h"
 #include "layerjit/text.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
@@ -15,11 +16,10 @@ const char* const kPrintUsage =
     "op is verified again at the bound shapes.\n";
 
 int cmd_print(const std::vector<std::string>& args) {
-  GraphOptions o = parse_graph_options(args);
-  if (o.help) {
-    std::fputs(kPrintUsage, stdout);
-    return kExitOk;
-  }
+  GraphOptions o;
+  CommandLine cl("print", kPrintUsage);
+  cl.graph_options(o);
+  if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
   if (!o.bindings.values.empty()) {
     for (Graph& g : m.graphs) g = bind_symbols(g, o.bindings);

@@ -19,6 +19,7 @@
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "runtime/timer.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/run_inputs.h"
 
@@ -111,7 +112,7 @@ double tolerance(DType t) {
 }  // namespace
 
 int cmd_run(const std::vector<std::string>& args) {
-  std::vector<std::string> rest;
+  GraphOptions o;
   uint64_t seed = 1;
   bool small = false;
   bool arch_specific = true;
@@ -119,44 +120,22 @@ int cmd_run(const std::vector<std::string>& args) {
   std::string save_dir, weights_path, bundle_path;
   bool quiet = false;
   std::string reference = "auto";
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--small") {
-      small = true;
-    } else if (a == "--no-arch-specific") {
-      arch_specific = false;
-    } else if (a == "--no-one-row-prologues") {
-      fusion.one_row_prologues = false;
-    } else if (a == "--weights") {
-      if (i + 1 >= args.size()) throw UsageError{"--weights needs a safetensors file"};
-      weights_path = args[++i];
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a == "--bundle") {
-      if (i + 1 >= args.size()) throw UsageError{"--bundle needs a bundle file"};
-      bundle_path = args[++i];
-    } else if (a == "--save") {
-      if (i + 1 >= args.size()) throw UsageError{"--save needs a directory"};
-      save_dir = args[++i];
-    } else if (a == "--seed" || a == "--reference") {
-      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
-      const std::string& v = args[++i];
-      if (a == "--seed") {
-        seed = parse_seed(v);
-      } else if (v == "auto" || v == "always" || v == "never") {
-        reference = v;
-      } else {
-        throw UsageError{"--reference expects auto, always or never, got '" + v + "'"};
-      }
-    } else {
-      rest.push_back(a);
-    }
-  }
-  GraphOptions o = parse_graph_options(rest);
-  if (o.help) {
-    std::fputs(kRunUsage, stdout);
-    return kExitOk;
-  }
+  CommandLine cl("run", kRunUsage);
+  cl.graph_options(o);
+  cl.flag("--small", small, "the built-in layer's small config (hidden 64), checked against the CPU");
+  cl.option("--seed", [&seed](const std::string& v) { seed = parse_seed(v); }, "N", "the random inputs' seed (default 1)");
+  cl.option("--reference", [&reference](const std::string& v) {
+    if (v != "auto" && v != "always" && v != "never")
+      throw UsageError{"--reference expects auto, always or never, got '" + v + "'"};
+    reference = v;
+  }, "auto|always|never", "compare with the CPU reference (auto: at sizes it evaluates quickly)");
+  cl.flag("--no-arch-specific", [&arch_specific] { arch_specific = false; }, "sm_90 instead of sm_90a on Hopper");
+  cl.flag("--no-one-row-prologues", [&fusion] { fusion.one_row_prologues = false; }, "as `layerjit plan`");
+  cl.option("--weights", weights_path, "FILE", "the param inputs from a safetensors file");
+  cl.option("--save", save_dir, "DIR", "write inputs and outputs as safetensors");
+  cl.option("--bundle", bundle_path, "FILE.ljb", "the fused plan's kernels from an AOT bundle");
+  cl.flag("--quiet", quiet, "no progress lines");
+  if (!cl.parse(args)) return kExitOk;
   if (small && o.file) throw UsageError{"--small picks the built-in layer's small config: give no FILE with it"};
   Module m;
   if (small) {
@@ -166,6 +145,7 @@ int cmd_run(const std::vector<std::string>& args) {
     for (const Graph& g : all.graphs)
       if (!o.graph || g.name() == *o.graph) m.graphs.push_back(g);
     if (m.graphs.empty()) throw UserError(fmt::format("no graph named @{} (the small layer has @llama_small_prefill, @llama_small_decode)", *o.graph));
+    check_bound_symbols(m, o.bindings);
   } else {
     m = load_module(o);
   }

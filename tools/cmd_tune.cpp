@@ -8,6 +8,7 @@
 #include "cache/kernel_cache.h"
 #include "cache/tuning_db.h"
 #include "runtime/context.h"
+#include "tools/args.h"
 #include "tools/commands.h"
 #include "tune/tune_group.h"
 
@@ -42,38 +43,24 @@ std::string describe(const Graph& g, const FusionGroup& grp) {
 }  // namespace
 
 int cmd_tune(const std::vector<std::string>& args) {
-  std::vector<std::string> rest;
+  GraphOptions o;
   FusionOptions fo;
   std::optional<int> group;
   double budget = 0;
   bool quiet = false, cublaslt = true;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--no-fuse") {
-      fo.fuse = false;
-    } else if (a == "--quiet") {
-      quiet = true;
-    } else if (a == "--cublaslt" || a == "--no-cublaslt") {
-      cublaslt = a == "--cublaslt";  // --cublaslt: the default, still accepted
-    } else if (a == "--group" || a == "--budget") {
-      if (i + 1 >= args.size()) throw UsageError{a + " needs a value"};
-      const std::string& v = args[++i];
-      if (a == "--group") {
-        group = parse_group_number(v);
-      } else {
-        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), budget);
-        if (ec != std::errc() || p != v.data() + v.size() || !(budget > 0))
-          throw UsageError{"--budget expects a positive number of seconds, got '" + v + "'"};
-      }
-    } else {
-      rest.push_back(a);
-    }
-  }
-  GraphOptions o = parse_graph_options(rest);
-  if (o.help) {
-    std::fputs(kTuneUsage, stdout);
-    return kExitOk;
-  }
+  CommandLine cl("tune", kTuneUsage);
+  cl.graph_options(o);
+  cl.option("--group", [&group](const std::string& v) { group = parse_group_number(v); }, "N", "only this fusion group");
+  cl.option("--budget", [&budget](const std::string& v) {
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), budget);
+    if (ec != std::errc() || p != v.data() + v.size() || !(budget > 0))
+      throw UsageError{"--budget expects a positive number of seconds, got '" + v + "'"};
+  }, "SECONDS", "each group's tuning time at most");
+  cl.flag("--no-cublaslt", [&cublaslt] { cublaslt = false; }, "do not time each matmul's bare GEMM in cuBLASLt");
+  cl.flag("--cublaslt", [&cublaslt] { cublaslt = true; }, "time it (the default)");
+  cl.flag("--quiet", quiet, "no progress lines");
+  fusion_flags(cl, fo);
+  if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
   const Graph& source = single_graph(m);
   for (const std::string& s : source.symbols())

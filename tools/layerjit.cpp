@@ -9,6 +9,10 @@
 
 #include "cache/format.h"
 #include "layerjit/text.h"
+#include "runtime/device_info.h"
+#include "runtime/driver.h"
+#include "runtime/nvrtc.h"
+#include "tools/args.h"
 #include "tools/cmd_cache.h"
 #include "tools/commands.h"
 
@@ -61,8 +65,36 @@ void print_help(std::FILE* out) {
   std::fputs(
       "\n"
       "With no FILE, commands use the built-in Llama-3-8B decoder layer (prefill and decode graphs).\n"
-      "Exit codes: 0 success, 1 invalid input, 2 invalid command line.\n",
+      "Every option takes --opt VALUE or --opt=VALUE. layerjit --version: layerjit's, NVRTC's and the\n"
+      "CUDA driver's versions. Exit codes: 0 success, 1 invalid input, 2 invalid command line.\n",
       out);
+}
+
+// What a bare `layerjit` prints: the commands, then where to start (none of these needs a GPU but
+// the last two).
+void print_first_steps(std::FILE* out) {
+  print_help(out);
+  std::fputs(
+      "\n"
+      "what to try first:\n"
+      "  layerjit plan --graph llama3_8b_decode --bind B=1,C=4096   the fusion plan of one decode step\n"
+      "  layerjit inspect --graph llama3_8b_decode --bind B=1,C=4096 --group 0\n"
+      "                                                              the CUDA C++ of its first kernel\n"
+      "  layerjit compile --arch sm_90a --emit /tmp/lj              every kernel of the layer: .cu, .ptx, .cubin\n"
+      "  layerjit devices                                           the GPUs here (needs a driver)\n"
+      "  layerjit run --small --graph llama_small_decode --bind B=2,C=9\n"
+      "                                                              a small layer on the GPU against the CPU\n",
+      out);
+}
+
+// `layerjit --version`: the project's version, the NVRTC it compiles with and, where one loads, the
+// CUDA driver (what a bug report needs).
+void print_version() {
+  std::printf("layerjit %.*s\n", static_cast<int>(lj::cache::layerjit_version().size()), lj::cache::layerjit_version().data());
+  std::printf("NVRTC %s\n", lj::rt::nvrtc_version().c_str());
+  auto drv = lj::rt::Driver::get();
+  if (drv.ok()) std::printf("CUDA driver %s (%s)\n", lj::rt::format_cuda_version((*drv)->version()).c_str(), (*drv)->library().c_str());
+  else std::printf("CUDA driver: none (%s)\n", drv.message().c_str());
 }
 
 const Command* find_command(const std::string& name) {
@@ -75,16 +107,16 @@ const Command* find_command(const std::string& name) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    print_help(stderr);
-    return kExitUsage;
+    print_first_steps(stdout);
+    return kExitOk;
   }
   std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     print_help(stdout);
     return kExitOk;
   }
-  if (name == "--version") {
-    std::printf("layerjit %.*s\n", static_cast<int>(lj::cache::layerjit_version().size()), lj::cache::layerjit_version().data());
+  if (name == "--version" || name == "version") {
+    print_version();
     return kExitOk;
   }
   const Command* cmd = find_command(name);
@@ -96,7 +128,8 @@ int main(int argc, char** argv) {
   try {
     return cmd->run(args);
   } catch (const lj::cli::UsageError& e) {
-    std::fprintf(stderr, "layerjit %s: %s\n\n%s", cmd->name, e.message.c_str(), cmd->usage);
+    std::fprintf(stderr, "layerjit %s: %s\n\n%s(layerjit %s --help for the options)\n", cmd->name, e.message.c_str(),
+                 lj::cli::synopsis(cmd->usage).c_str(), cmd->name);
     return kExitUsage;
   } catch (const lj::UserError& e) {
     const std::string& src = lj::cli::loaded_source();

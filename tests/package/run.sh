@@ -24,7 +24,7 @@ root=$(cd "$src/../../.." && pwd)
 for bad in XXH_INLINE_ALL -Wall -Werror "$root"; do
   if grep -qF -- "$bad" <<<"$targets"; then fail "the exported target carries '$bad'"; fi
 done
-[ "$("$prefix/bin/layerjit" --version)" = "layerjit $version" ] || fail "layerjit --version is not $version"
+[ "$("$prefix/bin/layerjit" --version | head -1)" = "layerjit $version" ] || fail "layerjit --version is not $version"
 # The library exports layerjit's symbols only (fmt, nlohmann-json stay inside).
 if nm -DC --defined-only "$prefix/lib/liblayerjit.so" | awk '{ $1 = ""; $2 = ""; print }' | grep -vE '^ *(lj::|typeinfo for lj::|typeinfo name for lj::|vtable for lj::)' | grep -q .; then
   fail "liblayerjit.so exports symbols outside lj::"
