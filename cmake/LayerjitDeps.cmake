@@ -15,6 +15,11 @@ add_library(layerjit_xxhash INTERFACE)
 target_include_directories(layerjit_xxhash SYSTEM INTERFACE ${XXHASH_INCLUDE_DIR})
 target_compile_definitions(layerjit_xxhash INTERFACE XXH_INLINE_ALL)
 
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
+  message(FATAL_ERROR "CLI11 not found: install it with `apt-get install libcli11-dev` (or run scripts/setup.sh)")
+endif()
+
 find_package(CUDAToolkit QUIET)
 if(NOT CUDAToolkit_FOUND)
   message(FATAL_ERROR

@@ -9,6 +9,8 @@ packages=(
   libfmt-dev                      # formatting (compiled into our binaries by deps/fmt_impl.cpp: no libfmt.so at run time)
   libxxhash-dev                   # XXH3-128 cache keys (inlined)
   nlohmann-json3-dev              # cache metadata files
+  libcli11-dev                    # the CLI's command lines (header-only, tools/args.cpp)
+  graphviz                        # `layerjit plan --format svg` and the CI check of --format dot
   catch2                          # unit tests (v2)
   llvm-14-tools                   # FileCheck for golden tests
   clang-14 libclang-rt-14-dev     # libFuzzer + sanitizers for the parser fuzz target

@@ -26,7 +26,7 @@ const char* const kCompileUsage =
     "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--no-fuse] [--quiet]\n"
     "\n"
     "Generates the kernels of every fusion group of each graph (default: the built-in Llama-3-8B layer)\n"
-    "and compiles them with NVRTC for --arch (default sm_90; no GPU needed), in parallel, through the\n"
+    "and compiles them with NVRTC for --arch (default: GPU 0's arch, else sm_90a; no GPU needed), in parallel, through the\n"
     "kernel cache (`layerjit cache`): a kernel compiled before loads its cubin from the cache. Writes\n"
     "DIR/<kernel>.cu, .ptx and .cubin for every kernel and DIR/manifest.json (kernels, files,\n"
     "parameters, launch rules, cache hits, compile times, and the groups whose kernel generators are\n"
@@ -85,16 +85,29 @@ jit::JitTarget target_for_arch(const std::string& arch) {
   return *t;
 }
 
+jit::JitTarget target_for_arch(const std::optional<std::string>& arch) {
+  if (arch) return target_for_arch(*arch);
+  // No --arch: this machine's GPU, else the arch every figure in the README is for. Said on stderr,
+  // so that output piped elsewhere stays the kernel's alone.
+  if (auto ctx = rt::Context::get(0); ctx.ok())
+    if (auto dev = jit::JitTarget::of_device(**ctx); dev.ok()) {
+      std::fprintf(stderr, "layerjit: --arch %s (GPU 0's; --arch picks another)\n", dev->target.name().c_str());
+      return *dev;
+    }
+  std::fprintf(stderr, "layerjit: --arch sm_90a (no GPU here; --arch picks another)\n");
+  return target_for_arch(std::string("sm_90a"));
+}
+
 int cmd_compile(const std::vector<std::string>& args) {
   GraphOptions o;
   FusionOptions fo;
-  std::string arch = "sm_90";
+  std::optional<std::string> arch;
   std::optional<std::string> dir;
   bool quiet = false;
   CommandLine cl("compile", kCompileUsage);
   cl.graph_options(o);
   cl.option("--emit", dir, "DIR", "where the .cu, .ptx, .cubin files and manifest.json go (required)");
-  cl.option("--arch", arch, "sm_XY[a]", "the target (default sm_90)");
+  cl.option("--arch", arch, "sm_XY[a]", "the target (default: GPU 0's, else sm_90a)");
   cl.flag("--quiet", quiet, "no progress lines, only the summary");
   fusion_flags(cl, fo);
   if (!cl.parse(args)) return kExitOk;

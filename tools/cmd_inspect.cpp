@@ -1,15 +1,11 @@
 // `layerjit inspect [FILE] --graph NAME --group N [--ptx | --sass | --resources]`: one fusion group's
-// generated CUDA C++, its PTX (NVRTC, no GPU needed), its SASS (the toolkit's cuobjdump, when present)
+// generated CUDA C++, its PTX (NVRTC, no GPU needed), its SASS (the toolkit's cuobjdump or nvdisasm, when present)
 // or what it uses per thread and block (ptxas's report).
-#include <charconv>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <optional>
 
-#include <unistd.h>
-
 #include "tools/args.h"
+#include "tools/external_tool.h"
 #include "tools/commands.h"
 #include "layerjit/check.h"
 
@@ -23,9 +19,9 @@ const char* const kInspectUsage =
     "Prints what layerjit generates for fusion group N (numbered as in `layerjit plan`) of the graph\n"
     "(default: the built-in Llama-3-8B layer; --graph picks one when the input has several): the CUDA\n"
     "C++ source, or with --ptx the PTX NVRTC makes of it, or with --sass the machine code (needs the\n"
-    "CUDA toolkit's cuobjdump), or with --resources what the compiled kernel uses (registers per thread,\n"
+    "CUDA toolkit's cuobjdump or nvdisasm), or with --resources what the compiled kernel uses (registers per thread,\n"
     "spills, stack, static and dynamic shared memory, barriers, threads per block, as ptxas reports them).\n"
-    "--arch picks the target (default sm_90). No GPU is needed.\n"
+    "--arch picks the target (default: GPU 0's arch, else sm_90a; stderr says which). No GPU is needed.\n"
     "--bind gives the sizes the kernel is chosen for (a matmul over B=1 rows gets the GEMV kernel, over\n"
     "T=4096 the tensor-core GEMM; unbound: the GEMM); --config sets a matmul group's kernel config as\n"
     "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8',\n"
@@ -35,61 +31,30 @@ const char* const kInspectUsage =
     "--no-one-row-prologues plan as `layerjit plan` does.\n";
 
 namespace {
-// cuobjdump from PATH, $CUDA_HOME/bin or /usr/local/cuda/bin.
-std::optional<std::string> find_cuobjdump() {
-  std::vector<std::string> dirs;
-  if (const char* path = std::getenv("PATH")) {
-    std::string p = path;
-    size_t start = 0;
-    while (start <= p.size()) {
-      size_t end = p.find(':', start);
-      dirs.push_back(p.substr(start, end == std::string::npos ? std::string::npos : end - start));
-      if (end == std::string::npos) break;
-      start = end + 1;
-    }
-  }
-  if (const char* home = std::getenv("CUDA_HOME")) dirs.push_back(std::string(home) + "/bin");
-  dirs.push_back("/usr/local/cuda/bin");
-  for (const auto& d : dirs) {
-    std::string f = d + "/cuobjdump";
-    if (!d.empty() && access(f.c_str(), X_OK) == 0) return f;
-  }
-  return std::nullopt;
-}
-
+// The SASS of a cubin: the toolkit's cuobjdump, else its nvdisasm (either prints the same
+// instructions; a toolkit may ship ptxas without them, as the CI machine's does).
 std::string sass_of(const std::string& cubin, const std::string& kernel_name) {
-  auto tool = find_cuobjdump();
+  const std::vector<std::string> dirs = cuda_bin_dirs();
+  std::optional<std::string> tool = find_tool("cuobjdump", dirs);
+  std::vector<std::string> args = {"-sass"};
+  if (!tool) {
+    tool = find_tool("nvdisasm", dirs);
+    args = {};
+  }
   if (!tool)
-    throw UserError("cannot show SASS: cuobjdump was not found on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin "
-                    "(install the CUDA toolkit's cuobjdump); --ptx shows the PTX without it");
-  char path[] = "/tmp/layerjit-inspect-XXXXXX";
-  int fd = mkstemp(path);
-  LJ_CHECK(fd >= 0, SourceLoc{}, "cannot create a temporary file for cuobjdump");
-  close(fd);
-  {
-    std::ofstream out(path, std::ios::binary);
-    out.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
-  }
-  std::string cmd = "'" + *tool + "' -sass '" + path + "' 2>&1";
-  std::string text;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
-    int rc = pclose(p);
-    unlink(path);
-    LJ_CHECK(rc == 0, SourceLoc{}, "cuobjdump failed on the cubin of {}:\n{}", kernel_name, text);
-    return text;
-  }
-  unlink(path);
-  throw UserError("cannot run cuobjdump");
+    throw UserError("cannot show SASS: neither cuobjdump nor nvdisasm was found on PATH, in $CUDA_HOME/bin or "
+                    "/usr/local/cuda/bin; they come with the CUDA toolkit (NVIDIA's packages cuda-cuobjdump-13-0 and "
+                    "cuda-nvdisasm-13-0, for CUDA 13.0); --ptx shows the PTX and --resources what ptxas reports without them");
+  const ToolRun r = run_tool_on(*tool, args, cubin);
+  LJ_CHECK(r.exit_code == 0, SourceLoc{}, "{} failed on the cubin of {} (exit {}):\n{}", *tool, kernel_name, r.exit_code, r.errors + r.output);
+  return r.output;
 }
 }  // namespace
 
 int cmd_inspect(const std::vector<std::string>& args) {
   GraphOptions o;
   FusionOptions fo;
-  std::string arch = "sm_90";
+  std::optional<std::string> arch;
   std::optional<std::string> group_text;
   std::optional<std::string> config;  // --config: a matmul or attention config, by the group's kind
   bool ptx = false, sass = false, resources = false;
@@ -99,7 +64,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   cl.flag("--ptx", ptx, "the PTX NVRTC makes of the source");
   cl.flag("--sass", sass, "the machine code (cuobjdump or nvdisasm)");
   cl.flag("--resources", resources, "registers, spills, stack, shared memory, threads per block");
-  cl.option("--arch", arch, "sm_XY[a]", "the target (default sm_90)");
+  cl.option("--arch", arch, "sm_XY[a]", "the target (default: GPU 0's, else sm_90a)");
   cl.option("--config", config, "TEXT", "a matmul or attention kernel config, as `layerjit tune` prints it");
   fusion_flags(cl, fo);
   if (!cl.parse(args)) return kExitOk;

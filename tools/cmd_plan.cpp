@@ -5,11 +5,13 @@
 #include "compiler/fusion/fusion_group.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/plan_formats.h"
 
 namespace lj::cli {
 
 const char* const kPlanUsage =
-    "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--no-fuse | --no-matmul-epilogues]\n"
+    "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--format text|json|dot|svg]\n"
+    "                     [--no-fuse | --no-matmul-epilogues]\n"
     "                     [--no-output-view-copies] [--no-norm-folding] [--no-one-row-prologues]\n"
     "\n"
     "Shows how each graph of FILE (default: the built-in Llama-3-8B layer) is covered by fusion\n"
@@ -24,20 +26,37 @@ const char* const kPlanUsage =
     "weight is multiplied into W once, when the weights are bound (the plan's weight preparation), and\n"
     "each row's rsqrt factor is computed by a small kernel and applied to the matmul's sums, so the\n"
     "normalised rows never reach memory. --no-norm-folding keeps the norms.\n"
+    "--format json writes the same plan as data (schema docs/plan.schema.json); --format dot a Graphviz\n"
+    "graph (a cluster per kernel, values kept on chip dashed), --format svg that graph drawn by dot.\n"
     "At one row (--bind B=1 on the decode layer) the rms_scale and rope_table a projection alone\nreads are computed by its GEMV (the squares of x on the way through the dot product, each pair's\nangle in the epilogue) instead of kernels of their own; --no-one-row-prologues keeps the kernels.\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
   GraphOptions o;
   FusionOptions fo;
+  std::string format = "text";
   CommandLine cl("plan", kPlanUsage);
   cl.graph_options(o);
+  cl.option("--format", [&format](const std::string& v) {
+    if (v != "text" && v != "json" && v != "dot" && v != "svg")
+      throw UsageError{"--format expects text, json, dot or svg, got '" + v + "'"};
+    format = v;
+  }, "text|json|dot|svg", "the plan as text (default), JSON (docs/plan.schema.json), Graphviz DOT or SVG (needs dot)");
   fusion_flags(cl, fo);
   if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
-  for (size_t i = 0; i < m.graphs.size(); ++i) {
-    if (i) std::fputs("\n", stdout);
-    const Lowered l = jit::plan(m.graphs[i], fo, o.bindings);
-    std::fputs(print_plan(*l.graph, l.plan, o.bindings, &m.graphs[i]).c_str(), stdout);
+  std::vector<PlannedGraph> graphs;
+  for (const Graph& g : m.graphs) graphs.push_back({&g, jit::plan(g, fo, o.bindings)});
+  if (format == "json") {
+    std::fputs((plan_json(graphs, o.bindings).dump(2) + "\n").c_str(), stdout);
+  } else if (format == "dot" || format == "svg") {
+    const std::string dot = plan_dot(graphs, o.bindings);
+    std::fputs((format == "dot" ? dot : dot_to_svg(dot)).c_str(), stdout);
+  } else {
+    for (size_t i = 0; i < graphs.size(); ++i) {
+      if (i) std::fputs("\n", stdout);
+      const Lowered& l = graphs[i].lowered;
+      std::fputs(print_plan(*l.graph, l.plan, o.bindings, graphs[i].source).c_str(), stdout);
+    }
   }
   return kExitOk;
 }

@@ -30,6 +30,8 @@ void fusion_flags(CommandLine& cl, FusionOptions& fo);
 /// its tuned configs apply) where this machine has one of that arch, else the arch alone. A
 /// malformed arch is a UsageError.
 jit::JitTarget target_for_arch(const std::string& arch);
+/// No --arch (nullopt): GPU 0's target where there is one, else sm_90a; stderr says which.
+jit::JitTarget target_for_arch(const std::optional<std::string>& arch);
 
 int cmd_check(const std::vector<std::string>& args);
 int cmd_print(const std::vector<std::string>& args);
