@@ -92,6 +92,10 @@ void DiskCache::warn(const std::string& message) const { options_.warn(message);
 
 std::unique_ptr<DiskCache> DiskCache::open(CacheOptions options) {
   std::unique_ptr<DiskCache> c(new DiskCache(std::move(options)));
+  if (c->options_.mode == CacheMode::Off) {
+    c->disabled_reason_ = "LAYERJIT_CACHE=off";
+    return c;  // asked for: no warning
+  }
   if (c->options_.root) {
     c->root_path_ = *c->options_.root;
   } else if (auto choice = default_cache_root()) {
@@ -144,6 +148,12 @@ int DiskCache::acquire(int shard_fd, const CacheKey& key, int lock_op, Acquired&
 }
 
 void DiskCache::remove_corrupt(int shard_fd, const Acquired& a, const CacheKey& key, const std::string& why) {
+  if (options_.mode != CacheMode::ReadWrite) {  // readonly: a miss, left for a writable run to remove
+    if (first_report(fmt::format("corrupt:{}:{}", root_path_.string(), key.hex())))
+      warn(fmt::format("kernel cache entry {} is corrupt ({}); left in place (LAYERJIT_CACHE=readonly), the kernel "
+                       "will be recompiled", key.hex(), why));
+    return;
+  }
   std::string name = manifest_name(key);
   std::string text;
   std::string ignored;
@@ -232,7 +242,7 @@ LoadResult DiskCache::load(const CacheKey& key, bool touch) {
     // copied or renamed to another key, which the payload checksums alone would not.
     if (compute_key(m->components(entry->source)) != key)
       return corrupt("its key components (source, options, arch, versions) do not hash to its key");
-    if (touch) {
+    if (touch && options_.mode == CacheMode::ReadWrite) {
       // The last-used stamp is the manifest's mtime (atime is unreliable under relatime/noatime).
       const struct timespec times[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
       ::futimens(a.fd.get(), times);
@@ -248,6 +258,10 @@ StoreResult DiskCache::store(const KeyComponents& components, std::string_view c
   r.key = compute_key(components);
   if (!enabled()) {
     r.error = "kernel cache disabled: " + disabled_reason_;
+    return r;
+  }
+  if (options_.mode == CacheMode::ReadOnly) {
+    r.error = "LAYERJIT_CACHE=readonly";
     return r;
   }
   UniqueFd shard;

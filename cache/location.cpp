@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "cache/format.h"
+#include "layerjit/error.h"
 
 namespace lj::cache {
 
@@ -42,8 +43,19 @@ std::optional<uint64_t> parse_byte_size(std::string_view text) {
   return value << shift;
 }
 
+CacheMode cache_mode_from_env() {
+  const char* env = std::getenv("LAYERJIT_CACHE");
+  const std::string_view v = env ? env : "";
+  if (v.empty() || v == "on" || v == "1") return CacheMode::ReadWrite;
+  if (v == "readonly") return CacheMode::ReadOnly;
+  if (v == "off" || v == "0") return CacheMode::Off;
+  throw UserError(fmt::format("LAYERJIT_CACHE={}: expected on (the default), readonly (read the caches, write nothing) "
+                              "or off (compile every kernel, apply no tuning record)", v));
+}
+
 CacheOptions cache_options_from_env() {
   CacheOptions o;
+  o.mode = cache_mode_from_env();
   if (const char* cap = std::getenv("LAYERJIT_CACHE_MAX_BYTES")) {
     if (auto bytes = parse_byte_size(cap)) o.max_bytes = *bytes;
     else warn_to_stderr(fmt::format("ignoring LAYERJIT_CACHE_MAX_BYTES='{}': expected a byte count such as 2147483648 or 2G", cap));

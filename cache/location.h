@@ -18,8 +18,17 @@ namespace lj::cache {
 /// The default size cap of the kernel cache: 2 GiB.
 inline constexpr uint64_t kDefaultMaxBytes = uint64_t{2} << 30;
 
+/// LAYERJIT_CACHE: what a run may do with the caches on disk (kernels and tuning records).
+enum class CacheMode {
+  ReadWrite,  ///< on (the default): read, store, evict
+  ReadOnly,   ///< read what is there; store, touch, evict and remove nothing
+  Off,        ///< neither read nor write: every kernel compiled, no tuning record applied
+};
+
 /// Everything that configures a cache; cache_options_from_env() fills it the usual way.
 struct CacheOptions {
+  /// LAYERJIT_CACHE=on|readonly|off.
+  CacheMode mode = CacheMode::ReadWrite;
   /// The cache root; nullopt: default_cache_root().
   std::optional<std::filesystem::path> root;
   /// Size cap of the kernel entries (LAYERJIT_CACHE_MAX_BYTES).
@@ -36,9 +45,13 @@ struct CacheOptions {
   std::function<void(const std::string&)> warn;
 };
 
-/// Defaults plus the environment: LAYERJIT_CACHE_MAX_BYTES (bytes, or with a K/M/G/T suffix, binary).
-/// A malformed value is warned about and ignored.
+/// Defaults plus the environment: LAYERJIT_CACHE (on, readonly, off; anything else is a UserError)
+/// and LAYERJIT_CACHE_MAX_BYTES (bytes, or with a K/M/G/T suffix, binary; a malformed value is
+/// warned about and ignored).
 CacheOptions cache_options_from_env();
+
+/// LAYERJIT_CACHE's mode; a UserError naming the values it takes when it is none of them.
+CacheMode cache_mode_from_env();
 
 /// Parses "2147483648", "512M", "2G", "2GiB"; nullopt when malformed.
 std::optional<uint64_t> parse_byte_size(std::string_view text);

@@ -192,7 +192,9 @@ std::unique_ptr<TuningDb> TuningDb::open(CacheOptions options) {
   std::filesystem::path root;
   if (db->options_.root) root = *db->options_.root;
   else if (auto choice = default_cache_root()) root = choice->path;
-  if (root.empty()) {
+  if (db->options_.mode == CacheMode::Off) {
+    db->disabled_reason_ = "LAYERJIT_CACHE=off";
+  } else if (root.empty()) {
     db->disabled_reason_ = "no cache directory: set LAYERJIT_CACHE_DIR, XDG_CACHE_HOME or HOME";
   } else {
     std::string refusal;
@@ -298,6 +300,11 @@ RecordResult TuningDb::record(const TuningKey& key, std::span<const Measured> ca
   if (!enabled()) {
     res.decision = decide(std::nullopt, candidates, res.record);
     res.error = "tuning database disabled: " + disabled_reason_;
+    return res;
+  }
+  if (options_.mode == CacheMode::ReadOnly) {
+    res.decision = decide(lookup(key), candidates, res.record);
+    res.error = "not stored: LAYERJIT_CACHE=readonly";
     return res;
   }
   UniqueFd shard;

@@ -2,6 +2,8 @@
 // symbol values and one launch per group.
 #include "exec/executable.h"
 
+#include "compiler/dump.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -89,8 +91,7 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
     return rt::Error{fmt::format("LAYERJIT_PDL={}: expected 0 (off), 1 (on for the kernels that gain) or all (every kernel)", pdl_env)};
   e.programmatic_ = (pdl_env_set ? pdl_env != "0" : opts.programmatic_launch) && ctx.info().cc() >= 90;
   e.programmatic_all_ = pdl_env == "all";
-  const char* log = std::getenv("LAYERJIT_LOG");
-  e.log_dispatch_ = log && std::string_view(log).find("dispatch") != std::string_view::npos;
+  e.log_dispatch_ = log_enabled(LogCategory::Dispatch);
   return e;
 }
 

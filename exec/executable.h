@@ -156,7 +156,7 @@ class Executable {
   double compile_seconds_ = 0;
   int cache_hits_ = 0;
   std::vector<KernelOrigin> origins_;
-  bool log_dispatch_ = false;  // LAYERJIT_LOG contains "dispatch"
+  bool log_dispatch_ = false;  // LAYERJIT_LOG=dispatch
   bool programmatic_ = false;      // BuildOptions::programmatic_launch (or LAYERJIT_PDL) on an sm_90+ device
   bool programmatic_all_ = false;  // LAYERJIT_PDL=all: every kernel early, not only LaunchRule::early ones
   std::vector<std::pair<std::string, int64_t>> logged_for_;  // the symbol values last logged

@@ -1,5 +1,7 @@
 #include "jit/compile_kernels.h"
 
+#include "compiler/dump.h"
+
 #include <mutex>
 #include <optional>
 
@@ -7,6 +9,7 @@
 
 #include "codegen/device_headers.h"
 #include "runtime/embedded_headers.h"
+#include "runtime/kernel_resources.h"
 
 namespace lj::jit {
 
@@ -61,10 +64,20 @@ std::vector<rt::Result<CompiledKernel>> compile_jobs(std::span<const rt::Compile
     std::optional<cache::KeyComponents> store_ptx;  // and the PTX of a cubin compile, under its twin's key
   };
   std::vector<Todo> todo;
-  auto cached = [&](const cache::KeyComponents& c) -> std::optional<std::string> {
-    cache::LoadResult r = options.cache->get(cache::compute_key(c));
+  auto cached = [&](const cache::KeyComponents& c, const std::string& name) -> std::optional<std::string> {
+    const cache::CacheKey key = cache::compute_key(c);
+    cache::LoadResult r = options.cache->get(key);
+    if (log_enabled(LogCategory::Cache))
+      log_line(LogCategory::Cache, fmt::format("{} {} {} ({}){}", r.status == cache::LoadStatus::kHit ? "hit " : "miss", key.hex(), name,
+                                               c.arch, r.detail.empty() ? "" : ": " + r.detail));
     if (r.status != cache::LoadStatus::kHit) return std::nullopt;
     return r.entry->cubin;
+  };
+  auto store = [&](const cache::KeyComponents& c, std::string_view image, const cache::KernelInfo& info) {
+    const cache::StoreResult r = options.cache->put(c, image, info);
+    if (log_enabled(LogCategory::Cache))
+      log_line(LogCategory::Cache, fmt::format("{} {} {} ({}){}", r.error.empty() ? "stored" : "not stored", r.key.hex(), info.kernel_name, c.arch,
+                                               r.error.empty() ? "" : ": " + r.error));
   };
   for (size_t i = 0; i < jobs.size(); ++i) {
     rt::CompileJob job = jobs[i];
@@ -79,13 +92,13 @@ std::vector<rt::Result<CompiledKernel>> compile_jobs(std::span<const rt::Compile
     const cache::KeyComponents comps = key_components(jobs[i]);  // want_ptx changes nothing NVRTC is told for the cubin
     c.key = cache::compute_key(comps);
     c.program.options = comps.options;
-    if (std::optional<std::string> image = cached(comps)) {
+    if (std::optional<std::string> image = cached(comps, names[i])) {
       c.cache_hit = true;
       (job.target.ptx_only ? c.program.ptx : c.program.cubin) = std::move(*image);
       if (job.options.want_ptx) {
         rt::CompileJob pj = ptx_job(job);
         cache::KeyComponents pc = key_components(pj);
-        if (std::optional<std::string> ptx = cached(pc)) {
+        if (std::optional<std::string> ptx = cached(pc, names[i])) {
           c.program.ptx = std::move(*ptx);
         } else {
           out[i] = std::move(c);
@@ -118,6 +131,10 @@ std::vector<rt::Result<CompiledKernel>> compile_jobs(std::span<const rt::Compile
   std::vector<rt::CompileJob> batch;
   for (const Todo& t : todo) batch.push_back(t.job);
   auto compiled = rt::compile_parallel(batch, options.workers, [&](size_t n, const rt::Result<rt::CompiledProgram>& r) {
+    if (log_enabled(LogCategory::Compile))
+      log_line(LogCategory::Compile, r.ok() ? fmt::format("{} for {}{}: {:.3f} s", names[todo[n].index], batch[n].target.name(),
+                                                          todo[n].ptx_of_hit ? " (PTX only)" : "", r->seconds)
+                                            : fmt::format("{} for {}: failed", names[todo[n].index], batch[n].target.name()));
     report(todo[n].index, todo[n].ptx_of_hit, r.ok(), r.ok() ? r->seconds : 0);
   });
   for (size_t n = 0; n < todo.size(); ++n) {
@@ -129,15 +146,19 @@ std::vector<rt::Result<CompiledKernel>> compile_jobs(std::span<const rt::Compile
       continue;
     }
     rt::CompiledProgram& p = *compiled[n];
-    const cache::KernelInfo info{names[i], p.seconds, {}, {}};
+    cache::KernelInfo info{names[i], p.seconds, {}, {}};
+    if (std::optional<rt::KernelResources> res = rt::parse_ptxas_info(p.log, names[i])) {
+      info.registers = res->registers;
+      info.spill_bytes = static_cast<int>(res->spill_store_bytes + res->spill_load_bytes);
+    }
     if (t.ptx_of_hit) {
-      if (options.cache) options.cache->put(t.store, p.ptx, info);
+      if (options.cache) store(t.store, p.ptx, info);
       out[i]->program.ptx = std::move(p.ptx);
       continue;
     }
     if (options.cache) {
-      if (!p.image().empty()) options.cache->put(t.store, p.image(), info);
-      if (t.store_ptx && !p.ptx.empty()) options.cache->put(*t.store_ptx, p.ptx, info);
+      if (!p.image().empty()) store(t.store, p.image(), info);
+      if (t.store_ptx && !p.ptx.empty()) store(*t.store_ptx, p.ptx, info);
     }
     out[i]->program = std::move(p);
   }

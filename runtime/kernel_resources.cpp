@@ -60,7 +60,7 @@ std::optional<KernelResources> parse_ptxas_info(std::string_view log, std::strin
 }
 
 Result<KernelResources> kernel_resources(CompileJob job, std::string_view kernel) {
-  job.options.extra.push_back("--ptxas-options=-v");
+  // Every cubin compile has ptxas report (nvrtc_options): the log holds the figures.
   LJ_RT_ASSIGN(CompiledProgram prog, compile(job.source, job.options, job.target));
   std::optional<KernelResources> r = parse_ptxas_info(prog.log, kernel);
   if (!r) return Error{fmt::format("{}: ptxas reported no resources for the kernel in its log:\n{}", kernel, prog.log)};

@@ -115,6 +115,9 @@ std::vector<std::string> nvrtc_options(const CompileOptions& options, const Targ
   std::vector<std::string> out;
   for (const char* o : fixed_options()) out.emplace_back(o);
   out.push_back("--gpu-architecture=" + target.name());
+  // ptxas reports each kernel's registers, spills and shared memory in the log: the cache records
+  // them (`layerjit cache show`) at no extra compile. The cubin is the same with or without.
+  if (!target.ptx_only) out.emplace_back("--ptxas-options=-v");
   if (options.pch) out.emplace_back("-pch");
   for (const std::string& o : options.extra) out.push_back(o);
   return out;

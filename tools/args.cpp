@@ -173,6 +173,14 @@ void check_bound_symbols(const Module& m, const Bindings& b) {
   }
 }
 
+void fusion_flags(CommandLine& cl, FusionOptions& fo) {
+  cl.flag("--no-fuse", [&fo] { fo.fuse = false; }, "one kernel per op (the unfused baseline)");
+  cl.flag("--no-matmul-epilogues", [&fo] { fo.matmul_epilogues = false; }, "every matmul alone, its epilogue ops kernels of their own");
+  cl.flag("--no-output-view-copies", [&fo] { fo.copy_output_views = false; }, "returned views of larger buffers stay views");
+  cl.flag("--no-norm-folding", [&fo] { fo.fold_norms = false; }, "keep RMSNorms instead of folding them into the next matmuls");
+  cl.flag("--no-one-row-prologues", [&fo] { fo.one_row_prologues = false; }, "at one row, rms_scale and rope_table keep kernels of their own");
+}
+
 std::string synopsis(const std::string& usage) {
   const size_t blank = usage.find("\n\n");
   return blank == std::string::npos ? usage : usage.substr(0, blank + 1);

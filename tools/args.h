@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/fusion/fusion_group.h"
 #include "tools/cli.h"
 
 namespace lj::cli {
@@ -50,6 +51,10 @@ class CommandLine {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// The planner's switches, as `layerjit plan` takes them: --no-fuse, --no-matmul-epilogues,
+/// --no-output-view-copies, --no-norm-folding, --no-one-row-prologues.
+void fusion_flags(CommandLine& cl, FusionOptions& fo);
 
 /// A UsageError when a `--bind` symbol is none of the module's graphs' symbols (a misspelt
 /// `--bind X=5` would otherwise be ignored), naming the symbols there are.

@@ -2,7 +2,6 @@
 #include "tools/cli.h"
 
 #include "tools/args.h"
-#include "tools/commands.h"
 
 #include <charconv>
 #include <fstream>
@@ -96,14 +95,6 @@ const Graph& single_graph(const Module& m) {
     throw UsageError{"the input has " + std::to_string(m.graphs.size()) + " graphs (" + names + "): choose one with --graph"};
   }
   return m.graphs[0];
-}
-
-void fusion_flags(CommandLine& cl, FusionOptions& fo) {
-  cl.flag("--no-fuse", [&fo] { fo.fuse = false; }, "one kernel per op (the unfused baseline)");
-  cl.flag("--no-matmul-epilogues", [&fo] { fo.matmul_epilogues = false; }, "every matmul alone, its epilogue ops kernels of their own");
-  cl.flag("--no-output-view-copies", [&fo] { fo.copy_output_views = false; }, "returned views of larger buffers stay views");
-  cl.flag("--no-norm-folding", [&fo] { fo.fold_norms = false; }, "keep RMSNorms instead of folding them into the next matmuls");
-  cl.flag("--no-one-row-prologues", [&fo] { fo.one_row_prologues = false; }, "at one row, rms_scale and rope_table keep kernels of their own");
 }
 
 int parse_group_number(const std::string& text) {

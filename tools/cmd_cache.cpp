@@ -4,6 +4,7 @@
 #include "tools/cmd_cache.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/disk_cache.h"
+#include "cache/location.h"
 #include "cache/posix_file.h"
 #include "cache/tuning_db.h"
 #include "layerjit/error.h"
@@ -286,6 +288,10 @@ int import_records(const CacheArgs& a) {
 int cmd_cache(const std::vector<std::string>& args) {
   CacheArgs a = parse(args);
   if (a.help) return kExitOk;
+  if ((a.action == "clear" || a.action == "prune" || a.action == "import") &&
+      cache::cache_mode_from_env() != cache::CacheMode::ReadWrite)
+    throw UserError(fmt::format("layerjit cache {} writes to the cache, which LAYERJIT_CACHE={} leaves alone", a.action,
+                                std::getenv("LAYERJIT_CACHE")));
   if (a.action == "stats") return stats(a);
   if (a.action == "ls") return ls(a);
   if (a.action == "show") return show(a);

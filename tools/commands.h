@@ -20,12 +20,6 @@ extern const char* const kTuneUsage;
 extern const char* const kRunUsage;
 extern const char* const kBenchUsage;
 
-class CommandLine;
-
-/// The planner's switches, as `layerjit plan` takes them: --no-fuse, --no-matmul-epilogues,
-/// --no-output-view-copies, --no-norm-folding, --no-one-row-prologues.
-void fusion_flags(CommandLine& cl, FusionOptions& fo);
-
 /// The JIT target of `--arch` (tools/cmd_compile.cpp): a GPU's own (SMs, shared memory, driver, so
 /// its tuned configs apply) where this machine has one of that arch, else the arch alone. A
 /// malformed arch is a UsageError.

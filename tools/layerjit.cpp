@@ -2,12 +2,15 @@
 // exit codes (1: the input is at fault, 2: the command line is at fault).
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cache/format.h"
+#include "cache/location.h"
+#include "compiler/dump.h"
 #include "layerjit/text.h"
 #include "runtime/device_info.h"
 #include "runtime/driver.h"
@@ -106,6 +109,23 @@ const Command* find_command(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The debug and cache variables are checked before any work: a misspelt one is a usage error
+  // here, not a silent no-op (or an exception halfway through a compile).
+  bool env_help = false;
+  if (std::optional<std::string> bad = lj::debug_env_problem(&env_help)) {
+    std::fprintf(stderr, "layerjit: %s\n", bad->c_str());
+    return kExitUsage;
+  }
+  if (env_help) {
+    std::fputs(lj::debug_env_help().c_str(), stdout);
+    return kExitOk;
+  }
+  try {
+    (void)lj::cache::cache_mode_from_env();
+  } catch (const lj::UserError& e) {
+    std::fprintf(stderr, "layerjit: %s\n", e.what());
+    return kExitUsage;
+  }
   if (argc < 2) {
     print_first_steps(stdout);
     return kExitOk;

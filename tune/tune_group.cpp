@@ -1,5 +1,7 @@
 #include "tune/tune_group.h"
 
+#include "compiler/dump.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -183,6 +185,13 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
     };
   }
   LJ_RT_ASSIGN(out.report, rt::autotune(stream, tp, ao));
+  if (log_enabled(LogCategory::Tune))
+    for (const rt::CandidateResult& r : out.report.results)
+      log_line(LogCategory::Tune, r.status == rt::CandidateStatus::kTimed
+                                      ? fmt::format("group {} '{}': {:.4f} ms (p10-p90 {:.4f}-{:.4f})", grp.id, r.config, r.timing.median_ms,
+                                                    r.timing.p10_ms, r.timing.p90_ms)
+                                      : fmt::format("group {} '{}': {}{}", grp.id, r.config, rt::to_string(r.status),
+                                                    r.detail.empty() ? "" : ": " + r.detail.substr(0, r.detail.find('\n'))));
   if (settings.reference_cublaslt && grp.kind == GroupKind::Matmul) {
     auto ref = time_reference(stream, matmul_problem(g, grp, eo), settings.autotune.timer);
     if (ref.ok()) out.reference_ms = *ref;
@@ -198,6 +207,8 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
         measured.push_back(cache::Measured{r.config, r.timing.median_ms * 1e3, (r.timing.p90_ms - r.timing.p10_ms) * 1e3});
     out.record = settings.db->record(out.key, measured);
     if (out.record->ok) out.chosen = out.record->record.winner.config;
+    log_line(LogCategory::Tune, fmt::format("group {}: record {} (winner '{}'){}", grp.id, to_string(out.record->decision),
+                                            out.record->record.winner.config, out.record->ok ? "" : ": " + out.record->error));
   }
   return out;
 }

@@ -34,11 +34,12 @@ TEST_CASE("NVRTC compiles a kernel to a cubin for sm_80, sm_90 and sm_90a", "[nv
     CHECK(r->ptx.find(std::string(".target ") + name) != std::string::npos);
     CHECK(r->seconds > 0);
     // The fixed options are always there, ahead of the arch.
-    REQUIRE(r->options.size() >= 4);
+    REQUIRE(r->options.size() >= 5);
     CHECK(r->options[0] == "-std=c++17");
     CHECK(r->options[1] == "-default-device");
     CHECK(r->options[2] == "-lineinfo");
     CHECK(r->options[3] == std::string("--gpu-architecture=") + name);
+    CHECK(r->options[4] == "--ptxas-options=-v");  // registers and spills in the log, for the cache
   }
 }
 
