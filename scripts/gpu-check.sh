@@ -97,8 +97,12 @@ if [[ -x "$lj" ]]; then
   run "run 8B decode B=1" "$lj" run --graph llama3_8b_decode --bind B=1,C=4096
   run "run 8B decode B=32" "$lj" run --graph llama3_8b_decode --bind B=32,C=4096
   # Where the time goes: ceilings, each kernel against the roofline, unfused / fused / CUDA graph.
-  run "bench 8B prefill T=4096" "$lj" bench --graph llama3_8b_prefill --bind T=4096
-  run "bench 8B decode B=1" "$lj" bench --graph llama3_8b_decode --bind B=1,C=4096
+  # Each also as JSON, CSV and a roofline picture beside the log.
+  out_dir=$(dirname "$log")
+  run "bench 8B prefill T=4096" "$lj" bench --graph llama3_8b_prefill --bind T=4096 --json "$out_dir/bench_prefill.json" \
+    --csv "$out_dir/bench_prefill.csv" --roofline "$out_dir/roofline_prefill.svg"
+  run "bench 8B decode B=1" "$lj" bench --graph llama3_8b_decode --bind B=1,C=4096 --json "$out_dir/bench_decode.json" \
+    --csv "$out_dir/bench_decode.csv" --roofline "$out_dir/roofline_decode.svg"
   # LAYERJIT_LOG=dispatch names every launch's kernel, config and where they came from.
   # (The output is captured first: `grep -q` on a pipe would stop reading and, under pipefail, fail the
   # writer with SIGPIPE.)

@@ -4,6 +4,7 @@
 // fusion table, measured).
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "runtime/fill.h"
 #include "runtime/timer.h"
 #include "tools/args.h"
+#include "tools/bench_report.h"
 #include "tools/commands.h"
 #include "tools/run_inputs.h"
 
@@ -20,7 +22,7 @@ namespace lj::cli {
 
 const char* const kBenchUsage =
     "usage: layerjit bench [FILE] [--graph NAME] --bind T=4096 [--seed N] [--no-arch-specific]\n"
-    "                      [--no-one-row-prologues]\n"
+    "                      [--no-one-row-prologues] [--json FILE] [--csv FILE] [--roofline FILE.svg]\n"
     "\n"
     "Measures one graph on GPU 0, on the random inputs `layerjit run` makes from --seed (default 1):\n"
     "  1. the device's ceilings, in this run: HBM bandwidth from a 1 GiB device-to-device copy (bytes\n"
@@ -34,7 +36,9 @@ const char* const kBenchUsage =
     "     changes under a power cap hit both alike;\n"
     "  3. the whole graph unfused, fused and fused as one CUDA graph (5 interleaved rounds of 7\n"
     "     calls), with kernel launches and modelled HBM bytes per call.\n"
-    "--no-arch-specific and --no-one-row-prologues build the fused plan as `layerjit run` does. Needs a GPU.\n";
+    "--json and --csv write every row of the tables (and the ceilings) to FILE; --roofline draws each\n"
+    "kernel against the measured ceilings (log-log, an SVG). --no-arch-specific and\n"
+    "--no-one-row-prologues build the fused plan as `layerjit run` does. Needs a GPU.\n";
 
 namespace {
 
@@ -51,7 +55,7 @@ double median_ms(rt::Stream& stream, const std::function<rt::Status(int)>& body,
   return must(rt::time_on_stream(stream, body, to), "time").median_ms;
 }
 
-Ceilings measure_ceilings(rt::Context& ctx, rt::Stream& stream, bool arch_specific) {
+Ceilings measure_ceilings(rt::Context& ctx, rt::Stream& stream, bool arch_specific, BenchReport& report) {
   Ceilings c;
   const size_t bytes = size_t{1} << 30;
   rt::DeviceBuffer src = must(rt::DeviceBuffer::allocate(ctx, bytes), "allocate the copy source");
@@ -82,6 +86,11 @@ Ceilings measure_ceilings(rt::Context& ctx, rt::Stream& stream, bool arch_specif
   std::printf("ceilings (measured now): HBM %.2f TB/s (1 GiB device copy: %.3f ms), tensor cores %.0f TFLOP/s "
               "(layerjit's 8192^3 bf16 GEMM, %s: %.3f ms)\n\n",
               c.bytes_per_s / 1e12, copy_ms, c.flops_per_s / 1e12, e.kernels()[0].config.c_str(), gemm_ms);
+  report.hbm_bytes_per_s = c.bytes_per_s;
+  report.copy_ms = copy_ms;
+  report.tensor_flops_per_s = c.flops_per_s;
+  report.gemm_ms = gemm_ms;
+  report.gemm_config = e.kernels()[0].config;
   return c;
 }
 
@@ -97,7 +106,18 @@ int cmd_bench(const std::vector<std::string>& args) {
   cl.option("--seed", [&seed](const std::string& v) { seed = parse_seed(v); }, "N", "the random inputs' seed (default 1)");
   cl.flag("--no-arch-specific", [&arch_specific] { arch_specific = false; }, "sm_90 instead of sm_90a on Hopper");
   cl.flag("--no-one-row-prologues", [&fusion] { fusion.one_row_prologues = false; }, "as `layerjit plan`");
+  std::optional<std::string> json_path, csv_path, svg_path;
+  cl.option("--json", json_path, "FILE", "every row printed, as JSON (layerjit.bench/1)");
+  cl.option("--csv", csv_path, "FILE", "the same rows as CSV");
+  cl.option("--roofline", svg_path, "FILE.svg", "each kernel against the measured roofline, as an SVG picture");
   if (!cl.parse(args)) return kExitOk;
+  // Checked before minutes of measuring: the files are written at the end.
+  for (const auto& [flag, path] : {std::pair{"--json", &json_path}, {"--csv", &csv_path}, {"--roofline", &svg_path}}) {
+    if (!*path) continue;
+    const std::filesystem::path dir = std::filesystem::path(**path).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir))
+      throw UsageError{fmt::format("{} {}: no directory {} to write it in", flag, **path, dir.string())};
+  }
   Module m = load_module(o);
   const Graph& g = single_graph(m);
   const Bindings& b = o.bindings;
@@ -107,7 +127,11 @@ int cmd_bench(const std::vector<std::string>& args) {
   std::string sizes;
   for (const auto& [s, v] : b.values) sizes += fmt::format("{}{}={}", sizes.empty() ? "" : ",", s, v);
   std::printf("@%s (%s) on %s\n", g.name().c_str(), sizes.c_str(), ctx.info().name.c_str());
-  const Ceilings ceil = measure_ceilings(ctx, stream, arch_specific);
+  BenchReport report;
+  report.device = ctx.info().name;
+  report.graph = g.name();
+  report.sizes = sizes;
+  const Ceilings ceil = measure_ceilings(ctx, stream, arch_specific, report);
 
   Plans plans = build_plans(ctx, g, b, arch_specific, fusion);
   exec::Executable& fused = plans.fused;
@@ -158,6 +182,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     const rt::RooflinePoint r = rt::roofline(cost.flops, cost.bytes, s, ceil.flops_per_s, ceil.bytes_per_s);
     std::printf("| %zu | %s | %s | %.4f | %.4f | %.1f | %.0f | %.0f %% | %s |\n", i, k.name.c_str(), k.config.empty() ? "-" : k.config.c_str(), ms,
                 in_order[n], cost.flops / s / 1e12, cost.bytes / s / 1e9, 100 * r.fraction, r.compute_bound ? "compute" : "memory");
+    report.kernels.push_back({i, k.name, k.config, ms, in_order[n], cost.flops, cost.bytes, r.fraction, r.compute_bound});
   }
   std::printf("sum of the kernels alone: %.4f ms; in order (an event between neighbours): %.4f ms\n\n", kernel_sum, in_order_sum);
 
@@ -187,9 +212,16 @@ int cmd_bench(const std::vector<std::string>& args) {
   } rows[3] = {{"unfused", unfused.launches_per_run(), std::to_string(unfused.launches_per_run()), unfused_bytes, ms_unfused},
                {"fused", fused.launches_per_run(), std::to_string(fused.launches_per_run()), fused_bytes, rt::summarize(rounds[1]).median_ms},
                {"fused, one CUDA graph", fused.launches_per_run(), "1 graph", fused_bytes, rt::summarize(rounds[2]).median_ms}};
-  for (const auto& r : rows)
+  for (const auto& r : rows) {
     std::printf("| %s | %zu | %s | %s | %.4f | %.2fx |\n", r.name, r.kernels, r.launches.c_str(), format_bytes(r.bytes).c_str(), r.ms,
                 ms_unfused / r.ms);
+    report.plans.push_back({r.name, r.kernels, r.launches, r.bytes, r.ms, ms_unfused / r.ms});
+  }
+  if (json_path) write_file_atomically(*json_path, bench_json(report));
+  if (csv_path) write_file_atomically(*csv_path, bench_csv(report));
+  if (svg_path) write_file_atomically(*svg_path, roofline_svg(report));
+  for (const auto* p : {&json_path, &csv_path, &svg_path})
+    if (*p) std::printf("wrote %s\n", (*p)->c_str());
   return kExitOk;
 }
 
