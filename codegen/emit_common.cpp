@@ -33,8 +33,8 @@ std::string ident(std::string_view value_name) {
 
 KernelContext::KernelContext(const Graph& g, const FusionGroup& grp) : g_(g), grp_(grp), layouts_(compute_layouts(g, grp.dense_views)) {
   // Only the rope_kv_write emitter stores copies; any other kernel would silently leave them unwritten.
-  LJ_ASSERT(grp.copies.empty() || grp.kind == GroupKind::RopeKvWrite, "group {} ({}) lists copies of returned views, which only "
-            "rope_kv_write kernels make", grp.id, group_kind_name(grp.kind));
+  LJ_ASSERT(grp.copies.empty() || grp.kind == GroupKind::RopeKvWrite || grp.kind == GroupKind::RopeTable,
+            "group {} ({}) lists copies of returned views, which only rope_kv_write kernels make", grp.id, group_kind_name(grp.kind));
 }
 
 std::string kernel_name(const Graph& g, const FusionGroup& grp) {

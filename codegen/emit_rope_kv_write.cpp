@@ -368,4 +368,10 @@ const KernelFamily& rope_kv_write_family() {
   return family;
 }
 
+// A rope_table alone is the same kernel with nothing rotated or written: one emitter, its own name.
+const KernelFamily& rope_table_family() {
+  static const UntunedFamily family(GroupKind::RopeTable, [](const Graph& g, const FusionGroup& grp) { return plan_rope_kv_write(g, grp).reject; }, emit_rope_kv_write);
+  return family;
+}
+
 }  // namespace lj

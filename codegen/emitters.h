@@ -8,6 +8,7 @@ namespace lj {
 const KernelFamily& elementwise_family();
 const KernelFamily& row_reduce_family();
 const KernelFamily& rope_kv_write_family();
+const KernelFamily& rope_table_family();  // a rope_table alone: the same emitter
 /// Decode GEMV or tensor-core GEMM (mma.sync, wgmma), as the group's config says (emit_matmul.cpp).
 const KernelFamily& matmul_family();
 /// Flash-attention prefill or split-KV decode (emit_attention.cpp).

@@ -38,6 +38,7 @@ const KernelFamily* kernel_family(GroupKind k) {
     case GroupKind::Elementwise: return &elementwise_family();
     case GroupKind::RowReduce: return &row_reduce_family();
     case GroupKind::RopeKvWrite: return &rope_kv_write_family();
+    case GroupKind::RopeTable: return &rope_table_family();
     case GroupKind::Matmul: return &matmul_family();
     case GroupKind::Attention: return &attention_family();
     case GroupKind::Reduce:

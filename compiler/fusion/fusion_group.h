@@ -16,11 +16,14 @@ namespace lj {
 #define LJ_GROUP_KINDS(X)                                                                       \
   X(Elementwise, "elementwise")   /* chains of pointwise ops with broadcasts (incl. SwiGLU)  */ \
   X(RowReduce, "row_reduce")      /* rms_norm/layer_norm/softmax + prologue/epilogue         */ \
-  X(RopeKvWrite, "rope_kv_write") /* rope_table, ropes, KV-cache writes (any of them)        */ \
+  X(RopeKvWrite, "rope_kv_write") /* ropes and KV-cache writes (with their rope_table)      */ \
   X(Matmul, "matmul")             /* GEMM / GEMV (epilogues: issue 6)                        */ \
   X(Attention, "attention")       /* flash attention / split-KV decode                       */ \
   X(Reduce, "reduce")             /* reduce_sum/max/mean over one axis                       */ \
-  X(Copy, "copy")                 /* transpose, concat                                       */
+  X(Copy, "copy")                 /* transpose, concat                                       */ \
+  X(RopeTable, "rope_table")      /* a rope_table alone: the cos/sin tables, stored for the  */ \
+                                  /* RoPE epilogues of the projections (rope_kv_write's     */ \
+                                  /* kernels write it)                                       */
 
 enum class GroupKind : uint8_t {
 #define LJ_X(id, name) id,

@@ -84,7 +84,8 @@ bool smaller_at_every_size(const Graph& g, ValueId part, ValueId whole) {
 
 bool copies_rows(GroupKind k) {
   switch (k) {
-    case GroupKind::RopeKvWrite: return true;
+    case GroupKind::RopeKvWrite:
+    case GroupKind::RopeTable: return true;
     case GroupKind::Elementwise:
     case GroupKind::RowReduce:
     case GroupKind::Matmul:
@@ -97,7 +98,8 @@ bool copies_rows(GroupKind k) {
 }
 
 Dim rope_group_rows(const Graph& g, const FusionGroup& grp) {
-  LJ_ASSERT(grp.kind == GroupKind::RopeKvWrite && !grp.nodes.empty(), "rope_group_rows of a {} group", group_kind_name(grp.kind));
+  LJ_ASSERT((grp.kind == GroupKind::RopeKvWrite || grp.kind == GroupKind::RopeTable) && !grp.nodes.empty(), "rope_group_rows of a {} group",
+            group_kind_name(grp.kind));
   // Every node of the group shares the rows (emit_rope_kv_write checks it), so the first one says.
   const Node& n = g.node(grp.nodes.front());
   if (n.kind == OpKind::RopeTable || n.kind == OpKind::Rope) return g.value(n.operands[0]).type.shape[0];  // positions, x

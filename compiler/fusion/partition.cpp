@@ -252,6 +252,8 @@ class Partitioner {
       const auto& users = uses_.users(r);
       return uses_.is_output(r) || std::any_of(users.begin(), users.end(), [&](NodeId u) { return owner(u) != gid; });
     });
+    // Nothing rotated or written here: the kernel computes the tables alone, and is named for it.
+    if (groups_[static_cast<size_t>(gid)].nodes.size() == 1) groups_[static_cast<size_t>(gid)].kind = GroupKind::RopeTable;
     note(gid, stored ? fmt::format("cos/sin tables computed from {} and stored for the kernels that read them{}",
                                    vname(pos), rotates ? "" : " (a projection's RoPE epilogue)")
                      : fmt::format("cos/sin tables computed in-kernel from {}, never stored", vname(pos)));
@@ -413,7 +415,7 @@ class Partitioner {
       case OpClass::Matmul: k = GroupKind::Matmul; break;
       case OpClass::Attention: k = GroupKind::Attention; break;
       case OpClass::RowReduction: k = GroupKind::RowReduce; break;
-      case OpClass::RopeKv: k = GroupKind::RopeKvWrite; break;
+      case OpClass::RopeKv: k = kind(n) == OpKind::RopeTable ? GroupKind::RopeTable : GroupKind::RopeKvWrite; break;
       case OpClass::Reduction: k = GroupKind::Reduce; break;
       case OpClass::Elementwise:
         // A quantize without a scale operand finds its scale first: a row kernel for a per-row
