@@ -1,6 +1,8 @@
 // CommandLine over CLI11 (see args.h).
 #include "tools/args.h"
 
+#include "compiler/parser/edit_distance.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -31,22 +33,6 @@ class HelpFormatter : public CLI::Formatter {
  private:
   std::string usage_;
 };
-
-// Levenshtein distance, for "did you mean" on a misspelt option.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 }  // namespace
 

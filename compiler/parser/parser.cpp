@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/parser/edit_distance.h"
 #include "compiler/parser/lexer.h"
 #include "compiler/parser/op_error_location.h"
 #include "compiler/parser/utf8.h"
@@ -38,22 +39,6 @@ using parser::TokKind;
 
 // Attribute lists are the only recursive construct; bounding them bounds the parser's stack.
 constexpr int kMaxAttrNesting = 64;
-
-// Levenshtein distance, for "did you mean" on unknown op names (both strings are short).
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 std::string unknown_op_message(std::string_view name) {
   std::string msg = fmt::format("unknown op '{}'", name);
