@@ -8,6 +8,7 @@
 
 #include "codegen/emit_common.h"
 #include "layerjit/text.h"
+#include "tools/cli.h"
 #include "tools/external_tool.h"
 
 namespace lj::cli {
@@ -116,13 +117,6 @@ std::string q(const std::string& s) {
   return out + "\"";
 }
 
-std::string human_bytes(double b) {
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  return fmt::format("{:.0f} B", b);
-}
-
 void graph_dot(std::string& out, int gi, const PlannedGraph& pg, const Bindings& sizes) {
   const Graph& g = *pg.lowered.graph;
   const FusionPlan& plan = pg.lowered.plan;
@@ -142,7 +136,7 @@ void graph_dot(std::string& out, int gi, const PlannedGraph& pg, const Bindings&
     std::string label = fmt::format("group {} {}{}", grp.id, group_kind_name(grp.kind), grp.prepare ? " (weight preparation, once)" : "");
     if (bound) {
       const GroupCost c = group_cost(g, grp, sizes);
-      label += fmt::format("\n{} moved, {:.3g} GFLOP", human_bytes(c.bytes), c.flops / 1e9);
+      label += fmt::format("\n{} moved, {:.3g} GFLOP", format_bytes(c.bytes), c.flops / 1e9);
     }
     out += fmt::format("    subgraph cluster_g{}k{} {{\n      label={}; style=\"rounded,filled\"; fillcolor={}; color=steelblue;\n", gi,
                        grp.id, q(label), grp.prepare ? "lightyellow" : "aliceblue");
