@@ -105,6 +105,9 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
   if (qt.dtype != DType::BF16 && qt.dtype != DType::F16)
     return reject(fmt::format("they run on tensor cores with bf16 or f16 operands; q is {}", dtype_name(qt.dtype)));
   if (g.value(p.out).type.dtype != qt.dtype) return reject("the output dtype must be q's");
+  // The CPU reference masks by the window (ops/reference/attention.cpp); no kernel does yet.
+  if (const std::optional<int64_t> w = attr::window(n.attrs))
+    return reject(fmt::format("sliding-window attention (window = {}) has no GPU kernel yet", *w));
   if (d != 16 && d != 32 && d != 64 && d != 128) return reject(fmt::format("head_dim must be 16, 32, 64 or 128, got {}", d));
   for (ValueId x : {p.q, p.k, p.v, p.out}) {
     if (ctx.vector_width({x}, g.value(x).type.shape, 8) == 8) continue;

@@ -8,6 +8,7 @@
 #include "layerjit/text.h"
 #include "layerjit/op_attrs.h"
 #include "layerjit/check.h"
+#include "ops/rope_frequencies.h"
 
 namespace lj {
 
@@ -270,7 +271,9 @@ std::string pointwise_expr(const Node& n, const std::vector<std::string>& a) {
     case OpKind::Concat:
     case OpKind::ReduceSum:
     case OpKind::ReduceMax:
-    case OpKind::ReduceMean: break;
+    case OpKind::ReduceMean:
+    case OpKind::Embedding:
+    case OpKind::Argmax: break;
   }
   LJ_ASSERT(false, "{} is not a pointwise op", op_name(n.kind));
   __builtin_unreachable();
@@ -312,14 +315,14 @@ std::vector<std::string> emit_coords(SourceWriter& w, const Shape& space, const 
 void emit_inv_freq_table(SourceWriter& w, const Graph& g, NodeId table) {
   const Node& tn = g.node(table);
   const int64_t dim = attr::rope_dim(tn.attrs);
-  const double theta = attr::rope_theta(tn.attrs);
+  const attr::RopeScaling scaling = attr::rope_scaling(tn.attrs);
+  const std::vector<double> freq = rope_inv_freq(dim, attr::rope_theta(tn.attrs), scaling);
   std::string values;
-  for (int64_t i = 0; i < dim / 2; ++i) {
+  for (size_t i = 0; i < freq.size(); ++i) {
     // 17 significant digits read back to the same double.
-    values += fmt::format("{}{:.17g}", i == 0 ? "" : (i % 4 == 0 ? ",\n    " : ", "),
-                          std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim)));
+    values += fmt::format("{}{:.17g}", i == 0 ? "" : (i % 4 == 0 ? ",\n    " : ", "), freq[i]);
   }
-  w.line("// {}: inv_freq[i] = theta^(-2i/dim)", print_node(g, table));
+  w.line("// {}: inv_freq[i] = {}", print_node(g, table), rope_inv_freq_formula(scaling));
   w.line("static __device__ const double lj_inv_freq[{}] = {{\n    {}}};", dim / 2, values);
   w.blank();
 }

@@ -49,6 +49,11 @@ RowReducePlan plan_row_reduce(const Graph& g, const FusionGroup& grp) {
   RowReducePlan p;
   const std::string name = kernel_name(g, grp);
   for (NodeId n : grp.nodes) {
+    if (g.node(n).kind == OpKind::Argmax) {
+      p.reject = fmt::format("{}: {} has no GPU kernel yet (the CPU reference runs it)", name, print_node(g, n));
+      p.loc = g.node(n).loc;
+      return p;
+    }
     if (is_row_reduction(g.node(n).kind)) p.red = n;
     if (is_dynamic_quantize(g.node(n))) p.dq = n;
   }

@@ -3,6 +3,11 @@
 //
 //   h    = x + o_proj(attention(rope(q), rope(k), v))        q, k, v = split(qkv_proj(rms_norm(x)))
 //   out  = h + down_proj(silu(gate) * up)                    gate, up = split(gate_up_proj(rms_norm(h)))
+//
+// The model families' options (LlamaConfig) add to it: a bias on the QKV projection (Qwen2), an
+// RMSNorm of each q and k head before RoPE (Qwen3), a sliding attention window (Mistral) and scaled
+// RoPE frequencies (Llama-3.1). Left at their defaults they add nothing, and the graphs are those of
+// examples/llama3_8b_decoder.lj.
 #include "layerjit/builder.h"
 #include "layerjit/llama.h"
 
@@ -12,19 +17,25 @@ namespace {
 
 struct Weights {
   Value attn_norm, w_qkv, w_o, mlp_norm, w_gate_up, w_down;
+  std::optional<Value> b_qkv, q_norm, k_norm;  // where the config asks for them
 };
 
 Weights declare_weights(GraphBuilder& b, const LlamaConfig& c) {
   const int64_t q_width = c.n_heads * c.head_dim;
   const int64_t kv_width = c.n_kv_heads * c.head_dim;
-  return {
-      b.param("attn_norm", c.dtype, {c.hidden}),
-      b.param("w_qkv", c.dtype, {q_width + 2 * kv_width, c.hidden}),
-      b.param("w_o", c.dtype, {c.hidden, q_width}),
-      b.param("mlp_norm", c.dtype, {c.hidden}),
-      b.param("w_gate_up", c.dtype, {2 * c.ffn, c.hidden}),
-      b.param("w_down", c.dtype, {c.hidden, c.ffn}),
-  };
+  Weights w;
+  w.attn_norm = b.param("attn_norm", c.dtype, {c.hidden});
+  w.w_qkv = b.param("w_qkv", c.dtype, {q_width + 2 * kv_width, c.hidden});
+  if (c.qkv_bias) w.b_qkv = b.param("b_qkv", c.dtype, {q_width + 2 * kv_width});
+  if (c.qk_norm) {
+    w.q_norm = b.param("q_norm", c.dtype, {c.head_dim});
+    w.k_norm = b.param("k_norm", c.dtype, {c.head_dim});
+  }
+  w.w_o = b.param("w_o", c.dtype, {c.hidden, q_width});
+  w.mlp_norm = b.param("mlp_norm", c.dtype, {c.hidden});
+  w.w_gate_up = b.param("w_gate_up", c.dtype, {2 * c.ffn, c.hidden});
+  w.w_down = b.param("w_down", c.dtype, {c.hidden, c.ffn});
+  return w;
 }
 
 struct Qkv {
@@ -36,12 +47,16 @@ Qkv attention_inputs(GraphBuilder& b, const LlamaConfig& c, const Weights& w, Va
   const int64_t q_width = c.n_heads * c.head_dim;
   const int64_t kv_width = c.n_kv_heads * c.head_dim;
   Value h = b.rms_norm(x, w.attn_norm, c.eps).named("h");
-  Value qkv = b.matmul(h, w.w_qkv).named("qkv");
+  Value qkv = w.b_qkv ? b.add(b.matmul(h, w.w_qkv).named("qkv_proj"), *w.b_qkv).named("qkv") : b.matmul(h, w.w_qkv).named("qkv");
   auto parts = b.split(qkv, 1, {q_width, kv_width, kv_width});
   Value q = b.reshape(parts[0].named("q_flat"), {n, c.n_heads, c.head_dim}).named("q_heads");
   Value k = b.reshape(parts[1].named("k_flat"), {n, c.n_kv_heads, c.head_dim}).named("k_heads");
   Value v = b.reshape(parts[2].named("v_flat"), {n, c.n_kv_heads, c.head_dim}).named("v");
-  auto [cos, sin] = b.rope_table(pos, c.head_dim, c.rope_theta);
+  if (w.q_norm) {
+    q = b.rms_norm(q, *w.q_norm, c.eps).named("q_normed");
+    k = b.rms_norm(k, *w.k_norm, c.eps).named("k_normed");
+  }
+  auto [cos, sin] = b.rope_table(pos, c.head_dim, c.rope_theta, c.rope_scaling);
   cos.named("cos");
   sin.named("sin");
   return {b.rope(q, cos, sin, "half").named("q"), b.rope(k, cos, sin, "half").named("k"), v};
@@ -69,7 +84,7 @@ Graph llama_prefill(const LlamaConfig& c) {
   Value pos = b.input("pos", DType::I32, {T});
   Weights w = declare_weights(b, c);
   Qkv qkv = attention_inputs(b, c, w, x, pos, T);
-  Value attn = b.attention(qkv.q, qkv.k, qkv.v, /*causal=*/true).named("attn");
+  Value attn = b.attention(qkv.q, qkv.k, qkv.v, /*causal=*/true, std::nullopt, std::nullopt, std::nullopt, c.sliding_window).named("attn");
   Value out = attention_output_and_mlp(b, c, w, x, attn, T);
   return b.finish({out, qkv.k, qkv.v});
 }
@@ -87,7 +102,7 @@ Graph llama_decode(const LlamaConfig& c) {
   Value k_all = b.kv_cache_write(k_cache, qkv.k, pos).named("k_cache_new");
   Value v_all = b.kv_cache_write(v_cache, qkv.v, pos).named("v_cache_new");
   Value q1 = b.reshape(qkv.q, {B, 1, c.n_heads, c.head_dim}).named("q_step");
-  Value attn = b.attention(q1, k_all, v_all, /*causal=*/true, std::nullopt, pos).named("attn");
+  Value attn = b.attention(q1, k_all, v_all, /*causal=*/true, std::nullopt, pos, std::nullopt, c.sliding_window).named("attn");
   Value out = attention_output_and_mlp(b, c, w, x, attn, B);
   return b.finish({out, k_all, v_all});
 }

@@ -1,8 +1,16 @@
 #include "exec/safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <optional>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -65,6 +73,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   if (!j.is_object()) throw bad("the JSON header is not an object");
   SafetensorsFile f;
   f.path_ = path;
+  f.size_ = file_size;
   const uint64_t data_start = 8 + header_len, data_size = file_size - data_start;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "__metadata__") continue;
@@ -128,6 +137,42 @@ HostTensor SafetensorsFile::read(const SafeTensor& t) const {
   return h;
 }
 
+struct SafetensorsFile::Mapping {
+  void* base = nullptr;
+  size_t size = 0;
+  Mapping() = default;
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() {
+    if (base) munmap(base, size);
+  }
+};
+
+std::span<const unsigned char> SafetensorsFile::mapped(const SafeTensor& t) const {
+  if (!map_) {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    LJ_CHECK(fd >= 0, SourceLoc{}, "cannot map safetensors file '{}': {}", path_, std::strerror(errno));
+    struct stat st{};
+    const bool stat_ok = fstat(fd, &st) == 0;
+    const int stat_errno = errno;
+    if (!stat_ok || static_cast<uint64_t>(st.st_size) != size_) {
+      ::close(fd);
+      LJ_CHECK(false, SourceLoc{}, "{}: the file changed since it was opened ({})", path_,
+               stat_ok ? fmt::format("{} bytes, was {}", st.st_size, size_) : std::string(std::strerror(stat_errno)));
+    }
+    auto m = std::make_shared<Mapping>();
+    m->size = static_cast<size_t>(size_);
+    void* base = mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int map_errno = errno;
+    ::close(fd);
+    LJ_CHECK(base != MAP_FAILED, SourceLoc{}, "cannot map safetensors file '{}': {}", path_, std::strerror(map_errno));
+    m->base = base;
+    map_ = std::move(m);
+  }
+  LJ_ASSERT(t.offset + t.bytes <= map_->size, "tensor '{}' of {} lies outside the mapping", t.name, path_);
+  return {static_cast<const unsigned char*>(map_->base) + t.offset, static_cast<size_t>(t.bytes)};
+}
+
 std::vector<WeightMatch> match_weights(const Graph& g, const SafetensorsFile& f, std::vector<std::string>* unused) {
   std::vector<WeightMatch> out;
   for (ValueId v : g.inputs()) {
@@ -158,26 +203,51 @@ std::vector<WeightMatch> match_weights(const Graph& g, const SafetensorsFile& f,
 }
 
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors) {
-  nlohmann::json header = nlohmann::json::object();
-  std::vector<unsigned char> data;
+  std::vector<std::vector<unsigned char>> data;
+  std::vector<RawTensor> raw;
   for (const auto& [name, t] : tensors) {
-    const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
-    const size_t begin = data.size();
-    data.resize(begin + t.data.size() * eb);
-    const std::optional<size_t> bad = rt::encode_tensor(t, data.data() + begin);
+    data.emplace_back(t.data.size() * static_cast<size_t>(dtype_bytes(t.dtype)));
+    const std::optional<size_t> bad = rt::encode_tensor(t, data.back().data());
     LJ_CHECK(!bad, SourceLoc{}, "write_safetensors {}: tensor '{}' element {} ({}) is not a {} value", path, name, bad.value_or(0),
              bad ? t.data[*bad] : 0.0, dtype_name(t.dtype));
-    header[name] = {{"dtype", std::string(safetensors_dtype(t.dtype))}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+    raw.push_back({name, t.dtype, t.shape, data.back()});
+  }
+  write_safetensors_raw(path, raw);
+}
+
+void write_safetensors_raw(const std::string& path, const std::vector<RawTensor>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t end = 0;
+  for (const RawTensor& t : tensors) {
+    const auto want = static_cast<uint64_t>(numel(t.shape) * dtype_bytes(t.dtype));
+    LJ_ASSERT(t.bytes.size() == want, "write_safetensors {}: tensor '{}' has {} bytes for {} of shape [{}]", path, t.name, t.bytes.size(),
+              dtype_name(t.dtype), fmt::join(t.shape, ", "));
+    header[t.name] = {{"dtype", std::string(safetensors_dtype(t.dtype))}, {"shape", t.shape}, {"data_offsets", {end, end + want}}};
+    end += want;
   }
   std::string text = header.dump();
   while ((8 + text.size()) % 8 != 0) text += ' ';  // the data section starts 8-byte aligned
-  std::ofstream out(path, std::ios::binary);
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
-  out.write(reinterpret_cast<const char*>(len), 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  LJ_CHECK(out.good(), SourceLoc{}, "cannot write safetensors file '{}'", path);
+  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+    out.write(reinterpret_cast<const char*>(len), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const RawTensor& t : tensors)
+      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+    out.flush();
+    if (!out.good()) {
+      out.close();
+      std::remove(tmp.c_str());
+      LJ_CHECK(false, SourceLoc{}, "cannot write safetensors file '{}'", path);
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    LJ_CHECK(false, SourceLoc{}, "cannot write safetensors file '{}': {}", path, std::strerror(err));
+  }
 }
 
 }  // namespace lj::exec

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,10 +40,17 @@ class SafetensorsFile {
   std::vector<unsigned char> read_bytes(const SafeTensor& t) const;
   /// The tensor's values, exactly (bf16/f16/fp8 widen without rounding).
   HostTensor read(const SafeTensor& t) const;
+  /// The tensor's raw bytes where the file is memory-mapped (read-only, private; mapped on the first
+  /// call and shared by copies of this object): no copy, the pages load as they are touched. A file
+  /// that changed size since open() is a UserError.
+  std::span<const unsigned char> mapped(const SafeTensor& t) const;
 
  private:
+  struct Mapping;
   std::string path_;
+  uint64_t size_ = 0;
   std::vector<SafeTensor> tensors_;
+  mutable std::shared_ptr<const Mapping> map_;
 };
 
 /// For each param input of `g`, the file's tensor of the same name, checked: a param the file lacks,
@@ -54,8 +63,19 @@ struct WeightMatch {
 std::vector<WeightMatch> match_weights(const Graph& g, const SafetensorsFile& f, std::vector<std::string>* unused = nullptr);
 
 /// Writes `tensors` (values exactly representable in their dtypes) in file order; throws UserError
-/// when the file cannot be written or a value does not fit its dtype.
+/// when the file cannot be written or a value does not fit its dtype. The file appears whole or not
+/// at all (written beside it, then renamed over it).
 void write_safetensors(const std::string& path, const std::vector<std::pair<std::string, HostTensor>>& tensors);
+
+/// A tensor already in its file encoding (little-endian elements of `dtype`).
+struct RawTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::span<const unsigned char> bytes;  ///< numel(shape) * dtype_bytes(dtype) of them
+};
+/// write_safetensors for raw tensors (large test checkpoints are written this way, without doubles).
+void write_safetensors_raw(const std::string& path, const std::vector<RawTensor>& tensors);
 
 /// The safetensors spelling of a dtype ("BF16"; "?" for none).
 std::string_view safetensors_dtype(DType t);

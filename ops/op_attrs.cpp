@@ -10,6 +10,21 @@ double eps(const Attrs& a) { return a.get_float("eps"); }
 int64_t rope_dim(const Attrs& a) { return a.get_int("dim"); }
 double rope_theta(const Attrs& a) { return a.get_float("theta"); }
 
+RopeScaling rope_scaling(const Attrs& a) {
+  RopeScaling s;
+  if (!a.has("scaling")) return s;
+  const std::string& kind = a.get_string("scaling");
+  LJ_ASSERT(kind == "linear" || kind == "llama3", "rope_table scaling '{}' passed verification", kind);
+  s.kind = kind == "linear" ? RopeScaling::Kind::Linear : RopeScaling::Kind::Llama3;
+  s.factor = a.get_float("factor");
+  if (s.kind == RopeScaling::Kind::Llama3) {
+    s.low_freq_factor = a.get_float("low_freq_factor");
+    s.high_freq_factor = a.get_float("high_freq_factor");
+    s.original_max_pos = a.get_int("original_max_pos");
+  }
+  return s;
+}
+
 RopeStyle rope_style(const Attrs& a) {
   const std::string& s = a.get_string("style");
   LJ_ASSERT(s == "half" || s == "interleaved", "rope style '{}' passed verification", s);
@@ -37,6 +52,11 @@ bool returns_lse(const Attrs& a) { return a.get_bool("lse"); }
 std::optional<double> scale(const Attrs& a) {
   if (!a.has("scale")) return std::nullopt;
   return a.get_float("scale");
+}
+
+std::optional<int64_t> window(const Attrs& a) {
+  if (!a.has("window")) return std::nullopt;
+  return a.get_int("window");
 }
 
 DType dtype(const Attrs& a) { return a.get_dtype("dtype"); }

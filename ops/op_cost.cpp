@@ -4,6 +4,8 @@
 // element (silu: exp, add, divide, multiply = 4); minimum bytes read each operand once and write each
 // result once, except kv_cache_write, which touches only the entries it writes (the cache is
 // updated in place).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "layerjit/error.h"
@@ -59,6 +61,10 @@ OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<T
       }
       double pairs = T * S;
       if (attr::causal(attrs) && ops.size() == 3) pairs = T * S - T * (T - 1) / 2.0;
+      if (const std::optional<int64_t> w = attr::window(attrs); w && ops.size() == 3) {
+        // Each query sees at most `window` keys.
+        pairs = std::min(pairs, T * std::min(S, static_cast<double>(*w)));
+      }
       c.flops = 4.0 * batch * H * D * pairs;
       break;
     }
@@ -79,6 +85,12 @@ OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<T
     // Divide and round; without a scale operand also |x| and the max that find the scale.
     case OpKind::Quantize: c.flops = (ops.size() == 1 ? 4 : 2) * out; break;
     case OpKind::Dequantize: c.flops = 2 * out; break;
+    case OpKind::Embedding:
+      // Only the gathered rows of the table are read.
+      c.bytes = bytes(ops[1], b) + 2 * bytes(res[0], b);
+      c.flops = 0;
+      break;
+    case OpKind::Argmax: c.flops = elems(ops[0], b); break;  // one comparison per element
   }
   return c;
 }

@@ -42,14 +42,19 @@ std::vector<OpSchema> make_schemas() {
       {OpKind::RmsNorm, "rms_norm", {"x", "w"}, 2, 2, 1, {A{"eps", AttrKind::Float, false, AttrValue(1e-5)}}},
       {OpKind::RmsScale, "rms_scale", {"x"}, 1, 1, 1, {A{"eps", AttrKind::Float, false, AttrValue(1e-5)}}},
       {OpKind::LayerNorm, "layer_norm", {"x", "w", "b"}, 3, 3, 1, {A{"eps", AttrKind::Float, false, AttrValue(1e-5)}}},
+      // scaling and its parameters are absent for plain RoPE (the printed form of an unscaled table
+      // stays as it was); "linear" takes factor, "llama3" factor, low_freq_factor, high_freq_factor
+      // and original_max_pos (Llama-3.1's frequency bands, ops/rope_frequencies.h).
       {OpKind::RopeTable, "rope_table", {"pos"}, 1, 1, 2,
-       {A{"dim", AttrKind::Int, true}, A{"theta", AttrKind::Float, false, AttrValue(10000.0)}}},
+       {A{"dim", AttrKind::Int, true}, A{"theta", AttrKind::Float, false, AttrValue(10000.0)},
+        A{"scaling", AttrKind::String, false, std::nullopt, {"linear", "llama3"}}, A{"factor", AttrKind::Float},
+        A{"low_freq_factor", AttrKind::Float}, A{"high_freq_factor", AttrKind::Float}, A{"original_max_pos", AttrKind::Int}}},
       {OpKind::Rope, "rope", {"x", "cos", "sin"}, 3, 3, 1,
        {A{"style", AttrKind::String, false, AttrValue("half"), {"half", "interleaved"}}}},
       {OpKind::Softmax, "softmax", {"x"}, 1, 1, 1, {A{"axis", AttrKind::Int, false, AttrValue(-1)}}},
       {OpKind::Attention, "attention", {"q", "k", "v", "cache_pos", "block_table"}, 3, 5, -1,
        {A{"causal", AttrKind::Bool, false, AttrValue(false)}, A{"scale", AttrKind::Float},
-        A{"lse", AttrKind::Bool, false, AttrValue(false)}}},
+        A{"lse", AttrKind::Bool, false, AttrValue(false)}, A{"window", AttrKind::Int}}},
       {OpKind::KvCacheWrite, "kv_cache_write", {"cache", "new", "pos", "block_table"}, 3, 4, 1, {}},
       {OpKind::Reshape, "reshape", {"x"}, 1, 1, 1, {A{"shape", AttrKind::ShapeList, true}}},
       {OpKind::Transpose, "transpose", {"x"}, 1, 1, 1, {A{"perm", AttrKind::IntList, true}}},
@@ -67,6 +72,8 @@ std::vector<OpSchema> make_schemas() {
       {OpKind::Dequantize, "dequantize", {"x", "scale"}, 2, 2, 1,
        {A{"dtype", AttrKind::DTypeName, true, std::nullopt, {"f32", "f16", "bf16"}},
         A{"axis", AttrKind::AxisOrNone, false, none()}}},
+      {OpKind::Embedding, "embedding", {"table", "ids"}, 2, 2, 1, {}},
+      {OpKind::Argmax, "argmax", {"x"}, 1, 1, 1, {}},
   };
   return s;
 }

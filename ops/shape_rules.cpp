@@ -10,6 +10,7 @@
 #include "ops/op_schema.h"
 #include "layerjit/op_attrs.h"
 #include "layerjit/check.h"
+#include "ops/rope_frequencies.h"
 
 namespace lj {
 
@@ -125,6 +126,17 @@ std::vector<TensorType> infer_rope_table(OpKind k, const std::vector<TensorType>
   int64_t dim = attr::rope_dim(attrs);
   if (dim <= 0 || dim % 2 != 0) fail(fmt::format("{}: dim must be positive and even, got {}", nm(k), dim));
   if (attr::rope_theta(attrs) <= 1.0) fail(fmt::format("{}: theta must be greater than 1, got {}", nm(k), attr::rope_theta(attrs)));
+  // Each scaling takes its own parameters, all of them and no others.
+  const std::string scaling = attrs.has("scaling") ? attrs.get_string("scaling") : "";
+  for (const char* p : {"factor", "low_freq_factor", "high_freq_factor", "original_max_pos"}) {
+    const bool wanted = scaling == "llama3" || (scaling == "linear" && std::string_view(p) == "factor");
+    if (wanted && !attrs.has(p))
+      fail(fmt::format("{}: scaling = \"{}\" needs attribute '{}'", nm(k), scaling, p));
+    if (!wanted && attrs.has(p))
+      fail(scaling.empty() ? fmt::format("{}: attribute '{}' is given without a scaling (scaling = \"linear\" or \"llama3\")", nm(k), p)
+                           : fmt::format("{}: scaling = \"{}\" takes no attribute '{}'", nm(k), scaling, p));
+  }
+  if (std::string why = rope_scaling_problem(attr::rope_scaling(attrs)); !why.empty()) fail(fmt::format("{}: {}", nm(k), why));
   TensorType t{DType::F32, {ops[0].shape[0], Dim(dim / 2)}};
   return {t, t};
 }
@@ -299,6 +311,24 @@ std::vector<TensorType> infer_concat(OpKind k, const std::vector<TensorType>& op
   return {out};
 }
 
+// embedding: rows of table [V, H] gathered by ids (i32, any shape): ids.shape + [H].
+std::vector<TensorType> infer_embedding(OpKind k, const std::vector<TensorType>& ops) {
+  need_rank(k, ops, 0, 2, 2);
+  need_rank(k, ops, 1, 1, 1 << 20);
+  need_dtype(k, ops, 1, DType::I32);
+  Shape out = ops[1].shape;
+  out.push_back(ops[0].shape[1]);
+  return {{ops[0].dtype, out}};
+}
+
+// argmax over the last axis: the index (i32) of each row's first largest element.
+std::vector<TensorType> infer_argmax(OpKind k, const std::vector<TensorType>& ops) {
+  need_rank(k, ops, 0, 1, 1 << 20);
+  need_float(k, ops, 0);
+  if (last(ops[0]).is_const() && last(ops[0]).value() == 0) fail(fmt::format("{}: x {} has empty rows", nm(k), ops[0].str()));
+  return {{DType::I32, Shape(ops[0].shape.begin(), ops[0].shape.end() - 1)}};
+}
+
 std::vector<TensorType> infer_reduce(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
   need_rank(k, ops, 0, 1, 1 << 20);
   if (k == OpKind::ReduceMean) need_float(k, ops, 0);
@@ -384,6 +414,10 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
       std::vector<TensorType> res = infer_attention(k, ops);
       // The log-sum-exp of each query row's scaled scores (natural log; -inf where a row sees no
       // key): f32, one per (token, query head), q's shape without head_dim.
+      if (const std::optional<int64_t> w = attr::window(attrs)) {
+        if (*w <= 0) fail(fmt::format("{}: window must be positive, got {}", nm(k), *w));
+        if (!attr::causal(attrs)) fail(fmt::format("{}: a sliding window (window = {}) needs causal = true", nm(k), *w));
+      }
       if (attr::returns_lse(attrs)) res.push_back({DType::F32, Shape(ops[0].shape.begin(), ops[0].shape.end() - 1)});
       return res;
     }
@@ -400,6 +434,8 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
       if (ops.size() == 1) return {{attr::dtype(attrs), ops[0].shape}, dynamic_scale_type(k, ops[0], attrs)};
       check_scale(k, ops, attrs);
       return {{attr::dtype(attrs), ops[0].shape}};
+    case OpKind::Embedding: return infer_embedding(k, ops);
+    case OpKind::Argmax: return infer_argmax(k, ops);
     case OpKind::Dequantize:
       if (ops[0].dtype != DType::I8 && !is_fp8(ops[0].dtype))
         fail(fmt::format("{}: x must be quantized (f8e4m3, f8e5m2 or i8), got {}", nm(k), ops[0].str()));

@@ -20,7 +20,8 @@ declare -A allowed=(
   [jit]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/"
   [tune]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/"
   [exec]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/"
-  [api]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/|exec/"
+  [models]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/|exec/"
+  [api]="layerjit/|ops/|compiler/|codegen/|runtime/|cache/|jit/|exec/|models/"
   [python]="layerjit/"
 )
 bad=0
@@ -30,7 +31,7 @@ for dir in "${!allowed[@]}"; do
     inc="$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$hit")"
     [[ "$inc" == "$dir/"* ]] && continue
     # Only project headers: a folder name first, or layerjit/.
-    [[ "$inc" =~ ^(layerjit|ops|compiler|codegen|runtime|cache|jit|tune|exec|api|python|tools|examples|bench|tests)/ ]] || continue
+    [[ "$inc" =~ ^(layerjit|ops|compiler|codegen|runtime|cache|jit|tune|exec|models|api|python|tools|examples|bench|tests)/ ]] || continue
     if ! grep -Eq "^(${allowed[$dir]})" <<<"$inc"; then
       echo "check-layers: $file includes \"$inc\": $dir/ may include only ${allowed[$dir]}" >&2
       bad=1

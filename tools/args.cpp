@@ -62,7 +62,7 @@ CommandLine::CommandLine(std::string command, std::string usage)
 CommandLine::~CommandLine() = default;
 
 void CommandLine::graph_options(GraphOptions& o) {
-  positional("FILE", o.file, "a .lj file ('-': standard input; none: the built-in Llama-3-8B layer)");
+  positional("FILE", o.file, "a .lj file or a Hugging Face model directory ('-': standard input; none: the built-in Llama-3-8B layer)");
   impl_->has_file = true;
   option("--graph", o.graph, "NAME", "only the graph @NAME of the input");
   option("--bind", [&o](const std::string& v) { parse_bindings(v, o.bindings); }, "SYM=N,...",

@@ -4,6 +4,7 @@
 #include "tools/args.h"
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
 #include "layerjit/check.h"
+#include "models/model.h"
 
 namespace lj::cli {
 
@@ -50,6 +52,10 @@ Module load_module(const GraphOptions& opts) {
     ss << std::cin.rdbuf();
     g_loaded_source = ss.str();
     m = parse_module(g_loaded_source, "<stdin>");
+  } else if (opts.file && std::filesystem::is_directory(*opts.file)) {
+    // A Hugging Face model directory: its four graphs (models/model_graphs.h).
+    g_loaded_source.clear();
+    m = models::model_module(models::read_model_config_with_dtype(*opts.file));
   } else if (opts.file) {
     std::ifstream in(*opts.file, std::ios::binary);
     LJ_CHECK(in.good(), SourceLoc{}, "cannot read '{}': no such file or not readable", *opts.file);

@@ -22,7 +22,7 @@ struct UsageError {
 
 /// Options every graph command understands.
 struct GraphOptions {
-  std::optional<std::string> file;   // none: the built-in Llama-3-8B layer
+  std::optional<std::string> file;   // a .lj file, '-', or a Hugging Face model directory; none: the built-in Llama-3-8B layer
   std::optional<std::string> graph;  // --graph NAME: only this graph
   Bindings bindings;                 // --bind T=7,B=2 (repeatable)
 };
@@ -30,7 +30,8 @@ struct GraphOptions {
 /// Parses "T=7,B=2" into bindings; throws UsageError on malformed text.
 void parse_bindings(const std::string& text, Bindings& out);
 
-/// The module the options name: the file or the built-in layer, filtered by --graph. Throws UserError;
+/// The module the options name: the file, the model directory's graphs (embed, prefill, decode,
+/// head) or the built-in layer, filtered by --graph. Throws UserError;
 /// a UsageError when a --bind symbol is none of its graphs' (check_bound_symbols, tools/args.h).
 Module load_module(const GraphOptions& opts);
 

@@ -19,6 +19,7 @@ extern const char* const kDevicesUsage;
 extern const char* const kTuneUsage;
 extern const char* const kRunUsage;
 extern const char* const kBenchUsage;
+extern const char* const kGenerateUsage;
 
 /// The JIT target of `--arch` (tools/cmd_compile.cpp): a GPU's own (SMs, shared memory, driver, so
 /// its tuned configs apply) where this machine has one of that arch, else the arch alone. A
@@ -40,6 +41,8 @@ int cmd_tune(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 /// `layerjit bench` (needs a GPU): ceilings, per-kernel roofline, the layer unfused / fused / graph.
 int cmd_bench(const std::vector<std::string>& args);
+/// `layerjit generate`: greedy generation over a Hugging Face model (--cpu: the CPU reference).
+int cmd_generate(const std::vector<std::string>& args);
 /// `layerjit devices` (tools/cmd_devices.cpp), adapted to the argument vector.
 int cmd_devices_args(const std::vector<std::string>& args);
 

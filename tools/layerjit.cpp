@@ -50,6 +50,8 @@ const Command kCommands[] = {
      lj::cli::cmd_run, lj::cli::kRunUsage},
     {"bench", "where a graph's time goes: ceilings, each kernel against the roofline, unfused vs fused vs CUDA graph",
      lj::cli::cmd_bench, lj::cli::kBenchUsage},
+    {"generate", "greedy generation over a Hugging Face model directory (token ids in, token ids out)", lj::cli::cmd_generate,
+     lj::cli::kGenerateUsage},
     {"devices", "list the CUDA devices the driver sees (needs a driver)", lj::cli::cmd_devices_args,
      lj::cli::kDevicesUsage},
     {"cache", "inspect and maintain the kernel cache and tuning database (stats, ls, show, clear, prune)",

@@ -218,6 +218,26 @@ std::pair<Value, Value> GraphBuilder::rope_table(Value pos, int64_t dim, double 
   auto r = op(OpKind::RopeTable, {pos}, attrs_of({{"dim", dim}, {"theta", theta}}));
   return {r[0], r[1]};
 }
+std::pair<Value, Value> GraphBuilder::rope_table(Value pos, int64_t dim, double theta, const attr::RopeScaling& scaling) {
+  using K = attr::RopeScaling::Kind;
+  Attrs a = attrs_of({{"dim", dim}, {"theta", theta}});
+  switch (scaling.kind) {
+    case K::None: break;
+    case K::Linear:
+      a.set("scaling", std::string("linear"));
+      a.set("factor", scaling.factor);
+      break;
+    case K::Llama3:
+      a.set("scaling", std::string("llama3"));
+      a.set("factor", scaling.factor);
+      a.set("low_freq_factor", scaling.low_freq_factor);
+      a.set("high_freq_factor", scaling.high_freq_factor);
+      a.set("original_max_pos", scaling.original_max_pos);
+      break;
+  }
+  auto r = op(OpKind::RopeTable, {pos}, a);
+  return {r[0], r[1]};
+}
 Value GraphBuilder::rope(Value x, Value cos, Value sin, std::string style) {
   return op(OpKind::Rope, {x, cos, sin}, attrs_of({{"style", style}}))[0];
 }
@@ -233,9 +253,11 @@ std::vector<Value> attention_operands(Value q, Value k, Value v, std::optional<V
 }  // namespace
 
 Value GraphBuilder::attention(Value q, Value k, Value v, bool causal, std::optional<double> scale,
-                              std::optional<Value> cache_pos, std::optional<Value> block_table) {
+                              std::optional<Value> cache_pos, std::optional<Value> block_table,
+                              std::optional<int64_t> window) {
   Attrs a = attrs_of({{"causal", causal}});
   if (scale) a.set("scale", *scale);
+  if (window) a.set("window", *window);
   return op(OpKind::Attention, attention_operands(q, k, v, cache_pos, block_table), a)[0];
 }
 std::pair<Value, Value> GraphBuilder::attention_with_lse(Value q, Value k, Value v, bool causal, std::optional<double> scale,
@@ -263,6 +285,8 @@ Value GraphBuilder::concat(const std::vector<Value>& xs, int64_t axis) {
   return op(OpKind::Concat, xs, attrs_of({{"axis", axis}}))[0];
 }
 Value GraphBuilder::reduce_sum(Value x, int64_t axis) { return op(OpKind::ReduceSum, {x}, attrs_of({{"axis", axis}}))[0]; }
+Value GraphBuilder::embedding(Value table, Value ids) { return op(OpKind::Embedding, {table, ids})[0]; }
+Value GraphBuilder::argmax(Value x) { return op(OpKind::Argmax, {x})[0]; }
 Value GraphBuilder::reduce_max(Value x, int64_t axis) { return op(OpKind::ReduceMax, {x}, attrs_of({{"axis", axis}}))[0]; }
 Value GraphBuilder::reduce_mean(Value x, int64_t axis) { return op(OpKind::ReduceMean, {x}, attrs_of({{"axis", axis}}))[0]; }
 Value GraphBuilder::quantize(Value x, Value scale, DType dtype, std::optional<int64_t> axis) {

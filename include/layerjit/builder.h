@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "layerjit/graph.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -78,15 +79,20 @@ class GraphBuilder {
   Value layer_norm(Value x, Value w, Value b, double eps = 1e-5);
   /// cos, sin tables [N, dim/2] (f32) for integer positions pos [N].
   std::pair<Value, Value> rope_table(Value pos, int64_t dim, double theta = 10000.0);
+  /// The same with scaled frequencies (linear, or Llama-3.1's bands: ops/rope_frequencies.h).
+  std::pair<Value, Value> rope_table(Value pos, int64_t dim, double theta, const attr::RopeScaling& scaling);
   Value rope(Value x, Value cos, Value sin, std::string style = "half");
   Value softmax(Value x, int64_t axis = -1);
   /// q [T, Hq, D], k/v [S, Hkv, D]; or batched q [B, T, Hq, D], k/v [B, S, Hkv, D] with an optional
   /// cache_pos i32[B]: query t of sequence b sits at position cache_pos[b] + t and sees keys at
   /// positions < cache_pos[b] + T (and, if causal, <= its own). With a block_table i32[B, pages], k/v
   /// are page pools [P, page, Hkv, D] (vLLM-style paged caches): key j of sequence b is row j % page
-  /// of pool page block_table[b, j / page]; cache_pos is then required.
+  /// of pool page block_table[b, j / page]; cache_pos is then required. A `window` W (causal only)
+  /// limits each query to the keys at its own and the W - 1 previous positions (sliding-window
+  /// attention).
   Value attention(Value q, Value k, Value v, bool causal, std::optional<double> scale = {},
-                  std::optional<Value> cache_pos = {}, std::optional<Value> block_table = {});
+                  std::optional<Value> cache_pos = {}, std::optional<Value> block_table = {},
+                  std::optional<int64_t> window = {});
   /// attention {lse = true}: the output and the log-sum-exp of each query row's scaled scores
   /// (natural log, f32 [.., T, Hq]; -inf where a row sees no key), what split combinations merge by.
   std::pair<Value, Value> attention_with_lse(Value q, Value k, Value v, bool causal, std::optional<double> scale = {},
@@ -107,6 +113,10 @@ class GraphBuilder {
   /// index of `axis` (per token: axis 0 of [T, D]) or of the whole tensor (docs/ir.md).
   std::pair<Value, Value> dynamic_quantize(Value x, DType dtype, std::optional<int64_t> axis = {});
   Value dequantize(Value x, Value scale, DType dtype, std::optional<int64_t> axis = {});
+  /// Rows of table [V, H] picked by ids (i32, any shape): ids.shape + [H] (token embeddings).
+  Value embedding(Value table, Value ids);
+  /// i32[x's shape without its last dim]: the index of each row's first largest element.
+  Value argmax(Value x);
 
   /// Declares the result types (from a text file's `-> type, ...`); finish() checks them.
   void declare_outputs(std::vector<TensorType> types, SourceLoc loc = {});

@@ -7,7 +7,10 @@
 
 #include <string>
 
+#include <optional>
+
 #include "layerjit/graph.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -21,6 +24,12 @@ struct LlamaConfig {
   double eps = 1e-5;
   double rope_theta = 500000.0;
   DType dtype = DType::BF16;
+  // What the other model families change (models/hf_config.h reads them from a Hugging Face
+  // config); the defaults are Llama's, and a config that keeps them builds the graphs it always did.
+  attr::RopeScaling rope_scaling;         ///< Llama-3.1's "llama3" bands, or linear
+  std::optional<int64_t> sliding_window;  ///< Mistral: each query sees its last W positions
+  bool qkv_bias = false;                  ///< Qwen2: %b_qkv [q + 2 kv widths] added to the QKV projection
+  bool qk_norm = false;                   ///< Qwen3: RMSNorm of each q and k head (%q_norm, %k_norm [head_dim]) before RoPE
 
   static LlamaConfig llama3_8b() { return {}; }
   /// A small config for CPU reference runs: hidden 64, 4 query heads, 2 KV heads, head_dim 16, FFN 160.

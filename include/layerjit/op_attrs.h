@@ -19,9 +19,22 @@ enum class RopeStyle : uint8_t { Half, Interleaved };
 /// gelu's formula: the tanh approximation, or the exact erf form ("none").
 enum class GeluApprox : uint8_t { Tanh, Erf };
 
+/// rope_table's frequency scaling: the "scaling" attribute and its parameters (ops/rope_frequencies.h
+/// turns them into frequencies). Verified when the node is made: a kind's parameters are all given,
+/// and no parameter without its kind.
+struct RopeScaling {
+  enum class Kind : uint8_t { None, Linear, Llama3 };
+  Kind kind = Kind::None;
+  double factor = 1.0;            ///< linear, llama3: positions (low frequencies) divided by it
+  double low_freq_factor = 1.0;   ///< llama3: wavelengths above original_max_pos / this are scaled
+  double high_freq_factor = 1.0;  ///< llama3: wavelengths below original_max_pos / this are kept
+  int64_t original_max_pos = 0;   ///< llama3: the context the model was trained at first
+};
+
 double eps(const Attrs& a);             ///< rms_norm, rms_scale, layer_norm
 int64_t rope_dim(const Attrs& a);       ///< rope_table: the head_dim its tables serve ("dim")
 double rope_theta(const Attrs& a);      ///< rope_table: the frequency base ("theta")
+RopeScaling rope_scaling(const Attrs& a);  ///< rope_table ("scaling", "factor", ...)
 RopeStyle rope_style(const Attrs& a);   ///< rope ("style")
 GeluApprox gelu_approx(const Attrs& a); ///< gelu ("approx")
 /// softmax, split, concat, reduce_*: the axis as written (negative counts from the end).
@@ -32,6 +45,9 @@ std::optional<int64_t> scale_axis(const Attrs& a);
 bool causal(const Attrs& a);                 ///< attention
 bool returns_lse(const Attrs& a);            ///< attention ("lse"): a log-sum-exp result too
 std::optional<double> scale(const Attrs& a); ///< attention: nullopt where unset (1/sqrt(head_dim))
+/// attention ("window"): a query at position p sees keys at positions p - window + 1 .. p (and no
+/// later ones: a window implies causal); nullopt where unset (every key the mask allows).
+std::optional<int64_t> window(const Attrs& a);
 DType dtype(const Attrs& a);                 ///< cast, quantize, dequantize: the result's dtype
 std::optional<DType> out_dtype(const Attrs& a);  ///< matmul: nullopt where unset (x's dtype)
 Shape shape(const Attrs& a);                 ///< reshape

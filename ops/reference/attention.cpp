@@ -6,7 +6,8 @@
 //     every key is valid;
 //   - with cache_pos (i32[B], or [1] unbatched), query t of sequence b sits at cache_pos[b] + t and
 //     only keys at positions < cache_pos[b] + T are valid (the rest of the cache is stale or garbage).
-// causal also masks keys after the query's own position. The default scale is 1/sqrt(D).
+// causal also masks keys after the query's own position; a window W (sliding-window attention, as
+// Mistral's) also masks keys more than W - 1 positions before it. The default scale is 1/sqrt(D).
 // Paged (block_table i32[B, pages]): k and v are page pools [P, page, Hkv, D]; key j of sequence b is
 // row j % page of pool page block_table[b, j / page], and a sequence has pages * page keys.
 // Scores, softmax and the weighted sum are all in double, over the stored q, k, v values; the output
@@ -25,7 +26,7 @@ namespace lj::ref {
 
 std::vector<HostTensor> attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
                                   const HostTensor* block_table, bool causal, std::optional<double> scale,
-                                  const std::vector<TensorType>& out_types) {
+                                  std::optional<int64_t> window, const std::vector<TensorType>& out_types) {
   const TensorType& out = out_types.at(0);
   HostTensor y = make_result(out);
   std::optional<HostTensor> lse;
@@ -60,11 +61,12 @@ std::vector<HostTensor> attention(const HostTensor& q, const HostTensor& k, cons
     for (int64_t t = 0; t < t_len; ++t) {
       const int64_t qpos = first_pos + t;
       const int64_t n_keys = causal ? std::min(valid, qpos + 1) : valid;
+      const int64_t first_key = window ? std::max<int64_t>(0, qpos - *window + 1) : 0;
       for (int64_t h = 0; h < hq; ++h) {
         const int64_t kvh = h / group;
         const double* qv = q.data.data() + ((b * t_len + t) * hq + h) * d;
         double* out_row = y.data.data() + ((b * t_len + t) * hq + h) * d;
-        if (n_keys <= 0) continue;  // already zero (and the lse -inf)
+        if (n_keys <= first_key) continue;  // already zero (and the lse -inf)
         auto kv_row = [&](const HostTensor& src, int64_t j) {
           if (!block_table) return src.data.data() + ((b * s_len + j) * hkv + kvh) * d;
           const int64_t p = as_index(*block_table, b * pages + j / page);
@@ -73,7 +75,7 @@ std::vector<HostTensor> attention(const HostTensor& q, const HostTensor& k, cons
           return src.data.data() + ((p * page + j % page) * hkv + kvh) * d;
         };
         double m = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < n_keys; ++j) {
+        for (int64_t j = first_key; j < n_keys; ++j) {
           const double* kr = kv_row(k, j);
           double dot = 0.0;
           for (int64_t i = 0; i < d; ++i) dot += qv[i] * kr[i];
@@ -81,13 +83,13 @@ std::vector<HostTensor> attention(const HostTensor& q, const HostTensor& k, cons
           m = std::fmax(m, sc * dot);
         }
         double sum = 0.0;
-        for (int64_t j = 0; j < n_keys; ++j) {
+        for (int64_t j = first_key; j < n_keys; ++j) {
           w[static_cast<size_t>(j)] = std::exp(w[static_cast<size_t>(j)] - m);
           sum += w[static_cast<size_t>(j)];
         }
         for (int64_t i = 0; i < d; ++i) {
           double acc = 0.0;
-          for (int64_t j = 0; j < n_keys; ++j) acc += w[static_cast<size_t>(j)] * kv_row(v, j)[i];
+          for (int64_t j = first_key; j < n_keys; ++j) acc += w[static_cast<size_t>(j)] * kv_row(v, j)[i];
           out_row[i] = round_to(out.dtype, acc / sum);
         }
         if (lse) lse->data[static_cast<size_t>((b * t_len + t) * hq + h)] = round_to(DType::F32, m + std::log(sum));

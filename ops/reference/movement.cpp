@@ -1,5 +1,8 @@
-// Reference data movement: reshape, transpose, split, concat. Values are copied unchanged (every op
-// here keeps the dtype, so nothing needs rounding).
+// Reference data movement: reshape, transpose, split, concat, embedding. Values are copied unchanged
+// (every op here keeps the dtype, so nothing needs rounding).
+#include <algorithm>
+
+#include "layerjit/check.h"
 #include "ops/reference/reference_ops.h"
 
 namespace lj::ref {
@@ -59,6 +62,24 @@ HostTensor concat(const std::vector<const HostTensor*>& xs, int64_t axis, const 
       for (int64_t i = 0; i < n * v.inner; ++i)
         y.data[static_cast<size_t>((o * v.n + start) * v.inner + i)] = x->data[static_cast<size_t>(o * n * v.inner + i)];
     start += n;
+  }
+  return y;
+}
+
+}  // namespace lj::ref
+
+namespace lj::ref {
+
+HostTensor embedding(const HostTensor& table, const HostTensor& ids, const TensorType& out) {
+  HostTensor y = make_result(out);
+  const int64_t vocab = table.shape[0];
+  const int64_t width = table.shape[1];
+  for (int64_t n = 0; n < ids.numel(); ++n) {
+    const double id = ids.data[static_cast<size_t>(n)];
+    LJ_CHECK(id >= 0 && id < static_cast<double>(vocab), SourceLoc{},
+             "embedding: ids[{}] = {} is not a row of the {}-row table", n, id, vocab);
+    const auto row = static_cast<int64_t>(id);
+    std::copy_n(table.data.begin() + row * width, width, y.data.begin() + n * width);
   }
   return y;
 }

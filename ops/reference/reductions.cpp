@@ -1,4 +1,4 @@
-// Reference reductions along one axis: softmax, reduce_sum/max/mean. Sums in double. Softmax
+// Reference reductions along one axis: softmax, reduce_sum/max/mean, argmax. Sums in double. Softmax
 // subtracts the row maximum first, so huge logits never overflow exp; a row of all -inf gives NaN,
 // as in PyTorch. reduce_max propagates NaN.
 #include <cmath>
@@ -52,6 +52,22 @@ HostTensor reduce(ReduceOp op, const HostTensor& x, int64_t axis, const TensorTy
       }
       y.data[static_cast<size_t>(o * v.inner + j)] = round_to(out.dtype, acc);
     }
+  }
+  return y;
+}
+
+HostTensor argmax(const HostTensor& x, const TensorType& out) {
+  HostTensor y = make_result(out);
+  const int64_t n = x.shape.back();
+  const int64_t rows = n == 0 ? 0 : x.numel() / n;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = x.data.data() + r * n;
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; ++i) {
+      if (std::isnan(row[best])) break;
+      if (std::isnan(row[i]) || row[i] > row[best]) best = i;
+    }
+    y.data[static_cast<size_t>(r)] = static_cast<double>(best);
   }
   return y;
 }

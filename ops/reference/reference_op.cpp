@@ -13,6 +13,7 @@
 #include "ops/reference/reference_ops.h"
 #include "layerjit/op_attrs.h"
 #include "layerjit/check.h"
+#include "ops/rope_frequencies.h"
 
 namespace lj {
 
@@ -97,12 +98,13 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
     case OpKind::RmsNorm: return {ref::rms_norm(x(0), x(1), attr::eps(attrs), out[0])};
     case OpKind::RmsScale: return {ref::rms_scale(x(0), attr::eps(attrs), out[0])};
     case OpKind::LayerNorm: return {ref::layer_norm(x(0), x(1), x(2), attr::eps(attrs), out[0])};
-    case OpKind::RopeTable: return ref::rope_table(x(0), attr::rope_dim(attrs), attr::rope_theta(attrs), out);
+    case OpKind::RopeTable:
+      return ref::rope_table(x(0), rope_inv_freq(attr::rope_dim(attrs), attr::rope_theta(attrs), attr::rope_scaling(attrs)), out);
     case OpKind::Rope: return {ref::rope(x(0), x(1), x(2), rope_style(attrs), out[0])};
     case OpKind::Softmax: return {ref::softmax(x(0), attr::axis(attrs), out[0])};
     case OpKind::Attention:
       return ref::attention(x(0), x(1), x(2), operands.size() >= 4 ? operands[3] : nullptr, operands.size() == 5 ? operands[4] : nullptr,
-                            attr::causal(attrs), attr::scale(attrs), out);
+                            attr::causal(attrs), attr::scale(attrs), attr::window(attrs), out);
     case OpKind::KvCacheWrite:
       return {ref::kv_cache_write(x(0), x(1), x(2), operands.size() == 4 ? operands[3] : nullptr, out[0])};
     case OpKind::Reshape: return {ref::reshape(x(0), out[0])};
@@ -116,6 +118,8 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
       if (operands.size() == 1) return ref::quantize_dynamic(x(0), attr::scale_axis(attrs), out);
       return {ref::quantize(x(0), x(1), attr::scale_axis(attrs), out[0])};
     case OpKind::Dequantize: return {ref::dequantize(x(0), x(1), attr::scale_axis(attrs), out[0])};
+    case OpKind::Embedding: return {ref::embedding(x(0), x(1), out[0])};
+    case OpKind::Argmax: return {ref::argmax(x(0), out[0])};
   }
   LJ_ASSERT(false, "reference_op: no reference for op kind {}", static_cast<int>(kind));
   __builtin_unreachable();

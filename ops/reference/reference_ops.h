@@ -57,7 +57,8 @@ HostTensor layer_norm(const HostTensor& x, const HostTensor& w, const HostTensor
 
 // rope.cpp
 enum class RopeStyle { Half, Interleaved };
-std::vector<HostTensor> rope_table(const HostTensor& pos, int64_t dim, double theta,
+/// cos/sin of pos * inv_freq[i], the frequencies of ops/rope_frequencies.h.
+std::vector<HostTensor> rope_table(const HostTensor& pos, const std::vector<double>& inv_freq,
                                    const std::vector<TensorType>& out);
 HostTensor rope(const HostTensor& x, const HostTensor& cos, const HostTensor& sin, RopeStyle style,
                 const TensorType& out);
@@ -66,12 +67,15 @@ HostTensor rope(const HostTensor& x, const HostTensor& cos, const HostTensor& si
 enum class ReduceOp { Sum, Max, Mean };
 HostTensor softmax(const HostTensor& x, int64_t axis, const TensorType& out);
 HostTensor reduce(ReduceOp op, const HostTensor& x, int64_t axis, const TensorType& out);
+/// The index of each last-axis row's first largest element (NaN compares as larger than any number,
+/// as torch.argmax treats it).
+HostTensor argmax(const HostTensor& x, const TensorType& out);
 
 // attention.cpp
 // The output, and with a second result type the log-sum-exp of each query row.
 std::vector<HostTensor> attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor* cache_pos,
                                   const HostTensor* block_table, bool causal, std::optional<double> scale,
-                                  const std::vector<TensorType>& out);
+                                  std::optional<int64_t> window, const std::vector<TensorType>& out);
 
 // kv_cache.cpp
 HostTensor kv_cache_write(const HostTensor& cache, const HostTensor& entries, const HostTensor& pos, const HostTensor* block_table,
@@ -82,6 +86,8 @@ HostTensor reshape(const HostTensor& x, const TensorType& out);
 HostTensor transpose(const HostTensor& x, const std::vector<int64_t>& perm, const TensorType& out);
 std::vector<HostTensor> split(const HostTensor& x, int64_t axis, const std::vector<TensorType>& out);
 HostTensor concat(const std::vector<const HostTensor*>& xs, int64_t axis, const TensorType& out);
+/// Rows of table [V, H] by ids; an id outside [0, V) is a UserError naming it.
+HostTensor embedding(const HostTensor& table, const HostTensor& ids, const TensorType& out);
 
 // quantize.cpp: `axis` empty means one scale for the whole tensor.
 HostTensor quantize(const HostTensor& x, const HostTensor& scale, std::optional<int64_t> axis, const TensorType& out);

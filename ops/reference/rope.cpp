@@ -1,5 +1,6 @@
 // Reference rotary position embedding.
-//   rope_table: cos[n, i] = cos(pos[n] * theta^(-2i/dim)), sin likewise, for i < dim/2 (f32 tables).
+//   rope_table: cos[n, i] = cos(pos[n] * inv_freq[i]), sin likewise, for i < dim/2 (f32 tables), with
+//               inv_freq[i] = theta^(-2i/dim) or its scaled form (ops/rope_frequencies.h).
 //   rope:       x [..., H, D] rotated pairwise by the angles of cos/sin [..., D/2], whose leading
 //               dimensions are x's without the head dimension (every head of a token shares them).
 //     "half"        pairs (i, i + D/2): out[i] = x[i] cos - x[i+D/2] sin, out[i+D/2] = x[i+D/2] cos + x[i] sin
@@ -11,15 +12,15 @@
 
 namespace lj::ref {
 
-std::vector<HostTensor> rope_table(const HostTensor& pos, int64_t dim, double theta,
+std::vector<HostTensor> rope_table(const HostTensor& pos, const std::vector<double>& inv_freq,
                                    const std::vector<TensorType>& out) {
   HostTensor cos_t = make_result(out.at(0));
   HostTensor sin_t = make_result(out.at(1));
-  const int64_t half = dim / 2;
+  const int64_t half = static_cast<int64_t>(inv_freq.size());
   for (int64_t n = 0; n < pos.numel(); ++n) {
     const double p = pos.data[static_cast<size_t>(n)];
     for (int64_t i = 0; i < half; ++i) {
-      const double angle = p * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+      const double angle = p * inv_freq[static_cast<size_t>(i)];
       const size_t at = static_cast<size_t>(n * half + i);
       cos_t.data[at] = round_to(cos_t.dtype, std::cos(angle));
       sin_t.data[at] = round_to(sin_t.dtype, std::sin(angle));

@@ -6,6 +6,7 @@
 // second result against log(sum_j exp(scale * q . k_j)) over the same keys (-inf where none is visible).
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "tests/reference/ref_test_util.h"
 
@@ -25,7 +26,8 @@ struct Layout {
 // each row's log-sum-exp.
 std::vector<double> naive_attention(const HostTensor& q, const HostTensor& k, const HostTensor& v, const Layout& l,
                                     bool causal, double scale, const std::vector<int64_t>& first_pos,
-                                    const std::vector<int64_t>& valid, std::vector<double>* lse = nullptr) {
+                                    const std::vector<int64_t>& valid, std::vector<double>* lse = nullptr,
+                                    std::optional<int64_t> window = std::nullopt) {
   std::vector<double> out(static_cast<size_t>(l.batch * l.t_len * l.hq * l.d), 0.0);
   if (lse) lse->assign(static_cast<size_t>(l.batch * l.t_len * l.hq), -std::numeric_limits<double>::infinity());
   const int64_t ratio = l.hq / l.hkv;
@@ -35,7 +37,7 @@ std::vector<double> naive_attention(const HostTensor& q, const HostTensor& k, co
         const int64_t p = first_pos[static_cast<size_t>(b)] + t;
         std::vector<double> score(static_cast<size_t>(l.s_len), -std::numeric_limits<double>::infinity());
         for (int64_t j = 0; j < l.s_len; ++j) {
-          const bool visible = j < valid[static_cast<size_t>(b)] && (!causal || j <= p);
+          const bool visible = j < valid[static_cast<size_t>(b)] && (!causal || j <= p) && (!window || p - j < *window);
           if (!visible) continue;
           long double dot = 0;
           for (int64_t i = 0; i < l.d; ++i)
@@ -93,6 +95,27 @@ TEST_CASE("attention causal MQA: the T queries are the last T of S keys", "[atte
   HostTensor v = random_tensor(DType::F32, {7, 1, 5}, 59);
   HostTensor y = run1(OpKind::Attention, {&q, &k, &v}, attrs({{"causal", true}}));
   check_f32(y, naive_attention(q, k, v, l, true, 1 / std::sqrt(5.0), {4}, {7}));
+}
+
+/// A sliding window of W: each query sees its own and the W - 1 previous positions, in the
+/// prefill form and over a cache at different positions per sequence.
+TEST_CASE("attention with a sliding window sees only the last W positions", "[attention]") {
+  const Layout l{1, 7, 4, 7, 2, 5};
+  HostTensor q = random_tensor(DType::F32, {7, 4, 5}, 80, -2.0, 2.0);
+  HostTensor k = random_tensor(DType::F32, {7, 2, 5}, 81, -2.0, 2.0);
+  HostTensor v = random_tensor(DType::F32, {7, 2, 5}, 82);
+  HostTensor y = run1(OpKind::Attention, {&q, &k, &v}, attrs({{"causal", true}, {"window", int64_t{3}}}));
+  check_f32(y, naive_attention(q, k, v, l, true, 1 / std::sqrt(5.0), {0}, {7}, nullptr, 3));
+  // A window as long as the sequence changes nothing.
+  CHECK(run1(OpKind::Attention, {&q, &k, &v}, attrs({{"causal", true}, {"window", int64_t{7}}})).data ==
+        run1(OpKind::Attention, {&q, &k, &v}, attrs({{"causal", true}})).data);
+  const Layout c{2, 1, 4, 9, 2, 5};
+  HostTensor qd = random_tensor(DType::F32, {2, 1, 4, 5}, 83, -2.0, 2.0);
+  HostTensor kd = random_tensor(DType::F32, {2, 9, 2, 5}, 84, -2.0, 2.0);
+  HostTensor vd = random_tensor(DType::F32, {2, 9, 2, 5}, 85);
+  HostTensor pos = tensor(DType::I32, {2}, {8, 2});
+  HostTensor yd = run1(OpKind::Attention, {&qd, &kd, &vd, &pos}, attrs({{"causal", true}, {"window", int64_t{4}}}));
+  check_f32(yd, naive_attention(qd, kd, vd, c, true, 1 / std::sqrt(5.0), {8, 2}, {9, 3}, nullptr, 4));
 }
 
 TEST_CASE("attention batched GQA with cache_pos masks the stale cache", "[attention]") {

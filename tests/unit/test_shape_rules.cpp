@@ -133,6 +133,51 @@ TEST_CASE("rope_table gives cos and sin of half the head dim", "[shape]") {
   CHECK(error_of([&] { b.rope_table(pos, 127); }) == "rope_table: dim must be positive and even, got 127");
 }
 
+/// Each scaling takes its own parameters, all of them and no others, with their ranges checked.
+TEST_CASE("rope_table scaling needs its parameters and only those", "[shape]") {
+  GraphBuilder b("g");
+  auto pos = b.input("pos", DType::I32, {T});
+  auto op = [&](std::initializer_list<std::pair<const char*, AttrValue>> kv) {
+    Attrs a;
+    a.set("dim", int64_t{8});
+    for (const auto& [k, v] : kv) a.set(k, v);
+    return error_of([&] { b.op(OpKind::RopeTable, {pos}, a); });
+  };
+  CHECK(op({{"factor", 2.0}}) == "rope_table: attribute 'factor' is given without a scaling (scaling = \"linear\" or \"llama3\")");
+  CHECK(op({{"scaling", std::string("linear")}}) == "rope_table: scaling = \"linear\" needs attribute 'factor'");
+  CHECK(op({{"scaling", std::string("linear")}, {"factor", 2.0}, {"low_freq_factor", 1.0}}) ==
+        "rope_table: scaling = \"linear\" takes no attribute 'low_freq_factor'");
+  CHECK(op({{"scaling", std::string("linear")}, {"factor", -2.0}}) == "rope_table: factor must be positive, got -2");
+  CHECK(op({{"scaling", std::string("llama3")}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0}}) ==
+        "rope_table: scaling = \"llama3\" needs attribute 'original_max_pos'");
+  CHECK(op({{"scaling", std::string("yarn")}}) == "rope_table: attribute 'scaling' must be one of \"linear\", \"llama3\", got \"yarn\"");
+  CHECK(op({{"scaling", std::string("linear")}, {"factor", 2.0}}) == "(no error)");
+}
+
+/// A window is positive and needs the causal mask.
+TEST_CASE("attention's window must be positive and causal", "[shape]") {
+  GraphBuilder b("g");
+  auto q = b.input("q", DType::BF16, {T, 4, 16});
+  auto k = b.input("k", DType::BF16, {T, 2, 16});
+  CHECK(error_of([&] { b.attention(q, k, k, true, std::nullopt, std::nullopt, std::nullopt, 0); }) ==
+        "attention: window must be positive, got 0");
+  CHECK(error_of([&] { b.attention(q, k, k, false, std::nullopt, std::nullopt, std::nullopt, 4); }) ==
+        "attention: a sliding window (window = 4) needs causal = true");
+}
+
+/// embedding: ids.shape + [H] in the table's dtype; argmax: i32 without the last axis.
+TEST_CASE("embedding and argmax shapes", "[shape]") {
+  GraphBuilder b("g");
+  auto table = b.param("table", DType::BF16, {301, 72});
+  auto ids = b.input("ids", DType::I32, {T});
+  CHECK(b.embedding(table, ids).type().str() == "bf16[T, 72]");
+  auto fids = b.input("fids", DType::F32, {T});
+  CHECK(error_of([&] { b.embedding(table, fids); }) == "embedding: dtype mismatch: ids must be i32, got f32[T]");
+  auto logits = b.input("logits", DType::F32, {T, 301});
+  CHECK(b.argmax(logits).type().str() == "i32[T]");
+  CHECK(error_of([&] { b.argmax(ids); }) == "argmax: x must have a floating-point dtype, got i32[T]");
+}
+
 TEST_CASE("rope checks tables against x", "[shape]") {
   GraphBuilder b("g");
   auto x = b.input("x", DType::BF16, {T, 8, 128});
