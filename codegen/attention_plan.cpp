@@ -105,9 +105,7 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
   if (qt.dtype != DType::BF16 && qt.dtype != DType::F16)
     return reject(fmt::format("they run on tensor cores with bf16 or f16 operands; q is {}", dtype_name(qt.dtype)));
   if (g.value(p.out).type.dtype != qt.dtype) return reject("the output dtype must be q's");
-  // The CPU reference masks by the window (ops/reference/attention.cpp); no kernel does yet.
-  if (const std::optional<int64_t> w = attr::window(n.attrs))
-    return reject(fmt::format("sliding-window attention (window = {}) has no GPU kernel yet", *w));
+  p.window = attr::window(n.attrs).value_or(0);
   if (d != 16 && d != 32 && d != 64 && d != 128) return reject(fmt::format("head_dim must be 16, 32, 64 or 128, got {}", d));
   for (ValueId x : {p.q, p.k, p.v, p.out}) {
     if (ctx.vector_width({x}, g.value(x).type.shape, 8) == 8) continue;
@@ -162,6 +160,8 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
     no_wgmma = fmt::format("{} query heads per KV head do not split 128 rows into whole 8-token groups", group);
   } else if (p.block_table >= 0) {
     no_wgmma = "the cache is paged";
+  } else if (p.window > 0) {
+    no_wgmma = fmt::format("the attention has a sliding window ({} keys); the mma.sync kernel masks it", p.window);
   } else if (!(p.scale > 0)) {
     no_wgmma = fmt::format("the scale is {}; the kernel folds a positive scale into its exponent", p.scale);
   } else {
@@ -170,7 +170,16 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
     if (p.tk) p.tv = tma_token_rows(ctx, p.v, no_wgmma);
   }
   const bool wgmma_ok = p.tq && p.tk && p.tv;
-  const AttentionConfig pc = !decode && opts.attention ? *opts.attention : wgmma_ok ? AttentionConfig::hopper() : AttentionConfig{};
+  AttentionConfig pc = !decode && opts.attention ? *opts.attention : wgmma_ok ? AttentionConfig::hopper() : AttentionConfig{};
+  if (!decode && !opts.attention && !pc.wgmma && pc.bm % group != 0) {
+    // The default tile holds whole tokens: the largest BM <= 128 of whole warps that G divides
+    // (G = 3, as 6 query heads over 2 KV heads: 96 rows).
+    for (int bm = pc.bm; bm >= 16 * pc.mt; bm -= 16 * pc.mt)
+      if (bm % group == 0) {
+        pc.bm = bm;
+        break;
+      }
+  }
   if (!decode && pc.wgmma && !wgmma_ok) return reject(fmt::format("prefill config '{}' cannot run here: {}", pc.str(), no_wgmma));
   p.hopper = !decode && pc.wgmma;
   if (decode) {
@@ -184,7 +193,9 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
       p.per_block = (p.per_block + stage_keys - 1) / stage_keys * stage_keys;
     }
     p.flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}{}>", ty, d, p.rows, group, kDecodeBn, kDecodeWarps, kDecodeStages,
-                          p.per_block, p.causal ? "true" : "false", p.block_table >= 0 ? ", true" : "");
+                          p.per_block, p.causal ? "true" : "false",
+                          p.window > 0 ? fmt::format(", {}, {}", p.block_table >= 0 ? "true" : "false", p.window)
+                          : p.block_table >= 0 ? ", true" : "");
     p.threads = kDecodeWarps * 32;
     const int pipe = static_cast<int>((16 + 2 * kDecodeStages * stage_keys) * d * 2);
     const int merge = static_cast<int>(kDecodeWarps * (p.rows * (d + 8) + 32) * 4);  // lj_flash_decode::MERGE_BYTES
@@ -211,8 +222,8 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
                                 "or more", pc.str()));
     if (pc.bm % group != 0) return reject(fmt::format("{} query heads per KV head do not divide the {}-row tile", group, pc.bm));
     p.per_block = pc.bm / group;
-    p.flash = fmt::format("lj_flash_prefill<{}, {}, {}, {}, {}, {}, {}, {}>", ty, d, pc.bm, pc.mt, pc.bn, pc.stages, group,
-                          p.causal ? "true" : "false");
+    p.flash = fmt::format("lj_flash_prefill<{}, {}, {}, {}, {}, {}, {}, {}{}>", ty, d, pc.bm, pc.mt, pc.bn, pc.stages, group,
+                          p.causal ? "true" : "false", p.window > 0 ? fmt::format(", {}", p.window) : "");
     p.threads = pc.bm / (16 * pc.mt) * 32;
     p.smem = static_cast<int>((pc.bm + 2 * pc.stages * pc.bn) * d * 2);
     if (p.smem > opts.max_shared_bytes)

@@ -27,6 +27,7 @@ struct AttentionPlan {
   DimProduct keys;           ///< keys per sequence: S, or pages x page of a paged cache
   int64_t hq = 0, hkv = 0, d = 0, group = 0;
   bool causal = false;
+  int64_t window = 0;  ///< a sliding window of this many keys (0: none); the mma.sync kernels only
   double scale = 0;
   /// Decode: one 16-row tile holds every query row of a KV head (tokens x query heads per KV head):
   /// the split-KV kernel. Otherwise prefill.

@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "codegen/emit_common.h"
+#include "codegen/emit_argmax.h"
 #include "codegen/emitters.h"
 #include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
@@ -49,11 +50,6 @@ RowReducePlan plan_row_reduce(const Graph& g, const FusionGroup& grp) {
   RowReducePlan p;
   const std::string name = kernel_name(g, grp);
   for (NodeId n : grp.nodes) {
-    if (g.node(n).kind == OpKind::Argmax) {
-      p.reject = fmt::format("{}: {} has no GPU kernel yet (the CPU reference runs it)", name, print_node(g, n));
-      p.loc = g.node(n).loc;
-      return p;
-    }
     if (is_row_reduction(g.node(n).kind)) p.red = n;
     if (is_dynamic_quantize(g.node(n))) p.dq = n;
   }
@@ -322,7 +318,11 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp) {
 }  // namespace
 
 const KernelFamily& row_reduce_family() {
-  static const UntunedFamily family(GroupKind::RowReduce, [](const Graph& g, const FusionGroup& grp) { return plan_row_reduce(g, grp).reject; }, emit_row_reduce);
+  // An argmax takes its own kernel (emit_argmax.cpp): its result is an index, not a row.
+  static const UntunedFamily family(
+      GroupKind::RowReduce,
+      [](const Graph& g, const FusionGroup& grp) { return is_argmax_group(g, grp) ? argmax_reject(g, grp) : plan_row_reduce(g, grp).reject; },
+      [](const Graph& g, const FusionGroup& grp) { return is_argmax_group(g, grp) ? emit_argmax(g, grp) : emit_row_reduce(g, grp); });
   return family;
 }
 

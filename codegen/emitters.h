@@ -13,5 +13,7 @@ const KernelFamily& rope_table_family();  // a rope_table alone: the same emitte
 const KernelFamily& matmul_family();
 /// Flash-attention prefill or split-KV decode (emit_attention.cpp).
 const KernelFamily& attention_family();
+/// An embedding lookup (emit_embedding.cpp).
+const KernelFamily& gather_family();
 
 }  // namespace lj

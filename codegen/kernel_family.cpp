@@ -41,6 +41,7 @@ const KernelFamily* kernel_family(GroupKind k) {
     case GroupKind::RopeTable: return &rope_table_family();
     case GroupKind::Matmul: return &matmul_family();
     case GroupKind::Attention: return &attention_family();
+    case GroupKind::Gather: return &gather_family();
     case GroupKind::Reduce:
     case GroupKind::Copy: return nullptr;
   }

@@ -9,6 +9,7 @@
 //   rope/kv write   rope_kv_write  none
 //   matmul          matmul         MatmulConfig: GEMV (SIMT, tensor-core fp8), mma.sync GEMM, wgmma GEMM
 //   attention       attention      AttentionConfig: flash prefill (mma.sync, wgmma), split-KV decode
+//   gather          gather         none (an embedding lookup)
 #pragma once
 
 #include <cstddef>

@@ -104,10 +104,32 @@ rt::Status Executable::bind(ValueId v, CUdeviceptr ptr) {
                                  g.value(v).name, g.name())};
   // The same memory again (a framework passing its tensors each call): nothing changes, so the
   // prepared weights and the arena layout stay, and a run under stream capture allocates nothing.
-  if (auto it = external_.find(buf); it != external_.end() && it->second == ptr) return {};
-  external_[buf] = ptr;
+  if (auto it = cur().external.find(buf); it != cur().external.end() && it->second == ptr) return {};
+  cur().external[buf] = ptr;
   planned_for_.clear();  // a bound output leaves the arena
-  if (g.value(buf).is_param) weights_ready_ = false;
+  if (g.value(buf).is_param) cur().weights_ready = false;
+  return {};
+}
+
+size_t Executable::add_binding_set() {
+  sets_.emplace_back();
+  return sets_.size() - 1;
+}
+
+rt::Status Executable::use_binding_set(size_t i) {
+  if (i >= sets_.size())
+    return rt::Error{fmt::format("use_binding_set: @{} has {} binding set{}, no set {}", graph_->name(), sets_.size(),
+                                 sets_.size() == 1 ? "" : "s", i)};
+  if (i == current_) return {};
+  // The arena layout depends on which values are bound, not where: sets that bind the same values
+  // share it, so switching between a model's layers re-plans (and allocates) nothing.
+  auto keys = [](const BindingSet& s) {
+    std::vector<ValueId> k;
+    for (const auto& [v, ptr] : s.external) k.push_back(v);
+    return k;
+  };
+  if (keys(sets_[i]) != keys(sets_[current_])) planned_for_.clear();
+  current_ = i;
   return {};
 }
 
@@ -117,19 +139,19 @@ rt::Status Executable::prepare_weights(rt::Stream& stream, const Bindings& b) {
     if (!plan_.groups[i].prepare) continue;
     for (ValueId v : plan_.groups[i].outputs) {
       const size_t bytes = value_bytes(g, v, b);
-      auto it = prepared_.find(v);
-      if (it != prepared_.end() && it->second.bytes() >= bytes) continue;
-      prepared_.erase(v);
+      auto it = cur().prepared.find(v);
+      if (it != cur().prepared.end() && it->second.bytes() >= bytes) continue;
+      cur().prepared.erase(v);
       LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(*ctx_, std::max<size_t>(bytes, 1)));
-      prepared_.emplace(v, std::move(buf));
+      cur().prepared.emplace(v, std::move(buf));
     }
   }
-  weights_ready_ = true;  // before the launches: launch() looks the buffers up
-  for (const auto& [v, buf] : prepared_) prepared_bytes_[v] = value_bytes(g, v, b);
+  cur().weights_ready = true;  // before the launches: launch() looks the buffers up
+  for (const auto& [v, buf] : cur().prepared) cur().prepared_bytes[v] = value_bytes(g, v, b);
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (!plan_.groups[i].prepare) continue;
     if (rt::Status st = launch(stream, i, b, false); !st.ok()) {
-      weights_ready_ = false;
+      cur().weights_ready = false;
       return st;
     }
   }
@@ -137,10 +159,10 @@ rt::Status Executable::prepare_weights(rt::Stream& stream, const Bindings& b) {
 }
 
 bool Executable::weights_current(const Bindings& b) const {
-  if (!weights_ready_) return false;
+  if (!cur().weights_ready) return false;
   // A param with symbols in its shape (rare: weights are usually constant) is prepared again when a
   // run's sizes change it.
-  for (const auto& [v, bytes] : prepared_bytes_)
+  for (const auto& [v, bytes] : cur().prepared_bytes)
     if (value_bytes(*graph_, v, b) != bytes) return false;
   return true;
 }
@@ -160,7 +182,7 @@ std::vector<ValueId> Executable::written_inputs() const {
 
 std::set<ValueId> Executable::outside_arena() const {
   std::set<ValueId> out;
-  for (const auto& [buf, ptr] : external_) out.insert(buf);
+  for (const auto& [buf, ptr] : cur().external) out.insert(buf);
   for (const FusionGroup& grp : plan_.groups)
     if (grp.prepare) out.insert(grp.outputs.begin(), grp.outputs.end());
   return out;
@@ -178,8 +200,8 @@ Footprint Executable::footprint(const Bindings& b) const {
 
 rt::Result<CUdeviceptr> Executable::buffer_address(ValueId v, const Bindings& b) const {
   const ValueId buf = layouts_[static_cast<size_t>(v)].buffer;
-  if (auto ext = external_.find(buf); ext != external_.end()) return ext->second;
-  if (auto pr = prepared_.find(buf); pr != prepared_.end()) return pr->second.ptr();
+  if (auto ext = cur().external.find(buf); ext != cur().external.end()) return ext->second;
+  if (auto pr = cur().prepared.find(buf); pr != cur().prepared.end()) return pr->second.ptr();
   const MemoryPlan mp = planned_for_ == b.values && !planned_.offset.empty() ? planned_ : memory_plan(b);  // the last run's layout
   auto it = mp.offset.find(buf);
   if (it == mp.offset.end() || !arena_ || arena_->bytes() < mp.arena_bytes)
@@ -274,8 +296,8 @@ rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b, b
   rt::ArgSources src;
   src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
     if (auto it = mp.offset.find(v); it != mp.offset.end()) return arena_->ptr() + it->second;
-    if (auto it = prepared_.find(v); it != prepared_.end()) return it->second.ptr();
-    if (auto ext = external_.find(v); ext != external_.end()) return ext->second;
+    if (auto it = cur().prepared.find(v); it != cur().prepared.end()) return it->second.ptr();
+    if (auto ext = cur().external.find(v); ext != cur().external.end()) return ext->second;
     return rt::Error{fmt::format("run @{}: %{} is not bound (group {} reads or writes it)", g.name(), g.value(v).name,
                                  plan_.groups[i].id)};
   };

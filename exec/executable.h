@@ -108,6 +108,16 @@ class Executable {
   MemoryPlan memory_plan(const Bindings& b) const;
   /// Device memory of a run at `b`: bound inputs and outputs, the arena, scratch.
   Footprint footprint(const Bindings& b) const;
+  /// Binding sets: one compiled plan bound to several sets of memory (a model's layers, each with its
+  /// own weights and KV caches, sharing the kernels and the arena). Set 0 exists from build();
+  /// add_binding_set() adds an empty set and returns its index; use_binding_set(i) makes bind(),
+  /// run(), capture(), download() and the rest act on set i. Each set keeps its own prepared weights
+  /// (a folded norm's W * w per layer). Runs of different sets on one stream may share the arena
+  /// because they run one after another.
+  size_t add_binding_set();
+  rt::Status use_binding_set(size_t i);
+  size_t binding_set() const { return current_; }
+
   /// Runs every group in order on `stream` (asynchronous). Every input and output must be bound.
   /// Prepares the weights first where they are not (prepare_weights).
   rt::Status run(rt::Stream& stream, const Bindings& b);
@@ -139,10 +149,16 @@ class Executable {
   std::vector<GeneratedKernel> kernels_;
   std::vector<Step> steps_;
   std::vector<TensorLayout> layouts_;          // per value, as a run leaves it (plan_layouts): buffer, offset, strides
-  std::map<ValueId, CUdeviceptr> external_;    // bound inputs and outputs, by buffer
-  std::map<ValueId, rt::DeviceBuffer> prepared_;  // outputs of the prepare groups, by value
-  bool weights_ready_ = false;                 // prepared_ holds what the bound params give
-  std::map<ValueId, size_t> prepared_bytes_;   // each prepared value's size when it was prepared
+  struct BindingSet {
+    std::map<ValueId, CUdeviceptr> external;     // bound inputs and outputs, by buffer
+    std::map<ValueId, rt::DeviceBuffer> prepared;  // outputs of the prepare groups, by value
+    bool weights_ready = false;                  // prepared holds what the bound params give
+    std::map<ValueId, size_t> prepared_bytes;    // each prepared value's size when it was prepared
+  };
+  std::vector<BindingSet> sets_ = std::vector<BindingSet>(1);
+  size_t current_ = 0;
+  BindingSet& cur() { return sets_[current_]; }
+  const BindingSet& cur() const { return sets_[current_]; }
   bool weights_current(const Bindings& b) const;  // ready, and no prepared value's size changed with `b`
   std::optional<rt::DeviceBuffer> arena_;
   // The layout of the last run's symbol values: a decode loop calls run() with the same sizes.

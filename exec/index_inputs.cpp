@@ -46,6 +46,10 @@ HostTensor index_input(const Graph& g, ValueId v, const Bindings& b, uint64_t se
       const int64_t c = positions(g, n, b) - tokens + 1;
       cap = cap < 0 ? c : std::min(cap, c);
     }
+    if (n.kind == OpKind::Embedding && n.operands[1] == v) {  // token ids: rows of the table
+      const int64_t rows = resolve(g.value(n.operands[0]).type.shape[0], b);
+      cap = cap < 0 ? rows : std::min(cap, rows);
+    }
     if (n.kind == OpKind::Attention && n.operands.size() > 3 && n.operands[3] == v) {
       const Shape& q = g.value(n.operands[0]).type.shape;
       const int64_t c = positions(g, n, b) - resolve(q[q.size() - 3], b) + 1;

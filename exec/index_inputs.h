@@ -16,7 +16,8 @@ enum class IndexFill {
 /// Block tables (operand `block_table` of attention / kv_cache_write) get distinct pool pages, a
 /// seeded shuffle (pages repeat only when the pool is smaller than the table); positions (`pos`,
 /// `cache_pos`) a value every cache they index can hold (a paged cache holds pages x page positions;
-/// an attention's T new tokens must fit); other i32 inputs as `fill` says.
+/// an attention's T new tokens must fit) and embedding ids rows of the table; other i32 inputs as
+/// `fill` says.
 HostTensor index_input(const Graph& g, ValueId v, const Bindings& b, uint64_t seed, IndexFill fill);
 
 }  // namespace lj::exec

@@ -17,6 +17,9 @@ namespace lj::models {
 struct GenerateOptions {
   int64_t new_tokens = 1;
   bool keep_logits = false;  ///< fill GenerateResult::logits
+  /// Teacher forcing (for comparisons): when not empty (new_tokens - 1 ids), decode step s is fed
+  /// forced[s - 1] instead of the token step s - 1 chose; `tokens` still reports each step's choice.
+  std::vector<int32_t> forced;
 };
 
 struct GenerateResult {

@@ -49,7 +49,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 
 GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
   const ModelConfig& c = m.config();
-  check_generate_request(c, prompt, opts.new_tokens);
+  check_generate_request(c, prompt, opts.new_tokens, opts.forced);
   const uint64_t doubles = m.weight_bytes() / static_cast<uint64_t>(dtype_bytes(c.layer.dtype)) * sizeof(double);
   LJ_CHECK(doubles <= kMaxReferenceBytes, SourceLoc{},
            "the CPU reference holds weights as doubles: this model's would take {:.1f} GiB (the limit is {} GiB); run it on a GPU",
@@ -112,7 +112,7 @@ GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& pr
     t0 = std::chrono::steady_clock::now();
     Bindings eb;
     eb.set("N", 1);
-    embed["ids"] = ids_tensor({r.tokens.back()});
+    embed["ids"] = ids_tensor({opts.forced.empty() ? r.tokens.back() : opts.forced[static_cast<size_t>(s - 1)]});
     HostTensor x = run_reference(g.embed, embed, eb)[0];
     HostTensor pos(DType::I32, {1});
     pos.data[0] = static_cast<double>(t_len + s - 1);

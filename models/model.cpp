@@ -52,12 +52,17 @@ uint64_t Model::weight_bytes() const {
   return n;
 }
 
-void check_generate_request(const ModelConfig& c, const std::vector<int32_t>& prompt, int64_t new_tokens) {
+void check_generate_request(const ModelConfig& c, const std::vector<int32_t>& prompt, int64_t new_tokens,
+                            const std::vector<int32_t>& forced) {
   LJ_CHECK(!prompt.empty(), SourceLoc{}, "the prompt has no token ids");
   for (size_t i = 0; i < prompt.size(); ++i)
     LJ_CHECK(prompt[i] >= 0 && prompt[i] < c.vocab, SourceLoc{}, "token {} of the prompt is {}, outside the vocabulary [0, {})", i,
              prompt[i], c.vocab);
   LJ_CHECK(new_tokens >= 1, SourceLoc{}, "the number of new tokens must be at least 1, got {}", new_tokens);
+  for (int32_t id : forced)
+    LJ_CHECK(id >= 0 && id < c.vocab, SourceLoc{}, "a forced token is {}, outside the vocabulary [0, {})", id, c.vocab);
+  LJ_CHECK(forced.empty() || static_cast<int64_t>(forced.size()) == new_tokens - 1, SourceLoc{},
+           "{} forced tokens for {} new ones (one per decode step: {})", forced.size(), new_tokens, new_tokens - 1);
   const int64_t total = static_cast<int64_t>(prompt.size()) + new_tokens;
   LJ_CHECK(total <= c.max_positions, SourceLoc{},
            "{} prompt tokens and {} new ones make {} positions, more than the model's max_position_embeddings ({})", prompt.size(),

@@ -46,7 +46,9 @@ class Model {
 ModelConfig read_model_config_with_dtype(const std::string& dir);
 
 /// Checks a prompt and a generation length against the model: a non-empty prompt, every id in
-/// [0, vocab), new >= 1, and prompt + new within max_position_embeddings. Throws UserError.
-void check_generate_request(const ModelConfig& c, const std::vector<int32_t>& prompt, int64_t new_tokens);
+/// [0, vocab), new >= 1, and prompt + new within max_position_embeddings; forced tokens (teacher
+/// forcing, GenerateOptions::forced) in the vocabulary, one per decode step. Throws UserError.
+void check_generate_request(const ModelConfig& c, const std::vector<int32_t>& prompt, int64_t new_tokens,
+                            const std::vector<int32_t>& forced = {});
 
 }  // namespace lj::models

@@ -5,7 +5,8 @@
 // caches, so a model of N layers compiles the kernels of one.
 //
 //   @<m>_embed(%ids: i32[N], %embed_tokens: param [V, H]) -> [N, H]
-//   @<m>_prefill / @<m>_decode: examples/llama3_decoder.cpp
+//   @<m>_prefill / @<m>_decode: examples/llama3_decoder.cpp (the prefill returns the prompt's K and V
+//                 rows; the caller stores them as cache rows 0 .. T-1)
 //   @<m>_head(%x: [B, H], %norm: param [H], %lm_head: param [V, H]) -> f32[B, V], i32[B]
 #pragma once
 

@@ -109,6 +109,22 @@ Status copy_on_device(Stream& stream, CUdeviceptr dst, CUdeviceptr src, size_t b
   return {};
 }
 
+Status copy_rows_on_device(Stream& stream, CUdeviceptr dst, size_t dst_pitch, CUdeviceptr src, size_t src_pitch, size_t row_bytes,
+                           size_t rows) {
+  if (rows == 0 || row_bytes == 0) return {};
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = src;
+  c.srcPitch = src_pitch;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = dst;
+  c.dstPitch = dst_pitch;
+  c.WidthInBytes = row_bytes;
+  c.Height = rows;
+  LJ_CU(stream.context().driver(), cuMemcpy2DAsync, &c, stream.handle());
+  return {};
+}
+
 // ---- HostStaging --------------------------------------------------------------------------------
 
 Result<HostStaging> HostStaging::create(const Context& ctx, size_t chunk_bytes) {

@@ -60,6 +60,10 @@ class PinnedBuffer {
 Status copy_to_device(Stream& stream, CUdeviceptr dst, const void* src, size_t bytes);
 Status copy_to_host(Stream& stream, void* dst, CUdeviceptr src, size_t bytes);
 Status copy_on_device(Stream& stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+/// `rows` runs of `row_bytes` each, from `src` at a pitch of `src_pitch` bytes to `dst` at `dst_pitch`
+/// (a strided view into a dense buffer, or back).
+Status copy_rows_on_device(Stream& stream, CUdeviceptr dst, size_t dst_pitch, CUdeviceptr src, size_t src_pitch, size_t row_bytes,
+                           size_t rows);
 
 /// Moves pageable host data to and from the device through one pinned buffer, in chunks: the copy
 /// engine runs at full speed and the caller's memory needs no pinning.

@@ -9,19 +9,22 @@
 
 #include "exec/safetensors.h"
 #include "layerjit/check.h"
+#include "models/device_model.h"
 #include "models/generate.h"
+#include "runtime/context.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 
 namespace lj::cli {
 
 const char* const kGenerateUsage =
-    "usage: layerjit generate MODEL_DIR --ids ID,ID,... [--new N] [--cpu] [--logits-out FILE.safetensors]\n"
+    "usage: layerjit generate MODEL_DIR --ids ID,ID,... [--new N] [--cpu] [--no-graphs] [--logits-out FILE.safetensors]\n"
     "\n"
     "Greedy generation over a Hugging Face model directory (config.json and model.safetensors, or shards with\n"
     "model.safetensors.index.json; Llama, Mistral, Qwen2 and Qwen3 architectures): the prompt's token ids run\n"
     "through every layer at once, then N - 1 decode steps over the KV caches. Prints the N new token ids and the\n"
-    "time per step. The ids are the tokenizer's (layerjit has none): e.g. tokenizer.encode(text) in Python.\n"
+    "time per step. The ids are the tokenizer's (layerjit has none): e.g. tokenizer.encode(text) in Python. On the GPU\n"
+    "every layer shares one set of compiled kernels, and each decode step after the first is one CUDA-graph replay.\n"
     "--cpu runs the model through the CPU reference (small models; no GPU needed). --logits-out writes the\n"
     "logits of every step as one f32 tensor `logits` [N, vocab] (row 0: the logits after the prompt).\n";
 
@@ -66,14 +69,16 @@ double median(std::vector<double> v) {
 int cmd_generate(const std::vector<std::string>& args) {
   std::optional<std::string> dir, ids_text, logits_out;
   std::string new_text = "8";
-  bool cpu = false;
+  bool cpu = false, no_graphs = false;
   CommandLine cl("generate", kGenerateUsage);
   cl.positional("MODEL_DIR", dir, "a Hugging Face model directory", /*required=*/true);
   cl.option("--ids", ids_text, "ID,ID,...", "the prompt's token ids");
   cl.option("--new", new_text, "N", "how many tokens to generate (default 8)");
   cl.flag("--cpu", cpu, "run the CPU reference (small models; no GPU needed)");
+  cl.flag("--no-graphs", no_graphs, "launch every decode step's kernels one by one instead of replaying a CUDA graph");
   cl.option("--logits-out", logits_out, "FILE", "write every step's logits as f32 `logits` [N, vocab] (safetensors)");
   if (!cl.parse(args)) return kExitOk;
+  const bool graphs = !no_graphs;
   if (!ids_text) throw UsageError{"--ids is required (the prompt's token ids)"};
   const std::vector<int32_t> prompt = parse_ids(*ids_text);
   models::GenerateOptions opts;
@@ -96,11 +101,25 @@ int cmd_generate(const std::vector<std::string>& args) {
     std::fprintf(stderr, "note: %zu checkpoint tensor%s not used by the model: %s\n", unused.size(), unused.size() == 1 ? " is" : "s are",
                  list.c_str());
   }
-  LJ_CHECK(cpu, SourceLoc{},
-           "generate on the GPU is not built yet (the embedding, argmax and sliding-window kernels come first); run with --cpu for the "
-           "CPU reference");
-  const models::GenerateResult r = models::generate_reference(m, prompt, opts);
-  std::printf("prompt: %zu tokens; generated %zu (CPU reference)\n", prompt.size(), r.tokens.size());
+  models::GenerateResult r;
+  if (cpu) {
+    r = models::generate_reference(m, prompt, opts);
+    std::printf("prompt: %zu tokens; generated %zu (CPU reference)\n", prompt.size(), r.tokens.size());
+  } else {
+    auto ctx = rt::Context::get(0);
+    LJ_CHECK(ctx.ok(), SourceLoc{}, "{} (generate --cpu runs the CPU reference without a GPU)", ctx.ok() ? "" : ctx.message());
+    models::DeviceModelOptions dopts;
+    dopts.capacity = static_cast<int64_t>(prompt.size()) + opts.new_tokens;
+    dopts.graphs = graphs;
+    auto dm = models::DeviceModel::open(**ctx, m, dopts);
+    LJ_CHECK(dm.ok(), SourceLoc{}, "{}", dm.ok() ? "" : dm.message());
+    auto gr = dm->generate(prompt, opts);
+    LJ_CHECK(gr.ok(), SourceLoc{}, "{}", gr.ok() ? "" : gr.message());
+    r = std::move(*gr);
+    std::printf("prompt: %zu tokens; generated %zu on %s (%zu kernels per decode step%s; compiled in %.2f s)\n", prompt.size(),
+                r.tokens.size(), (*ctx)->info().name.c_str(), dm->launches_per_decode_step(), graphs ? ", one CUDA graph" : "",
+                dm->compile_seconds());
+  }
   std::printf("tokens: %s\n", join_ids(r.tokens).c_str());
   std::vector<double> decode(r.step_ms.begin() + 1, r.step_ms.end());
   std::printf("time: prefill %.2f ms", r.step_ms[0]);

@@ -23,7 +23,8 @@ namespace lj {
   X(Copy, "copy")                 /* transpose, concat                                       */ \
   X(RopeTable, "rope_table")      /* a rope_table alone: the cos/sin tables, stored for the  */ \
                                   /* RoPE epilogues of the projections (rope_kv_write's     */ \
-                                  /* kernels write it)                                       */
+                                  /* kernels write it)                                       */ \
+  X(Gather, "gather")             /* an embedding lookup: rows of a table by id              */
 
 enum class GroupKind : uint8_t {
 #define LJ_X(id, name) id,

@@ -91,7 +91,8 @@ bool copies_rows(GroupKind k) {
     case GroupKind::Matmul:
     case GroupKind::Attention:
     case GroupKind::Reduce:
-    case GroupKind::Copy: return false;
+    case GroupKind::Copy:
+    case GroupKind::Gather: return false;
   }
   LJ_ASSERT(false, "unhandled group kind {}", static_cast<int>(k));
   __builtin_unreachable();

@@ -424,7 +424,7 @@ class Partitioner {
             : is_row_quantize(g_, g_.node(n)) ? GroupKind::RowReduce
                                               : GroupKind::Reduce;
         break;
-      case OpClass::Movement: k = GroupKind::Copy; break;
+      case OpClass::Movement: k = kind(n) == OpKind::Embedding ? GroupKind::Gather : GroupKind::Copy; break;
       case OpClass::View: LJ_ASSERT(false, "views get no group"); break;
     }
     int gid = new_group(k, n);

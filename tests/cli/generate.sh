@@ -39,9 +39,27 @@ expect_rc 0 "plan @qwen2_decode \(B=1, C=32\)" "$lj" plan "$work/qwen2" --graph 
 expect_rc 0 "%attn = attention\(.*\) \{causal = true, lse = false, window = 5\}" "$lj" print "$work/mistral" --graph mistral_prefill
 expect_rc 0 "rope_table\(%pos\) \{dim = 12, theta = 10000.0, scaling = \"llama3\", factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_max_pos = 32\}" \
   "$lj" print "$work/llama" --graph llama_decode
-# What has no kernel yet is refused by name, never compiled into a kernel that ignores it.
-expect_rc 1 "sliding-window attention \(window = 5\) has no GPU kernel yet" \
+# Every kernel of each family's layer compiles where the attention kernels take the head size (16);
+# the window reaches the attention kernels as a template argument. The tiny models' head_dim 12 is
+# refused by name.
+for family in llama mistral qwen2 qwen3; do
+  "$make" "$work/$family-16" "$family" --head-dim 16 || fail "make_hf_model $family --head-dim 16"
+  name=${family}_16
+  for graph in embed:N=3 prefill:T=16 decode:B=1,C=64 head:B=1; do
+    expect_rc 0 "kernels for sm_90a" "$lj" compile "$work/$family-16" --graph "${name}_${graph%%:*}" --bind "${graph#*:}" \
+      --arch sm_90a --quiet --emit "$work/$family-16-kernels/${graph%%:*}"
+  done
+done
+grep -q "lj_flash_prefill<lj_bf16, 16, 96, 2, 64, 2, 3, true, 5>" "$work"/mistral-16-kernels/prefill/*attention.cu ||
+  fail "the Mistral prefill kernel does not take the window"
+grep -q "lj_flash_decode<lj_bf16, 16, 3, 3, 16, [0-9]*, 3, [0-9]*, true, false, 5>" "$work"/mistral-16-kernels/decode/*attention.cu ||
+  fail "the Mistral decode kernel does not take the window"
+expect_rc 1 "head_dim must be 16, 32, 64 or 128, got 12" \
   "$lj" compile "$work/mistral" --graph mistral_prefill --bind T=16 --arch sm_90a --quiet --emit "$work/mistral-kernels"
+# Without a driver, generate says how to run without one.
+if ! "$lj" devices >/dev/null 2>&1; then
+  expect_rc 1 "no CUDA driver.*generate --cpu runs the CPU reference without a GPU" "$lj" generate "$work/llama" --ids 1,2
+fi
 # Bad requests and bad models.
 expect_rc 2 "--ids expects comma-separated token ids, got 'x'" "$lj" generate "$work/llama" --ids 1,x --cpu
 expect_rc 2 "--ids is required" "$lj" generate "$work/llama" --cpu

@@ -11,7 +11,9 @@
 // both attention kernels: prefill with GQA 4, MQA (f16, head_dim 64, a scale), MHA over strided views,
 // and split-KV decode over a cache with positions and over the last of T keys, and over a paged cache
 // (pool pages through a block table) written in the same graph; the GQA prefill and the cached decode
-// also return each row's log-sum-exp.
+// also return each row's log-sum-exp. @embed_odd and @head_odd cover the embedding and argmax kernels
+// (a 301-row table, rank-2 ids, an f32 table of odd width; argmax over 301, 128256 and 7 columns), and
+// family_configs() the model families' layers.
 #pragma once
 
 #include <string>
@@ -172,7 +174,35 @@ graph @mm_rank3(%x: bf16[T, 3, 64], %w: param bf16[129, 64]) {
   %y = matmul(%x, %w)
   return %y
 }
+graph @embed_odd(%ids: i32[T], %table: param bf16[301, 72], %ids2: i32[T, 2], %t3: param f32[7, 3]) {
+  %x = embedding(%table, %ids)
+  %y = embedding(%t3, %ids2)
+  return %x, %y
+}
+graph @head_odd(%x: bf16[T, 72], %w: param bf16[301, 72], %wide: f32[T, 128256], %h: bf16[T, 7]) {
+  %l = matmul(%x, %w) {out_dtype = f32}
+  %n = argmax(%l)
+  %m = argmax(%wide)
+  %k = argmax(%h)
+  return %l, %n, %m, %k
+}
 )";
+
+// The model families' layer options on small odd layers (hidden 72, 6 query / 2 KV heads of 16):
+// Llama-3.1 RoPE, Mistral's sliding window, Qwen2's QKV bias, Qwen3's q/k norm.
+inline std::vector<lj::LlamaConfig> family_configs() {
+  lj::LlamaConfig base{"fam", 72, 6, 2, 16, 100, 1e-5, 10000.0, lj::DType::BF16};
+  lj::LlamaConfig llama31 = base, mistral = base, qwen2 = base, qwen3 = base;
+  llama31.name = "fam_llama31";
+  llama31.rope_scaling = {lj::attr::RopeScaling::Kind::Llama3, 8.0, 1.0, 4.0, 32};
+  mistral.name = "fam_mistral";
+  mistral.sliding_window = 5;
+  qwen2.name = "fam_qwen2";
+  qwen2.qkv_bias = true;
+  qwen3.name = "fam_qwen3";
+  qwen3.qk_norm = true;
+  return {llama31, mistral, qwen2, qwen3};
+}
 
 /// Every graph the codegen tests cover.
 inline std::vector<lj::Graph> codegen_graphs() {
@@ -182,6 +212,10 @@ inline std::vector<lj::Graph> codegen_graphs() {
     out.push_back(lj::llama_decode(c));
   }
   for (auto& g : lj::parse_module(kOddGraphs, "codegen_graphs.h").graphs) out.push_back(std::move(g));
+  for (const lj::LlamaConfig& c : family_configs()) {
+    out.push_back(lj::llama_prefill(c));
+    out.push_back(lj::llama_decode(c));
+  }
   return out;
 }
 

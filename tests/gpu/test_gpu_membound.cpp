@@ -69,8 +69,21 @@ TEST_CASE("small llama prefill and decode kernels match the reference", "[gpu][m
 
 TEST_CASE("odd-shaped graphs match the reference for T in {1, 7, 129}", "[gpu][membound]") {
   for (const Graph& g : lj_test::codegen_graphs()) {
-    if (g.name().rfind("llama", 0) == 0) continue;
+    if (g.name().rfind("llama", 0) == 0 || g.name().rfind("fam_", 0) == 0) continue;
     for (int64_t t : {1, 7, 129}) check_graph(g, binds({{"T", t}}), static_cast<uint64_t>(10 + t));
+  }
+}
+
+/// The model families' layers, every kernel against the reference: prefill past Mistral's window,
+/// decode of two sequences at different positions.
+TEST_CASE("the model families' layer kernels match the reference (Llama-3.1 RoPE, window, QKV bias, q/k norm)", "[gpu][membound]") {
+  uint64_t seed = 40;
+  for (const LlamaConfig& c : lj_test::family_configs()) {
+    INFO(c.name);
+    check_graph(llama_prefill(c), binds({{"T", 9}}), ++seed);
+    check_graph(llama_prefill(c), binds({{"T", 130}}), ++seed);
+    check_graph(llama_decode(c), binds({{"B", 2}, {"C", 11}}), ++seed);
+    check_graph(llama_decode(c), binds({{"B", 3}, {"C", 700}}), ++seed);
   }
 }
 

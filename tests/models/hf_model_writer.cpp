@@ -1,7 +1,10 @@
 #include "tests/models/hf_model_writer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <vector>
@@ -63,19 +66,48 @@ DType dtype_of(const std::string& name) {
 }
 
 // Uniform values in [lo, hi) rounded to the dtype, encoded as the file holds them (no array of
-// doubles: the 8B-shaped embedding table alone has 525M elements).
-std::vector<unsigned char> random_bytes(DType dt, int64_t n, uint64_t seed, double lo, double hi) {
+// doubles: the 8B-shaped embedding table alone has 525M elements). 64 pieces, each from its own
+// seed, filled on as many threads as the machine has: the same bytes whatever the thread count.
+void fill_piece(DType dt, unsigned char* out, int64_t n, uint64_t seed, double lo, double hi) {
   const auto eb = static_cast<size_t>(dtype_bytes(dt));
-  std::vector<unsigned char> out(static_cast<size_t>(n) * eb);
   uint64_t x = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
   for (int64_t i = 0; i < n; ++i) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
     const double u = static_cast<double>(x >> 11) * 0x1.0p-53;
-    const bool ok = rt::encode_element(dt, round_to(dt, lo + (hi - lo) * u), out.data() + static_cast<size_t>(i) * eb);
+    const double v = lo + (hi - lo) * u;
+    unsigned char* p = out + static_cast<size_t>(i) * eb;
+    if (dt == DType::BF16) {
+      // Round to nearest even on the float's upper half (finite values), as round_to(BF16) does.
+      const auto f = static_cast<float>(v);
+      uint32_t b = 0;
+      std::memcpy(&b, &f, 4);
+      b += 0x7fffu + ((b >> 16) & 1u);
+      const auto h = static_cast<uint16_t>(b >> 16);
+      std::memcpy(p, &h, 2);
+      continue;
+    }
+    const bool ok = rt::encode_element(dt, round_to(dt, v), p);
     LJ_ASSERT(ok, "a rounded value does not encode");
   }
+}
+
+std::vector<unsigned char> random_bytes(DType dt, int64_t n, uint64_t seed, double lo, double hi) {
+  const auto eb = static_cast<size_t>(dtype_bytes(dt));
+  std::vector<unsigned char> out(static_cast<size_t>(n) * eb);
+  constexpr int64_t kPieces = 64;
+  const int64_t per = (n + kPieces - 1) / kPieces;
+  std::vector<std::thread> threads;
+  const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned w = 0; w < workers; ++w)
+    threads.emplace_back([&, w] {
+      for (int64_t piece = w; piece < kPieces; piece += workers) {
+        const int64_t first = piece * per, count = std::min(per, n - first);
+        if (count > 0) fill_piece(dt, out.data() + static_cast<size_t>(first) * eb, count, seed * kPieces + static_cast<uint64_t>(piece), lo, hi);
+      }
+    });
+  for (std::thread& t : threads) t.join();
   return out;
 }
 

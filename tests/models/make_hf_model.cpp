@@ -1,4 +1,4 @@
-// make_hf_model DIR FAMILY [--layers N] [--8b] [--shards N] [--seed S]: writes a Hugging Face model
+// make_hf_model DIR FAMILY [--layers N] [--head-dim D] [--8b] [--shards N] [--seed S]: writes a Hugging Face model
 // directory with random weights (hf_model_writer.h): FAMILY is llama, llama-tied, mistral, qwen2 or
 // qwen3 (the tiny models of the import tests), or with --8b the Llama-3-8B shapes. For the CLI
 // tests and the GPU check script.
@@ -12,13 +12,13 @@
 int main(int argc, char** argv) {
   using lj::models::Architecture;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: make_hf_model DIR llama|llama-tied|mistral|qwen2|qwen3 [--layers N] [--8b] [--shards N] [--seed S]\n");
+    std::fprintf(stderr, "usage: make_hf_model DIR llama|llama-tied|mistral|qwen2|qwen3 [--layers N] [--head-dim D] [--8b] [--shards N] [--seed S]\n");
     return 2;
   }
   const std::string dir = argv[1], family = argv[2];
   lj::testing::HfModelSpec s;
   bool big = false;
-  int64_t layers = -1;
+  int64_t layers = -1, head_dim = -1;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&] {
@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     };
     if (a == "--layers") layers = value();
     else if (a == "--8b") big = true;
+    else if (a == "--head-dim") head_dim = value();
     else if (a == "--shards") s.shards = static_cast<int>(value());
     else if (a == "--seed") s.seed = static_cast<uint64_t>(value());
     else {
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   s.shards = shards;
   s.seed = seed;
   if (layers > 0) s.layers = layers;
+  if (head_dim > 0) s.head_dim = head_dim;
   try {
     lj::testing::write_hf_model(dir, s);
   } catch (const lj::UserError& e) {

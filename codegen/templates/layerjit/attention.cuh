@@ -8,7 +8,8 @@
 // CTA instead of G times.
 //
 // Positions. Query token t sits at position first_pos + t; keys [0, n_valid) may be read; causal masks
-// keys after the query's own position. A row that sees no key stores zeros.
+// keys after the query's own position, a sliding window (WINDOW > 0) keys WINDOW or more positions
+// before it. A row that sees no key stores zeros.
 //
 // Log-sum-exp. Each kernel also hands every row's log(sum_j exp(scale * q.k_j)) to an `lse(t, h,
 // value)` functor, once per row, where the output row is stored: the kernel's store when the graph
@@ -197,15 +198,16 @@ struct lj_attn_warp {
     }
   }
 
-  // -inf for keys a row may not see: past `key_end`, or (causal) after the row's position.
-  template <int NF, bool CAUSAL>
+  // -inf for keys a row may not see: past `key_end`, (causal) after the row's position, or (a
+  // sliding window of WINDOW > 0 keys) WINDOW or more positions before it.
+  template <int NF, bool CAUSAL, long long WINDOW = 0>
   static __device__ __forceinline__ void mask(float (&s)[NF][4], lj_i64 key0, lj_i64 key_end, const lj_i64 (&qpos)[2], int lane) {
 #pragma unroll
     for (int f = 0; f < NF; ++f)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const lj_i64 j = key0 + f * 8 + 2 * (lane & 3) + (e & 1);
-        if (j >= key_end || (CAUSAL && j > qpos[e >> 1])) s[f][e] = LJ_NEG_INF;
+        if (j >= key_end || (CAUSAL && j > qpos[e >> 1]) || (WINDOW > 0 && j <= qpos[e >> 1] - WINDOW)) s[f][e] = LJ_NEG_INF;
       }
   }
 };
@@ -214,8 +216,10 @@ struct lj_attn_warp {
 // they may see, K/V tiles of BN keys in a STAGES-deep cp.async ring. Each warp owns MT m-tiles of 16
 // rows, so every K or V fragment it reads from shared memory feeds MT tensor-core products (shared
 // memory bandwidth, not the tensor cores, bounds one m-tile per warp). Causal tiles wholly above the
-// diagonal are never loaded; the mask is evaluated only on tiles that cross it or the end.
-template <class T, int D, int BM, int MT, int BN, int STAGES, int G, bool CAUSAL>
+// diagonal are never loaded; the mask is evaluated only on tiles that cross it or the end. With a
+// sliding window (WINDOW > 0 keys) the tiles before the first row's window are never loaded either,
+// and every tile is masked.
+template <class T, int D, int BM, int MT, int BN, int STAGES, int G, bool CAUSAL, long long WINDOW = 0>
 struct lj_flash_prefill {
   using W = lj_attn_warp<T, D>;
   static constexpr int WARPS = BM / (16 * MT), THREADS = WARPS * 32;
@@ -239,7 +243,11 @@ struct lj_flash_prefill {
     const lj_i64 t_end = t0 + TOKENS < n_tok ? t0 + TOKENS : n_tok;
     const lj_i64 last_pos = first_pos + t_end - 1;
     const lj_i64 kv_end = CAUSAL && last_pos + 1 < n_valid ? last_pos + 1 : n_valid;
-    const lj_i64 n_tiles = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+    // Tiles [tile0, tile_end): with a window, none before the first row's first visible key.
+    const lj_i64 win0 = WINDOW > 0 ? first_pos + t0 - WINDOW + 1 : 0;
+    const lj_i64 tile0 = WINDOW > 0 && win0 > 0 ? win0 / BN : 0;
+    const lj_i64 tile_end = kv_end > 0 ? (kv_end + BN - 1) / BN : 0;
+    const lj_i64 n_tiles = WINDOW > 0 ? (tile_end > tile0 ? tile_end - tile0 : 0) : tile_end;
 
     W::load_rows(sq, BM, [&](int r) -> const T* {
       const lj_i64 t = t0 + r / G;
@@ -253,7 +261,7 @@ struct lj_flash_prefill {
     };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < n_tiles) load_kv(s, (lj_i64)s * BN);
+      if (s < n_tiles) load_kv(s, (WINDOW > 0 ? tile0 + s : (lj_i64)s) * BN);
       lj_cp_async_commit();
     }
 
@@ -276,20 +284,20 @@ struct lj_flash_prefill {
     for (lj_i64 it = 0; it < n_tiles; ++it) {
       lj_cp_async_wait<STAGES - 2>();
       __syncthreads();
-      if (it + STAGES - 1 < n_tiles) load_kv(write_stage, (it + STAGES - 1) * BN);
+      if (it + STAGES - 1 < n_tiles) load_kv(write_stage, (WINDOW > 0 ? tile0 + it + STAGES - 1 : it + STAGES - 1) * BN);
       lj_cp_async_commit();
       const T* sk = skv + read_stage * 2 * BN * D;
       float s[MT][NF][4];
       W::template scores_mt<MT, NF>(s, sq, row0, sk, 0, lane);
-      const lj_i64 j0 = it * BN;
-      const bool masked = j0 + BN > kv_end || (CAUSAL && j0 + BN - 1 > first_row_pos);
+      const lj_i64 j0 = (WINDOW > 0 ? tile0 + it : it) * BN;
+      const bool masked = WINDOW > 0 || j0 + BN > kv_end || (CAUSAL && j0 + BN - 1 > first_row_pos);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
         for (int f = 0; f < NF; ++f)
 #pragma unroll
           for (int e = 0; e < 4; ++e) s[mt][f][e] *= scale_log2;
-        if (masked) W::template mask<NF, CAUSAL>(s[mt], j0, kv_end, qpos[mt], lane);
+        if (masked) W::template mask<NF, CAUSAL, WINDOW>(s[mt], j0, kv_end, qpos[mt], lane);
         W::template softmax<NF>(s[mt], m[mt], l[mt], acc[mt]);
       }
       W::template pv_mt<MT, NF>(acc, s, sk + BN * D, 0, lane);
@@ -326,7 +334,10 @@ struct lj_flash_prefill {
 // the scratch buffer) and bumps `counter`; the CTA that finishes last merges every chunk, stores the
 // output and sets the counter back to zero for the next launch. PAGED: k_at and v_at look keys up in a
 // block table; otherwise they are affine in the key and stages load rows at a stride.
-template <class T, int D, int ROWS, int G, int BN, int WARPS, int STAGES, int CHUNK, bool CAUSAL, bool PAGED = false>
+// WINDOW > 0: a sliding window; a chunk reads no key before the first row's window (a chunk wholly
+// before it contributes an empty partial, which the merge ignores).
+template <class T, int D, int ROWS, int G, int BN, int WARPS, int STAGES, int CHUNK, bool CAUSAL, bool PAGED = false,
+          long long WINDOW = 0>
 struct lj_flash_decode {
   using W = lj_attn_warp<T, D>;
   static constexpr int THREADS = WARPS * 32;
@@ -355,7 +366,9 @@ struct lj_flash_decode {
     const lj_i64 kv_end = CAUSAL && last_pos + 1 < n_valid ? last_pos + 1 : n_valid;
     const lj_i64 chunks = kv_end > 0 ? (kv_end + CHUNK - 1) / CHUNK : 1;
     if (chunk >= chunks) return;  // past this sequence's keys
-    const lj_i64 c0 = chunk * CHUNK, c1 = c0 + CHUNK < kv_end ? c0 + CHUNK : kv_end;
+    const lj_i64 c1 = chunk * CHUNK + CHUNK < kv_end ? chunk * CHUNK + CHUNK : kv_end;
+    const lj_i64 win0 = WINDOW > 0 ? first_pos - WINDOW + 1 : 0;  // the first row's first visible key
+    const lj_i64 c0 = WINDOW > 0 && win0 > chunk * CHUNK ? win0 : chunk * CHUNK;
     const lj_i64 n_tiles = c1 > c0 ? (c1 - c0 + STAGE_KEYS - 1) / STAGE_KEYS : 0;
 
     T* sq = smem;
@@ -403,7 +416,7 @@ struct lj_flash_decode {
       for (int f = 0; f < NF; ++f)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[0][f][e] *= scale_log2;
-      W::template mask<NF, CAUSAL>(s[0], c0 + it * STAGE_KEYS + warp * BN, c1, qpos, lane);
+      W::template mask<NF, CAUSAL, WINDOW>(s[0], c0 + it * STAGE_KEYS + warp * BN, c1, qpos, lane);
       W::template softmax<NF>(s[0], m, l, acc[0]);
       W::template pv_mt<1, NF>(acc, s, sk + STAGE_KEYS * D, warp * BN, lane);
       read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
