@@ -81,13 +81,18 @@ GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& pr
     return static_cast<int32_t>(out[1].data[0]);
   };
 
+  // The embedding graph over `ids`: [ids, H].
+  auto embed_rows = [&](const std::vector<int32_t>& ids) {
+    Bindings eb;
+    eb.set("N", static_cast<int64_t>(ids.size()));
+    embed["ids"] = ids_tensor(ids);
+    return run_reference(g.embed, embed, eb)[0];
+  };
+
   // Prefill: every prompt token through every layer.
   auto t0 = std::chrono::steady_clock::now();
   {
-    Bindings eb;
-    eb.set("N", t_len);
-    embed["ids"] = ids_tensor(prompt);
-    HostTensor x = run_reference(g.embed, embed, eb)[0];
+    HostTensor x = embed_rows(prompt);
     HostTensor pos(DType::I32, {t_len});
     for (int64_t t = 0; t < t_len; ++t) pos.data[static_cast<size_t>(t)] = static_cast<double>(t);
     Bindings pb;
@@ -110,10 +115,7 @@ GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& pr
   // Decode: one token per step at position T + s - 1.
   for (int64_t s = 1; s < opts.new_tokens; ++s) {
     t0 = std::chrono::steady_clock::now();
-    Bindings eb;
-    eb.set("N", 1);
-    embed["ids"] = ids_tensor({opts.forced.empty() ? r.tokens.back() : opts.forced[static_cast<size_t>(s - 1)]});
-    HostTensor x = run_reference(g.embed, embed, eb)[0];
+    HostTensor x = embed_rows({opts.forced.empty() ? r.tokens.back() : opts.forced[static_cast<size_t>(s - 1)]});
     HostTensor pos(DType::I32, {1});
     pos.data[0] = static_cast<double>(t_len + s - 1);
     Bindings db;
