@@ -106,15 +106,23 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
     return reject(fmt::format("they run on tensor cores with bf16 or f16 operands; q is {}", dtype_name(qt.dtype)));
   if (g.value(p.out).type.dtype != qt.dtype) return reject("the output dtype must be q's");
   p.window = attr::window(n.attrs).value_or(0);
-  if (d != 16 && d != 32 && d != 64 && d != 128) return reject(fmt::format("head_dim must be 16, 32, 64 or 128, got {}", d));
+  // The tile's head_dim: the operands' rounded up to 16, 32, 64 or 128 (the padding is zeros in shared
+  // memory, never read or written in global memory).
+  if (d > 128 || d % 2 != 0) return reject(fmt::format("head_dim must be even and at most 128, got {}", d));
+  p.dp = d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128;
+  const int64_t dp = p.dp;
+  // Rows are copied in granules of 8, 4 or 2 elements (lj_attn_warp::LG), which must be aligned.
+  const int granule = d % 8 == 0 ? 8 : d % 4 == 0 ? 4 : 2;
   for (ValueId x : {p.q, p.k, p.v, p.out}) {
-    if (ctx.vector_width({x}, g.value(x).type.shape, 8) == 8) continue;
+    if (ctx.vector_width({x}, g.value(x).type.shape, granule) == granule) continue;
     const TensorLayout& l = ctx.layout(x);
     std::string strides;
     for (const DimProduct& st : l.strides) strides += (strides.empty() ? "" : ", ") + st.str();
-    return reject(fmt::format("%{} must have contiguous, 16-byte aligned head_dim rows (it is a view at offset {} with strides [{}])",
-                              g.value(x).name, l.offset.str(), strides));
+    return reject(fmt::format("%{} must have contiguous head_dim rows aligned to {} bytes (it is a view at offset {} with strides [{}])",
+                              g.value(x).name, granule * 2, l.offset.str(), strides));
   }
+  // The template arguments that name the operands' head_dim where it is not the tile's.
+  const std::string dv_arg = d == dp ? "" : fmt::format(", {}", d);
 
   // Decode when one 16-row tile holds every query row of a KV head.
   p.decode = tok.is_const() && tok.value() * group <= 16;
@@ -140,7 +148,7 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
   AttentionConfig dc = AttentionConfig::decode_default();
   if (pairs <= 16) dc.warps = 8;
   // (Where three stages of 8 warps' keys do not fit, e.g. sm_80's 163 KiB, two: 893 GB/s at B = 1.)
-  if (pairs <= 16 && (16 + 2 * dc.stages * dc.warps * dc.bn) * d * 2 > opts.max_shared_bytes) dc.stages = 2;
+  if (pairs <= 16 && (16 + 2 * dc.stages * dc.warps * dc.bn) * dp * 2 > opts.max_shared_bytes) dc.stages = 2;
   if (decode && opts.attention) dc = *opts.attention;
   const int kDecodeWarps = dc.warps, kDecodeBn = dc.bn, kDecodeStages = dc.stages;
   if (decode && (kDecodeBn % 16 != 0 || kDecodeWarps < 1 || kDecodeWarps > 16 || kDecodeStages < 2 ||
@@ -192,13 +200,17 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
       p.per_block = std::clamp<int64_t>(next_pow2((c_hint + want - 1) / want), stage_keys, 4096);
       p.per_block = (p.per_block + stage_keys - 1) / stage_keys * stage_keys;
     }
-    p.flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}{}>", ty, d, p.rows, group, kDecodeBn, kDecodeWarps, kDecodeStages,
+    const std::string paged = p.block_table >= 0 ? "true" : "false";
+    p.flash = fmt::format("lj_flash_decode<{}, {}, {}, {}, {}, {}, {}, {}, {}{}>", ty, dp, p.rows, group, kDecodeBn, kDecodeWarps, kDecodeStages,
                           p.per_block, p.causal ? "true" : "false",
-                          p.window > 0 ? fmt::format(", {}, {}", p.block_table >= 0 ? "true" : "false", p.window)
+                          !dv_arg.empty()  ? fmt::format(", {}, {}{}", paged, p.window, dv_arg)
+                          : p.window > 0   ? fmt::format(", {}, {}", paged, p.window)
                           : p.block_table >= 0 ? ", true" : "");
     p.threads = kDecodeWarps * 32;
-    const int pipe = static_cast<int>((16 + 2 * kDecodeStages * stage_keys) * d * 2);
-    const int merge = static_cast<int>(kDecodeWarps * (p.rows * (d + 8) + 32) * 4);  // lj_flash_decode::MERGE_BYTES
+    if (p.threads % (dp / granule) != 0)
+      return reject(fmt::format("decode config '{}': {} threads do not copy whole rows of {} granules", dc.str(), p.threads, dp / granule));
+    const int pipe = static_cast<int>((16 + 2 * kDecodeStages * stage_keys) * dp * 2);
+    const int merge = static_cast<int>(kDecodeWarps * (p.rows * (dp + 8) + 32) * 4);  // lj_flash_decode::MERGE_BYTES
     p.smem = std::max(pipe, merge);
     if (p.smem > opts.max_shared_bytes)
       return reject(fmt::format("decode config '{}' needs {} bytes of shared memory, more than the {} the target allows", dc.str(), p.smem,
@@ -222,10 +234,11 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
                                 "or more", pc.str()));
     if (pc.bm % group != 0) return reject(fmt::format("{} query heads per KV head do not divide the {}-row tile", group, pc.bm));
     p.per_block = pc.bm / group;
-    p.flash = fmt::format("lj_flash_prefill<{}, {}, {}, {}, {}, {}, {}, {}{}>", ty, d, pc.bm, pc.mt, pc.bn, pc.stages, group,
-                          p.causal ? "true" : "false", p.window > 0 ? fmt::format(", {}", p.window) : "");
+    p.flash = fmt::format("lj_flash_prefill<{}, {}, {}, {}, {}, {}, {}, {}{}>", ty, dp, pc.bm, pc.mt, pc.bn, pc.stages, group,
+                          p.causal ? "true" : "false",
+                          !dv_arg.empty() ? fmt::format(", {}{}", p.window, dv_arg) : p.window > 0 ? fmt::format(", {}", p.window) : "");
     p.threads = pc.bm / (16 * pc.mt) * 32;
-    p.smem = static_cast<int>((pc.bm + 2 * pc.stages * pc.bn) * d * 2);
+    p.smem = static_cast<int>((pc.bm + 2 * pc.stages * pc.bn) * dp * 2);
     if (p.smem > opts.max_shared_bytes)
       return reject(fmt::format("prefill config {} needs {} bytes of shared memory, more than the {} the target allows", pc.str(), p.smem,
                                 opts.max_shared_bytes));

@@ -26,6 +26,7 @@ struct AttentionPlan {
   Dim tokens;                ///< query tokens per sequence (T)
   DimProduct keys;           ///< keys per sequence: S, or pages x page of a paged cache
   int64_t hq = 0, hkv = 0, d = 0, group = 0;
+  int64_t dp = 0;  ///< the kernel tile's head_dim: d rounded up to 16, 32, 64 or 128
   bool causal = false;
   int64_t window = 0;  ///< a sliding window of this many keys (0: none); the mma.sync kernels only
   double scale = 0;

@@ -22,7 +22,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   const bool batched = p.batched, decode = p.decode, hopper = p.hopper;
   const Dim& tok = p.tokens;
   const DimProduct& keys = p.keys;
-  const int64_t hkv = p.hkv, group = p.group, rows = p.rows, d = p.d, per_block = p.per_block;
+  const int64_t hkv = p.hkv, group = p.group, rows = p.rows, per_block = p.per_block;
   const double scale = p.scale;
   const char* ty = c_type(qt.dtype);
   const int threads = p.threads, smem = p.smem;
@@ -32,7 +32,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
 
   if (cache_pos >= 0) ctx.buffer_param(cache_pos, false);  // read first: the positions decide what else is read
   ctx.add_group_params();
-  const int64_t part_floats = rows * (d + 2);  // a decode chunk's partial: O [rows][d], max and sum per row
+  const int64_t part_floats = rows * (p.dp + 2);  // a decode chunk's partial (lj_flash_decode::PART)
   const std::string scratch = decode ? ctx.scratch_param(part_floats * 4 + 4) : "";
   std::string mq, mk, mv;  // Hopper: tensor maps of q's, k's and v's rows
   if (hopper) {

@@ -3,9 +3,13 @@
 // memory (in double, then rounded to f32 as the rope_table op defines) and never stored; rotated
 // keys go straight into the cache. The kernel also copies returned views of the buffer it reads
 // (FusionGroup::copies: the prefill layer's v, out of the QKV projection) into buffers of their own,
-// row by row like a cache write of v, so the projection need not outlive its readers.
+// row by row like a cache write of v, so the projection need not outlive its readers. A per-head
+// RMSNorm of a rope's input (Qwen3's q_norm, k_norm) runs in the same kernel: each thread adds up the
+// squares of the elements it loads into shared memory, and after the barrier every head's sum is
+// added up in a fixed order, so the normed heads are never stored.
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "codegen/emit_common.h"
 #include "codegen/emitters.h"
@@ -21,6 +25,7 @@ namespace {
 struct RopeKvPlan {
   NodeId table = -1;
   std::vector<NodeId> ropes, writes;
+  std::map<NodeId, NodeId> norm_of;  // rope -> the per-head rms_norm producing its input
   ValueId pos = -1;                  // one CTA per row n: a position (rope_table / cache writes)
   ValueId cos_in = -1, sin_in = -1;  // tables read from memory when the group does not compute them
   int64_t half = 0;
@@ -37,11 +42,13 @@ RopeKvPlan plan_rope_kv_write(const Graph& g, const FusionGroup& grp) {
     p.loc = std::move(loc);
     return p;
   };
+  std::vector<NodeId> norms;
   for (NodeId n : grp.nodes) {
     switch (g.node(n).kind) {
       case OpKind::RopeTable: p.table = n; break;
       case OpKind::Rope: p.ropes.push_back(n); break;
       case OpKind::KvCacheWrite: p.writes.push_back(n); break;
+      case OpKind::RmsNorm: norms.push_back(n); break;
       default: return refuse({}, fmt::format("{}: {} cannot be part of a rope_kv_write kernel", name, op_name(g.node(n).kind)));
     }
   }
@@ -65,6 +72,15 @@ RopeKvPlan plan_rope_kv_write(const Graph& g, const FusionGroup& grp) {
                                                name, xt.str()));
     if (p.table < 0 && (g.node(r).operands[1] != p.cos_in || g.node(r).operands[2] != p.sin_in))
       return refuse(g.node(r).loc, fmt::format("{}: ropes in one kernel must share their cos/sin tables", name));
+  }
+  for (NodeId nn : norms) {
+    const Node& norm = g.node(nn);
+    const auto rope = std::find_if(p.ropes.begin(), p.ropes.end(), [&](NodeId r) { return g.node(r).operands[0] == norm.results[0]; });
+    const TensorType& xt = g.value(norm.operands[0]).type;
+    if (rope == p.ropes.end() || xt.rank() != 3 || xt.shape[0] != p.rows || !xt.shape[2].is_const() || xt.shape[2].value() != 2 * p.half)
+      return refuse(norm.loc, fmt::format("{}: the kernel normalises the [N, H, {}] heads a rope of the group rotates; got {}", name,
+                                          2 * p.half, print_node(g, nn)));
+    p.norm_of[*rope] = nn;
   }
   for (NodeId wn : p.writes) {
     const TensorType& nt = g.value(g.node(wn).operands[1]).type;
@@ -142,11 +158,14 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
     int64_t staged;  // of which are loaded before the barrier
     bool copy = false;  // stores `src` into its own buffer (FusionGroup::copies)
     bool flat = false;  // `src` is [N, D]: no head coordinate
+    NodeId norm = -1;   // a rope's per-head rms_norm: `src` is the norm's input
   };
   std::vector<Stream> streams;
   for (NodeId r : ropes) {
     const Node& rn = g.node(r);
-    const ValueId x = rn.operands[0], y = rn.results[0];
+    const auto norm = plan.norm_of.find(r);
+    const NodeId nn = norm == plan.norm_of.end() ? -1 : norm->second;
+    const ValueId x = nn >= 0 ? g.node(nn).operands[0] : rn.operands[0], y = rn.results[0];
     const TensorType& xt = g.value(x).type;
     const bool interleaved = attr::rope_style(rn.attrs) == attr::RopeStyle::Interleaved;
     // Half-style pairs are two contiguous runs (i.. and i + HALF..): V of each per access where every
@@ -157,7 +176,9 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
     int vec = interleaved ? 1 : ctx.vector_width(accessed, xt.shape, 16 / dtype_bytes(xt.dtype));
     while (vec > 1 && half % vec != 0) vec /= 2;
     const int64_t runs = interleaved ? half : half / vec;
-    streams.push_back({r, true, interleaved, x, c_type(xt.dtype), vec, runs, xt.shape[1].value() * runs, 0, 0});
+    Stream st{r, true, interleaved, x, c_type(xt.dtype), vec, runs, xt.shape[1].value() * runs, 0, 0};
+    st.norm = nn;
+    streams.push_back(st);
   }
   for (NodeId wn : writes) {
     const ValueId nv = g.node(wn).operands[1];
@@ -302,6 +323,37 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
                ctx.buffer_param(s.src, false), ctx.address(s.src, g.value(s.src).type.shape, run_at(s)));
       });
     }
+    // Per-head norms: each access's sum of squares into shared memory (the barrier below publishes
+    // them); accesses past the staged trips load their elements once more.
+    for (size_t k = 0; k < streams.size(); ++k) {
+      const Stream& s = streams[k];
+      if (s.norm < 0) continue;
+      w.comment(fmt::format("{}: the squares of each access", print_node(g, s.norm)));
+      w.line("__shared__ float ss{}[{}];", k, s.total);
+      auto squares = [&](const std::function<void()>& fetch) {
+        coords(w, s);
+        w.line("float x1[{}], x2[{}];", s.vec, s.vec);
+        fetch();
+        w.line("float sq = 0.f;");
+        w.line("#pragma unroll");
+        w.line("for (int j = 0; j < {}; ++j) sq += x1[j] * x1[j] + x2[j] * x2[j];", s.vec);
+        w.line("ss{}[idx] = sq;", k);
+      };
+      const std::string xp = ctx.buffer_param(s.src, false);
+      const Shape& shape = g.value(s.src).type.shape;
+      staged_loop(w, s, [&] {
+        squares([&] {
+          w.line("lj_unpack(a{}[it], x1);", k);
+          w.line("lj_unpack(b{}[it], x2);", k);
+        });
+      });
+      tail_loop(w, s, [&] {
+        squares([&] {
+          w.line("lj_load<{}, {}>({} + {}, x1);", s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", d1(s)}));
+          w.line("lj_load<{}, {}>({} + {}, x2);", s.type, s.vec, xp, ctx.address(s.src, shape, {"n", "h", d2(s)}));
+        });
+      });
+    }
     if (half > 0) w.line("__syncthreads();");
     for (size_t k = 0; k < streams.size(); ++k) {
       const Stream& s = streams[k];
@@ -316,6 +368,24 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
         coords(w, s);
         w.line("float x1[{}], x2[{}], y1[{}], y2[{}];", s.vec, s.vec, s.vec, s.vec);
         fetch();
+        if (s.norm >= 0) {
+          // The head's sum in a fixed order (the same in every CTA and run), then the norm's value
+          // rounded to its dtype, as the graph defines %normed.
+          const Node& nn = g.node(s.norm);
+          const ValueId wv = nn.operands[1], normed = nn.results[0];
+          const std::string wp = ctx.buffer_param(wv, false);
+          const Shape& ws = g.value(wv).type.shape;
+          w.comment(print_node(g, s.norm));
+          w.line("float ssum = 0.f;");
+          w.line("for (int r = 0; r < {}; ++r) ssum += ss{}[h * {} + r];", s.runs, k, s.runs);
+          w.line("const float scale = rsqrtf(ssum / {}.f + {}f);", 2 * half, attr::eps(nn.attrs));
+          w.line("#pragma unroll");
+          auto inner = w.scope(fmt::format("for (int j = 0; j < {}; ++j)", s.vec));
+          const std::string j1 = s.interleaved ? "2 * i + j" : "i + j", j2 = s.interleaved ? "2 * i + 1 + j" : "i + HALF + j";
+          const DType nt = g.value(normed).type.dtype;
+          w.line("x1[j] = {};", rounded_expr(nt, fmt::format("x1[j] * scale * lj_to_float({}[{}])", wp, ctx.address(wv, ws, {j1}))));
+          w.line("x2[j] = {};", rounded_expr(nt, fmt::format("x2[j] * scale * lj_to_float({}[{}])", wp, ctx.address(wv, ws, {j2}))));
+        }
         w.line("#pragma unroll");
         {
           auto inner = w.scope(fmt::format("for (int j = 0; j < {}; ++j)", s.vec));

@@ -103,7 +103,8 @@ Dim rope_group_rows(const Graph& g, const FusionGroup& grp) {
             group_kind_name(grp.kind));
   // Every node of the group shares the rows (emit_rope_kv_write checks it), so the first one says.
   const Node& n = g.node(grp.nodes.front());
-  if (n.kind == OpKind::RopeTable || n.kind == OpKind::Rope) return g.value(n.operands[0]).type.shape[0];  // positions, x
+  if (n.kind == OpKind::RopeTable || n.kind == OpKind::Rope || n.kind == OpKind::RmsNorm)
+    return g.value(n.operands[0]).type.shape[0];  // positions, x, a head norm's x
   LJ_ASSERT(n.kind == OpKind::KvCacheWrite, "a rope_kv_write group starting with {}", op_name(n.kind));
   return g.value(n.operands[2]).type.shape[0];  // positions [B]
 }

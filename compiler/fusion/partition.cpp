@@ -238,6 +238,27 @@ class Partitioner {
     }
   }
 
+  // A per-head RMSNorm of the rope's input (Qwen3's q_norm and k_norm: rms_norm over the head_dim of
+  // [N, H, D] heads) joins the rope's kernel when the rope is its only reader: each CTA holds whole
+  // heads of its row, so it adds up the squares of the heads it loads and normalises them before
+  // rotating, and the normed heads never reach memory.
+  void absorb_head_norm(int gid, NodeId rope, const Node& table) {
+    const ValueId x = g_.node(rope).operands[0];
+    const NodeId nn = producer(x);
+    if (nn < 0 || kind(nn) != OpKind::RmsNorm) return;
+    const TensorType& xt = g_.value(g_.node(nn).operands[0]).type;
+    const int64_t dim = attr::rope_dim(table.attrs);
+    if (xt.rank() != 3 || !xt.shape[2].is_const() || xt.shape[2].value() != dim) {
+      note(gid, fmt::format("not absorbed {} = rms_norm: it normalises {}, not heads of the table's dim {}", nname(nn), xt.str(), dim));
+      return;
+    }
+    if (uses_.is_output(x) || uses_.users(x).size() != 1) {
+      note(gid, fmt::format("not absorbed {} = rms_norm: {} is read by more than the rope", nname(nn), vname(x)));
+      return;
+    }
+    try_absorb(gid, nn, fmt::format("per-head RMSNorm of {}: the kernel holds whole heads of each row", vname(g_.node(nn).operands[0])));
+  }
+
   void grow_rope(NodeId table) {
     int gid = new_group(GroupKind::RopeKvWrite, table);
     const Node& t = g_.node(table);
@@ -245,7 +266,10 @@ class Partitioner {
     bool rotates = false;
     for (ValueId r : t.results)
       for (NodeId u : uses_.users(r))
-        if (kind(u) == OpKind::Rope) rotates = try_absorb(gid, u, "rotation") || rotates;
+        if (kind(u) == OpKind::Rope && try_absorb(gid, u, "rotation")) {
+          rotates = true;
+          absorb_head_norm(gid, u, t);
+        }
     for (NodeId u : uses_.users(pos))
       if (kind(u) == OpKind::KvCacheWrite && g_.node(u).operands[2] == pos) try_absorb(gid, u, "cache write at the same positions");
     const bool stored = std::any_of(t.results.begin(), t.results.end(), [&](ValueId r) {

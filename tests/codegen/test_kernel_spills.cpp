@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -279,4 +280,55 @@ TEST_CASE("the tensor-core fp8 GEMV compiles for sm_90 and sm_90a without spills
   std::string error;
   CHECK_FALSE(parse_matmul_config("gemv mma mt=2 u=4", &error));
   CHECK_THAT(error, Catch::Contains("unknown key 'mt' for the gemv family"));
+}
+
+// head_dims of real models that are not a tile's (12 of the tiny test models, 80 and 96 of Phi-style
+// ones, 6/10/20/40 for 4- and 8-byte copies): zero-padded tiles, a template argument naming the
+// operands' head_dim, no spills; odd or wider than 128 refused by name.
+TEST_CASE("attention at head_dims the tiles do not have: padded to 16/32/64/128, compiled without spills", "[codegen]") {
+  auto attention_of = [](const std::string& text) {
+    Module m = parse_module(text, "<padded head_dim>");
+    Graph g = std::move(m.graphs.at(0));
+    for (const FusionGroup& grp : plan_fusion(g).groups)
+      if (grp.kind == GroupKind::Attention) return std::pair{std::move(g), grp};
+    FAIL("no attention group");
+    return std::pair{Graph{}, FusionGroup{}};
+  };
+  for (const int64_t d : {6, 10, 12, 20, 40, 80, 96}) {
+    const int64_t tile = d <= 16 ? 16 : d <= 32 ? 32 : d <= 64 ? 64 : 128;
+    const auto [prefill, pg] = attention_of(fmt::format(
+        "graph @p(%q: bf16[T, 6, {0}], %k: bf16[T, 2, {0}], %v: bf16[T, 2, {0}]) {{\n  %o = attention(%q, %k, %v) {{causal = true}}\n"
+        "  return %o\n}}\n",
+        d));
+    const auto [decode, dg] = attention_of(fmt::format(
+        "graph @d(%q: bf16[B, 1, 6, {0}], %kc: bf16[B, C, 2, {0}], %vc: bf16[B, C, 2, {0}], %pos: i32[B]) {{\n"
+        "  %o = attention(%q, %kc, %vc, %pos) {{causal = true}}\n  return %o\n}}\n",
+        d));
+    for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
+      auto target = rt::Target::parse(arch);
+      REQUIRE(target.ok());
+      EmitOptions eo;
+      eo.sm = target->sm;
+      eo.arch_specific = target->arch_specific;
+      eo.hint.set("B", 1);
+      eo.hint.set("C", 4096);
+      const GeneratedKernel kp = emit_group(prefill, pg, eo), kd = emit_group(decode, dg, eo);
+      CHECK(kp.source.find(fmt::format("lj_flash_prefill<lj_bf16, {}, 96, 2, 64, 2, 3, true, 0, {}>", tile, d)) != std::string::npos);
+      CHECK(kd.source.find(fmt::format("lj_flash_decode<lj_bf16, {}, 3, 3, 16, 8, ", tile)) != std::string::npos);
+      CHECK(kd.source.find(fmt::format(", true, false, 0, {}>", d)) != std::string::npos);
+      // The scale is the real head_dim's.
+      CHECK(kp.source.find(fmt::format("scale {:.9g}", 1.0 / std::sqrt(static_cast<double>(d)))) != std::string::npos);
+      for (const GeneratedKernel& k : {kp, kd}) {
+        auto r = jit::kernel_resources(k, *target);
+        INFO(k.name << " head_dim " << d << " for " << arch << ": " << (r.ok() ? r->str() : r.message()));
+        REQUIRE(r.ok());
+        CHECK(!r->spills());
+      }
+    }
+  }
+  for (const int64_t d : {7, 130, 256}) {
+    const auto [g, grp] = attention_of(fmt::format(
+        "graph @p(%q: bf16[T, 4, {0}], %k: bf16[T, 4, {0}], %v: bf16[T, 4, {0}]) {{\n  %o = attention(%q, %k, %v)\n  return %o\n}}\n", d));
+    CHECK_THROWS_WITH(emit_group(g, grp, EmitOptions{}), Catch::Contains(fmt::format("head_dim must be even and at most 128, got {}", d)));
+  }
 }

@@ -189,6 +189,27 @@ TEST_CASE("split-KV decode matches the reference: C in {1, 7, 64, 127, 1000}, B 
       }
 }
 
+// head_dims that are not a tile's: zero-padded to 16, 32, 64 or 128 in shared memory, read and
+// stored at their own width (copies of 4, 8 and 16 bytes), the scale 1/sqrt of the real head_dim.
+TEST_CASE("head_dim 6, 12, 20, 40, 80 and 96 (padded tiles) match the reference in prefill and decode", "[gpu][attention]") {
+  uint64_t seed = 5000;
+  for (int64_t d : {6, 12, 20, 40, 80, 96})
+    for (int64_t g : {1, 3}) {
+      const bool causal = seed % 2 == 0;
+      const char* dtype = seed % 3 == 0 ? "f16" : "bf16";
+      INFO("head_dim " << d << ", G = " << g << (causal ? ", causal " : ", ") << dtype);
+      Bindings b;
+      b.set("T", 131);
+      check(prefill_graph(6, g, d, causal, dtype, seed % 4 == 1), b, ++seed);
+      Bindings bd;
+      bd.set("B", 2);
+      bd.set("C", 333);
+      EmitOptions emit;
+      emit.hint = bd;  // split into chunks: the merge runs at the real head_dim too
+      check(decode_graph(1, 6, g, d, causal, dtype, seed % 4 == 2), bd, ++seed, emit);
+    }
+}
+
 TEST_CASE("every decode tile set the tuner tries matches the reference (chunks of whole stages, C not a multiple of them)",
           "[gpu][attention]") {
   Graph gr = decode_graph(1, 32, 4, 128, true, "bf16", true);  // the log-sum-exp of every chunk merge too

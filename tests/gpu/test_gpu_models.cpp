@@ -3,6 +3,7 @@
 // CUDA-graph decode steps against eager ones, and the Llama-3-8B shapes (2 layers, random weights in
 // Hugging Face layout) fused against unfused.
 #include <cmath>
+#include <optional>
 
 #include <catch2/catch.hpp>
 
@@ -39,12 +40,16 @@ GenerateResult on_gpu(const Model& m, const std::vector<int32_t>& prompt, int64_
   return *r;
 }
 
-void check_family(Architecture a) {
+// The family's tiny model (hidden 72, 3 layers, 6 query / 2 KV heads, vocab 301, head_dim 12 but
+// Qwen3's 16), or with another head_dim: 12, 10 and 80 run the attention kernels on zero-padded tiles
+// of 16 and 128 (copies of 8, 4 and 16 bytes), 16 without padding.
+void check_family(Architecture a, std::optional<int64_t> head_dim = std::nullopt) {
   rt::Context& ctx = lj_test::gpu();
   (void)ctx;
   testing::TempModelDir dir(std::string(architecture_name(a)));
   testing::HfModelSpec s = testing::tiny_spec(a);
-  s.head_dim = 16;  // the attention kernels take head_dim 16/32/64/128 (the 12 is CPU only)
+  if (head_dim) s.head_dim = *head_dim;
+  INFO("head_dim " << s.head_dim.value_or(s.hidden / s.heads));
   testing::write_hf_model(dir.str(), s);
   const Model m = Model::open(dir.str());
   const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 7, 181, 66};  // past Mistral's window of 5
@@ -75,10 +80,24 @@ void check_family(Architecture a) {
 
 }  // namespace
 
-TEST_CASE("a tiny Llama (Llama-3.1 RoPE) on the GPU matches the CPU reference", "[gpu][models]") { check_family(Architecture::Llama); }
-TEST_CASE("a tiny Mistral (sliding window) on the GPU matches the CPU reference", "[gpu][models]") { check_family(Architecture::Mistral); }
-TEST_CASE("a tiny Qwen2 (QKV bias) on the GPU matches the CPU reference", "[gpu][models]") { check_family(Architecture::Qwen2); }
-TEST_CASE("a tiny Qwen3 (q/k norm, tied) on the GPU matches the CPU reference", "[gpu][models]") { check_family(Architecture::Qwen3); }
+TEST_CASE("a tiny Llama (Llama-3.1 RoPE) on the GPU matches the CPU reference", "[gpu][models]") {
+  SECTION("head_dim 12") { check_family(Architecture::Llama); }
+  SECTION("head_dim 16") { check_family(Architecture::Llama, 16); }
+  SECTION("head_dim 10") { check_family(Architecture::Llama, 10); }
+  SECTION("head_dim 80") { check_family(Architecture::Llama, 80); }
+}
+TEST_CASE("a tiny Mistral (sliding window) on the GPU matches the CPU reference", "[gpu][models]") {
+  SECTION("head_dim 12") { check_family(Architecture::Mistral); }
+  SECTION("head_dim 16") { check_family(Architecture::Mistral, 16); }
+}
+TEST_CASE("a tiny Qwen2 (QKV bias) on the GPU matches the CPU reference", "[gpu][models]") {
+  SECTION("head_dim 12") { check_family(Architecture::Qwen2); }
+  SECTION("head_dim 16") { check_family(Architecture::Qwen2, 16); }
+}
+TEST_CASE("a tiny Qwen3 (q/k norm in the rope kernel, tied) on the GPU matches the CPU reference", "[gpu][models]") {
+  SECTION("head_dim 16") { check_family(Architecture::Qwen3); }
+  SECTION("head_dim 12") { check_family(Architecture::Qwen3, 12); }
+}
 
 /// Two Llama-3-8B-shaped layers with the real vocabulary: the fused plan against --no-fuse's.
 TEST_CASE("Llama-3-8B shapes in Hugging Face layout: fused against unfused", "[gpu][models]") {

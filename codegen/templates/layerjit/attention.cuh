@@ -24,6 +24,12 @@
 // Shared memory: Q [rows][D] and a ring of STAGES (K, V) tiles [keys][D] filled by cp.async; rows are
 // XOR-swizzled in 16-byte chunks (chunk c of row r at c ^ (r % 8)) so the ldmatrix reads of 8 rows at
 // one chunk hit 8 different bank groups.
+//
+// Head dims. D is the tile's head_dim (16, 32, 64 or 128: whole k steps of the mma, whole 16-byte
+// chunks); DV <= D the operands' (by default D). With DV < D (a model's head_dim 12, 80 or 96) the
+// rows are read in copies of DV's largest power-of-two granule up to 16 bytes, the columns past DV
+// are zero-filled in shared memory (so they add nothing to Q K^T and make zero output columns), and
+// only DV columns are stored.
 #pragma once
 #include "layerjit/mma.cuh"
 #include "layerjit/vec.cuh"
@@ -64,13 +70,29 @@ __device__ __forceinline__ float lj_exp2(float x) {
   return y;
 }
 
-template <class T, int D>
+// cp.async of BYTES = 4, 8 or 16 (16: .cg, bypassing L1; the smaller sizes exist only as .ca).
+template <int BYTES>
+__device__ __forceinline__ void lj_cp_async(void* smem, const void* gmem, int src_bytes) {
+  if constexpr (BYTES == 16) {
+    lj_cp_async16(smem, gmem, src_bytes);
+  } else {
+    static_assert(BYTES == 8 || BYTES == 4, "cp.async copies 4, 8 or 16 bytes");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(lj_smem_addr(smem)), "l"(gmem), "n"(BYTES), "r"(src_bytes)
+                 : "memory");
+  }
+}
+
+template <class T, int D, int DV = D>
 struct lj_attn_warp {
   static_assert(sizeof(T) == 2, "mma.sync m16n8k16 takes 16-bit operands");
   static_assert(D == 16 || D == 32 || D == 64 || D == 128, "head_dim 16, 32, 64 or 128");
+  static_assert(DV > 0 && DV <= D && DV % 2 == 0, "the operands' head_dim: even, at most the tile's");
   static constexpr int CH = D / 8;     // 16-byte chunks per row
   static constexpr int KS = D / 16;    // k steps of Q K^T
   static constexpr int OF = D / 8;     // n8 blocks of O
+  // Elements per copy: the largest of 8, 4, 2 that DV is a multiple of, and granules per tile row.
+  static constexpr int LG = DV % 8 == 0 ? 8 : DV % 4 == 0 ? 4 : 2;
+  static constexpr int NG = D / LG;
 
   // The 8 rows one ldmatrix reads span 8 * D * 2 bytes: with 8 or more chunks per row, XOR the chunk
   // with the row's position among the 8; shorter rows share 128-byte lines 8 / CH at a time, so XOR
@@ -83,10 +105,18 @@ struct lj_attn_warp {
   // One [rows][D] tile row by row: row r comes from src(r) (nullptr: zeros). Threads stride by nthreads.
   template <class Src>
   static __device__ __forceinline__ void load_rows(T* tile, int rows, Src src, int tid, int nthreads) {
-    for (int i = tid; i < rows * CH; i += nthreads) {
-      const int r = i / CH, c = i % CH;
-      const T* p = src(r);
-      lj_cp_async16(tile + swz(r, c), p ? p + c * 8 : tile, p ? 16 : 0);
+    if constexpr (DV == D) {
+      for (int i = tid; i < rows * CH; i += nthreads) {
+        const int r = i / CH, c = i % CH;
+        const T* p = src(r);
+        lj_cp_async16(tile + swz(r, c), p ? p + c * 8 : tile, p ? 16 : 0);
+      }
+    } else {
+      for (int i = tid; i < rows * NG; i += nthreads) {
+        const int r = i / NG, e = i % NG * LG;  // the granule's first element
+        const T* p = e < DV ? src(r) : nullptr;
+        lj_cp_async<LG * 2>(tile + swz(r, e / 8) + e % 8, p ? p + e : tile, p ? LG * 2 : 0);
+      }
     }
   }
 
@@ -95,11 +125,22 @@ struct lj_attn_warp {
   // steps its source by one 64-bit add, where load_rows recomputes each row's address.
   static __device__ __forceinline__ void load_rows_strided(T* tile, int rows, const T* row0, lj_i64 stride, int n_valid, int tid,
                                                            int nthreads) {
-    const int c = tid % CH, rstep = nthreads / CH;
-    int r = tid / CH;
-    const T* p = row0 + r * stride + c * 8;
-    const lj_i64 step = rstep * stride;
-    for (; r < rows; r += rstep, p += step) lj_cp_async16(tile + swz(r, c), r < n_valid ? p : tile, r < n_valid ? 16 : 0);
+    if constexpr (DV == D) {
+      const int c = tid % CH, rstep = nthreads / CH;
+      int r = tid / CH;
+      const T* p = row0 + r * stride + c * 8;
+      const lj_i64 step = rstep * stride;
+      for (; r < rows; r += rstep, p += step) lj_cp_async16(tile + swz(r, c), r < n_valid ? p : tile, r < n_valid ? 16 : 0);
+    } else {
+      const int e = tid % NG * LG, rstep = nthreads / NG;
+      int r = tid / NG;
+      const T* p = row0 + r * stride + e;
+      const lj_i64 step = rstep * stride;
+      for (; r < rows; r += rstep, p += step) {
+        const bool ok = r < n_valid && e < DV;
+        lj_cp_async<LG * 2>(tile + swz(r, e / 8) + e % 8, ok ? p : tile, ok ? LG * 2 : 0);
+      }
+    }
   }
 
   // Online softmax over one block of scores s (already scaled to the log2 domain, masked = -inf):
@@ -219,9 +260,9 @@ struct lj_attn_warp {
 // diagonal are never loaded; the mask is evaluated only on tiles that cross it or the end. With a
 // sliding window (WINDOW > 0 keys) the tiles before the first row's window are never loaded either,
 // and every tile is masked.
-template <class T, int D, int BM, int MT, int BN, int STAGES, int G, bool CAUSAL, long long WINDOW = 0>
+template <class T, int D, int BM, int MT, int BN, int STAGES, int G, bool CAUSAL, long long WINDOW = 0, int DV = D>
 struct lj_flash_prefill {
-  using W = lj_attn_warp<T, D>;
+  using W = lj_attn_warp<T, D, DV>;
   static constexpr int WARPS = BM / (16 * MT), THREADS = WARPS * 32;
   static constexpr int TOKENS = BM / G;  // tokens per CTA
   static constexpr int NF = BN / 8;
@@ -321,8 +362,9 @@ struct lj_flash_prefill {
         T* row = o + o_at(t, kvh * G + r % G);
 #pragma unroll
         for (int f = 0; f < W::OF; ++f)
-          *reinterpret_cast<unsigned*>(row + f * 8 + 2 * (lane & 3)) =
-              lj_pack_pair<T>(acc[mt][f][2 * h] * inv, acc[mt][f][2 * h + 1] * inv);
+          if (DV == D || f * 8 + 2 * (lane & 3) < DV)
+            *reinterpret_cast<unsigned*>(row + f * 8 + 2 * (lane & 3)) =
+                lj_pack_pair<T>(acc[mt][f][2 * h] * inv, acc[mt][f][2 * h + 1] * inv);
       }
   }
 };
@@ -337,13 +379,14 @@ struct lj_flash_prefill {
 // WINDOW > 0: a sliding window; a chunk reads no key before the first row's window (a chunk wholly
 // before it contributes an empty partial, which the merge ignores).
 template <class T, int D, int ROWS, int G, int BN, int WARPS, int STAGES, int CHUNK, bool CAUSAL, bool PAGED = false,
-          long long WINDOW = 0>
+          long long WINDOW = 0, int DV = D>
 struct lj_flash_decode {
-  using W = lj_attn_warp<T, D>;
+  using W = lj_attn_warp<T, D, DV>;
   static constexpr int THREADS = WARPS * 32;
   static constexpr int STAGE_KEYS = WARPS * BN;
   static constexpr int NF = BN / 8;
-  static constexpr int PART = ROWS * (D + 2);  // floats per chunk partial: O [ROWS][D], m [ROWS], l [ROWS]
+  // Floats per chunk partial: O [ROWS][DV] (packed), m [ROWS] and l [ROWS] from ROWS * D on.
+  static constexpr int PART = ROWS * (D + 2);
   // Warp partials in shared memory: per warp, ROWS rows of O at a stride of D + 8 floats (the 8 rows
   // of one 64-bit store land on distinct banks), then m [16] and l [16].
   static constexpr int OS = D + 8;
@@ -375,7 +418,7 @@ struct lj_flash_decode {
     T* skv = smem + 16 * D;
     W::load_rows(sq, 16, [&](int r) -> const T* { return r < ROWS ? q + q_at(r / G, kvh * G + r % G) : nullptr; }, tid, THREADS);
     lj_cp_async_commit();
-    static_assert(THREADS % W::CH == 0, "whole rows of 16-byte chunks per pass of the CTA");
+    static_assert(THREADS % W::NG == 0, "whole rows of copies per pass of the CTA");
     // A paged k_at reads the block table (and may trap): the strides exist only for contiguous caches.
     lj_i64 k_stride = 0, v_stride = 0;
     if constexpr (!PAGED) k_stride = k_at(1) - k_at(0), v_stride = v_at(1) - v_at(0);
@@ -463,8 +506,8 @@ struct lj_flash_decode {
       return val;
     };
     if (chunks == 1) {
-      for (int i = tid; i < ROWS * D; i += THREADS) {
-        const int r = i / D, d = i % D;
+      for (int i = tid; i < ROWS * DV; i += THREADS) {
+        const int r = i / DV, d = i % DV;
         float mx, sum;
         const float val = merged(r, d, mx, sum);
         o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(sum > 0.f ? val / sum : 0.f);
@@ -473,8 +516,8 @@ struct lj_flash_decode {
       return;
     }
     float* mine = part + chunk * PART;
-    for (int i = tid; i < ROWS * D; i += THREADS) {
-      const int r = i / D, d = i % D;
+    for (int i = tid; i < ROWS * DV; i += THREADS) {
+      const int r = i / DV, d = i % DV;
       float mx, sum;
       __stcg(mine + i, merged(r, d, mx, sum));
       if (d == 0) {
@@ -490,7 +533,7 @@ struct lj_flash_decode {
     // ROWS one chunk maximum or sum each, all before any is used (one round trip); the maxima and
     // sums go through shared memory (one barrier), and each thread weighs the chunks of its own rows
     // by 2^(m_c - max) (exact powers of two) into its running max, sum and O.
-    constexpr int E = (ROWS * D + THREADS - 1) / THREADS;  // elements per thread
+    constexpr int E = (ROWS * DV + THREADS - 1) / THREADS;  // elements per thread
     constexpr int CG_REGS = 32 / E > 4 ? 32 / E : 4;       // at most 32 O values in flight
     constexpr int CG = CG_REGS < THREADS / (2 * ROWS) ? CG_REGS : THREADS / (2 * ROWS);  // chunks per group
     static_assert(2 * CG * ROWS <= THREADS, "one chunk maximum or sum per thread and group");
@@ -506,7 +549,7 @@ struct lj_flash_decode {
       for (int e = 0; e < E; ++e)
 #pragma unroll
         for (int c = 0; c < CG; ++c)
-          cv[e][c] = c < n && tid + e * THREADS < ROWS * D ? __ldcg(pg + c * PART + e * THREADS + tid) : 0.f;
+          cv[e][c] = c < n && tid + e * THREADS < ROWS * DV ? __ldcg(pg + c * PART + e * THREADS + tid) : 0.f;
       float ml = 0.f;  // this thread's chunk maximum (c, r) or sum (CG + c, r)
       const int mc = tid / ROWS, mr = tid % ROWS;
       if (tid < 2 * CG * ROWS) {
@@ -518,7 +561,7 @@ struct lj_flash_decode {
       __syncthreads();
 #pragma unroll
       for (int e = 0; e < E; ++e) {
-        const int r = (tid + e * THREADS) / D < ROWS ? (tid + e * THREADS) / D : ROWS - 1;
+        const int r = (tid + e * THREADS) / DV < ROWS ? (tid + e * THREADS) / DV : ROWS - 1;
         float mx = run_m[e];
 #pragma unroll
         for (int c = 0; c < CG; ++c) mx = fmaxf(mx, gm[c * ROWS + r]);
@@ -537,8 +580,8 @@ struct lj_flash_decode {
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int i = tid + e * THREADS;
-      if (i < ROWS * D) {
-        const int r = i / D, d = i % D;
+      if (i < ROWS * DV) {
+        const int r = i / DV, d = i % DV;
         o[o_at(r / G, kvh * G + r % G) + d] = lj_from_float<T>(run_l[e] > 0.f ? run_o[e] / run_l[e] : 0.f);
         if (d == 0) lse(r / G, kvh * G + r % G, lj_row_lse(run_m[e], run_l[e]));
       }
