@@ -192,7 +192,9 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
 
 }  // namespace
 
-MatmulConfig default_matmul_config(const MatmulProblem& p) {
+namespace {
+
+MatmulConfig default_for(const MatmulProblem& p) {
   // One row: the GEMV streams W at copy speed. 2-16 rows: a 16-row tensor-core tile with a deep
   // pipeline reads W once for all rows (measured on an H200 at M = 16: 2.7-4.7x faster than the GEMV
   // re-reading W per 4 rows; docs/perf.md). Unknown M (0): the GEMM serves any M.
@@ -248,6 +250,34 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
   if (p.m > 0 && p.m <= (wgmma_available(p) ? 64 : 128)) return mma(64, 64, 64, 2, 2, 4);
   if (!wgmma_available(p)) return mma(128, 128, 32, 2, 2, 4);
   return wgmma_large(p);
+}
+
+bool holds_rope_pairs(const MatmulConfig& c, int64_t d) { return d <= 0 || c.bn % d == 0 || d % c.bn == 0; }
+
+}  // namespace
+
+MatmulConfig default_matmul_config(const MatmulProblem& p) {
+  const MatmulConfig c = default_for(p);
+  const int64_t d = p.rope_pair_dim;
+  if (c.family == MatmulConfig::Family::Gemv || holds_rope_pairs(c, d)) return c;
+  // Half-style RoPE in the epilogue needs column tiles of whole heads or of a divisor of one: every
+  // tile holds heads of 64 or 128, not always of 80 or 96. Then the nearest tile that does: a wgmma
+  // tile of another width, else mma.sync tiles narrowed (bn and the warps across it halved) until
+  // they divide the head (16 columns for 80), else the GEMV, which pairs any columns.
+  if (c.family == MatmulConfig::Family::Wgmma)
+    for (int bn : {128, 96, 256, 64}) {
+      MatmulConfig w = c;
+      w.bn = bn;
+      if (w.pingpong && bn != 128) w.pingpong = w.persistent = w.stream_k = false;
+      if (holds_rope_pairs(w, d) && reject_reason(w, p).empty()) return w;
+    }
+  MatmulConfig m = c.family == MatmulConfig::Family::Mma ? c : mma(128, 128, 32, 2, 2, 4);
+  while (m.bn > 16 && !holds_rope_pairs(m, d)) {
+    m.bn /= 2;
+    if (m.bn % (16 * m.warps_n) != 0) m.warps_n = std::max(1, m.warps_n / 2);
+  }
+  if (holds_rope_pairs(m, d) && reject_reason(m, p).empty()) return m;
+  return gemv_default(p);
 }
 
 std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {

@@ -492,6 +492,21 @@ TEST_CASE("fp8 matmuls: the Hopper GEMM with k32 wgmma on sm_90a, the GEMV elsew
   CHECK(default_matmul_config(int8).family == MatmulConfig::Family::Gemv);
 }
 
+TEST_CASE("RoPE in a projection's epilogue: the default tile holds whole heads or divides one, at every M and head_dim", "[codegen]") {
+  for (const bool hopper : {false, true})
+    for (const int64_t d : {64, 80, 96, 128})
+      for (const int64_t m : {2, 9, 16, 32, 100, 4096}) {
+        MatmulProblem p;
+        p.m = m, p.n = 10 * d, p.k = 720, p.rope_pair_dim = d, p.rope = true;
+        p.sm = 90, p.arch_specific = hopper, p.tma = hopper, p.aligned = true;
+        const MatmulConfig c = default_matmul_config(p);
+        INFO("M = " << m << ", head_dim " << d << (hopper ? ", sm_90a: " : ", sm_90: ") << c.str());
+        CHECK(reject_reason(c, p).empty());
+        CHECK(c.family != MatmulConfig::Family::Gemv);  // a tensor-core tile always fits
+        CHECK((c.bn % d == 0 || d % c.bn == 0));
+      }
+}
+
 TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[codegen]") {
   MatmulProblem p;
   p.m = 4096, p.n = 6144, p.k = 4096;
