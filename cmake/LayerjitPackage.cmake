@@ -8,7 +8,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(layerjit_layers layerjit_ops layerjit_compiler layerjit_codegen layerjit_runtime layerjit_cache layerjit_jit
-    layerjit_exec layerjit_llama layerjit_api layerjit_fmt)
+    layerjit_exec layerjit_llama layerjit_models layerjit_api layerjit_fmt)
 set(layerjit_objects "")
 foreach(layer IN LISTS layerjit_layers)
   list(APPEND layerjit_objects $<TARGET_OBJECTS:${layer}>)

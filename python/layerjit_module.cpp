@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include "layerjit/layerjit.h"
+#include "layerjit/model.h"
 
 namespace py = pybind11;
 
@@ -378,4 +379,55 @@ PYBIND11_MODULE(_layerjit, m) {
       .def("download", [](const lj::Executable& e, const std::string& name, const py::object& sizes, std::uintptr_t stream) {
         return host_tensor(e.download(name, bindings(sizes), reinterpret_cast<lj::StreamHandle>(stream)));
       });
+
+  // Hugging Face models (layerjit/model.h); python/layerjit/__init__.py wraps them as Model.
+  auto info_dict = [](const lj::ModelInfo& i) {
+    py::dict d;
+    d["name"] = i.name, d["architecture"] = i.architecture, d["layers"] = i.layers, d["hidden"] = i.hidden;
+    d["heads"] = i.heads, d["kv_heads"] = i.kv_heads, d["head_dim"] = i.head_dim, d["intermediate"] = i.intermediate;
+    d["vocab"] = i.vocab, d["max_positions"] = i.max_positions, d["sliding_window"] = i.sliding_window;
+    d["tied_embeddings"] = i.tied_embeddings, d["qkv_bias"] = i.qkv_bias, d["qk_norm"] = i.qk_norm;
+    d["dtype"] = std::string(lj::dtype_name(i.dtype)), d["weight_bytes"] = i.weight_bytes;
+    return d;
+  };
+  auto generation = [](const lj::Generation& g, bool logits) {
+    py::dict d;
+    d["tokens"] = g.tokens;
+    d["step_ms"] = g.step_ms;
+    d["logits"] = logits ? host_tensor(g.logits) : py::none();
+    return d;
+  };
+  py::class_<lj::Model>(m, "_Model")
+      .def(py::init(&lj::Model::open))
+      .def_property_readonly("info", [info_dict](const lj::Model& mo) { return info_dict(mo.info()); })
+      .def("graphs", [](const lj::Model& mo) {
+        std::vector<std::shared_ptr<lj::Graph>> out;
+        for (lj::Graph& g : mo.graphs()) out.push_back(std::make_shared<lj::Graph>(std::move(g)));
+        return out;
+      })
+      .def("unused_tensors", &lj::Model::unused_tensors)
+      .def("generate_cpu", [generation](const lj::Model& mo, const std::vector<int32_t>& prompt, int64_t n, bool logits) {
+        lj::Generation g;
+        {
+          py::gil_scoped_release released;
+          g = mo.generate_cpu(prompt, {n, logits});
+        }
+        return generation(g, logits);
+      });
+  py::class_<lj::ModelRunner>(m, "_ModelRunner")
+      .def(py::init([](const lj::Device& d, const lj::Model& mo, int64_t capacity, bool graphs, bool fuse, bool tuned) {
+             return lj::ModelRunner::open(d, mo, {capacity, graphs, fuse, tuned});
+           }),
+           py::keep_alive<1, 3>())  // the model outlives its runner
+      .def("generate", [generation](lj::ModelRunner& r, const std::vector<int32_t>& prompt, int64_t n, bool logits) {
+        lj::Generation g;
+        {
+          py::gil_scoped_release released;
+          g = r.generate(prompt, {n, logits});
+        }
+        return generation(g, logits);
+      })
+      .def_property_readonly("capacity", &lj::ModelRunner::capacity)
+      .def_property_readonly("launches_per_decode_step", &lj::ModelRunner::launches_per_decode_step)
+      .def_property_readonly("compile_seconds", &lj::ModelRunner::compile_seconds);
 }

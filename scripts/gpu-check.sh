@@ -134,7 +134,8 @@ fi
 # in torch.compile, in PyTorch's CUDA graph; --time against layerjit's own graph).
 src_dir="$(cd "$(dirname "$0")/.." && pwd)"
 if [[ -d "$build/python/layerjit" ]]; then
-  run "python unittest" env PYTHONPATH="$build/python" python3 -m unittest discover -s "$src_dir/python/tests"
+  run "python unittest" env PYTHONPATH="$build/python" LAYERJIT_MAKE_HF_MODEL="$build/tests/models/make_hf_model" \
+    python3 -m unittest discover -s "$src_dir/python/tests"
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
     run "torch_layer.py --small" env PYTHONPATH="$build/python" python3 "$src_dir/examples/torch_layer.py" --small
     run "torch_layer.py 8B B=1" env PYTHONPATH="$build/python" python3 "$src_dir/examples/torch_layer.py" --time

@@ -143,6 +143,7 @@ class Device {
  private:
   friend class Executable;
   friend class DeviceTensor;
+  friend class ModelRunner;
   void* ctx_ = nullptr;  // rt::Context
   int ordinal_ = 0;
 };

@@ -291,7 +291,86 @@ class Executable:
         return f"<layerjit.Executable @{self.graph.name}: {self.launches_per_run} kernels on {self.device!r}>"
 
 
+class Generation:
+    """What generate() returned: `tokens` (the new token ids), `logits` (with keep_logits, a float64
+    numpy array [new_tokens, vocab], row 0 after the prompt; else None) and `step_ms` (wall time of
+    each step: [0] the prefill, then one per decode step)."""
+
+    def __init__(self, d: Dict[str, Any]):
+        self.tokens: List[int] = d["tokens"]
+        self.logits = d["logits"]
+        self.step_ms: List[float] = d["step_ms"]
+
+    def __repr__(self) -> str:
+        return f"<layerjit.Generation {len(self.tokens)} tokens: {self.tokens}>"
+
+
+class Model:
+    """A Hugging Face model directory (config.json, model.safetensors or shards with
+    model.safetensors.index.json) for LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
+    Qwen3ForCausalLM; docs/models.md lists the config fields honoured and refused (a refused one is a
+    UserError naming it). Token ids in, token ids out: the tokenizer is yours.
+
+    `info` is what the config made of it (a dict: architecture, layers, hidden, heads, kv_heads,
+    head_dim, vocab, ...); `graphs` its embedding, prefill, decode and head graphs, to plan or compile
+    like any graph. generate_cpu runs the CPU reference (small models, no GPU); runner(device) puts
+    it on a GPU.
+    """
+
+    def __init__(self, path: Union[str, "_os.PathLike[str]"]):
+        self._model = _layerjit._Model(_os.fspath(path))
+        self.info: Dict[str, Any] = self._model.info
+        self.graphs = Module(self._model.graphs())
+
+    def unused_tensors(self) -> List[str]:
+        return self._model.unused_tensors()
+
+    def generate_cpu(self, prompt: Iterable[int], new_tokens: int = 8, keep_logits: bool = False) -> Generation:
+        """Greedy generation through the CPU reference."""
+        return Generation(self._model.generate_cpu([int(t) for t in prompt], int(new_tokens), keep_logits))
+
+    def runner(self, device: Union[int, Device] = 0, capacity: int = 0, cuda_graphs: bool = True, fuse: bool = True,
+               tuned: bool = True) -> "ModelRunner":
+        return ModelRunner(self, device, capacity, cuda_graphs, fuse, tuned)
+
+    def __repr__(self) -> str:
+        i = self.info
+        return f"<layerjit.Model {i['name']}: {i['architecture']}, {i['layers']} layers, hidden {i['hidden']}, vocab {i['vocab']}>"
+
+
+class ModelRunner:
+    """A Model on a device: kernels compiled (cached), weights uploaded, KV caches of `capacity`
+    positions per layer (0: max_position_embeddings, at most 4096). Each decode step after the first
+    is a CUDA-graph replay unless cuda_graphs=False."""
+
+    def __init__(self, model: Model, device: Union[int, Device] = 0, capacity: int = 0, cuda_graphs: bool = True,
+                 fuse: bool = True, tuned: bool = True):
+        self.model = model
+        self.device = device if isinstance(device, Device) else Device(device)
+        self._runner = _layerjit._ModelRunner(self.device, model._model, int(capacity), cuda_graphs, fuse, tuned)
+
+    @property
+    def capacity(self) -> int:
+        return self._runner.capacity
+
+    @property
+    def launches_per_decode_step(self) -> int:
+        return self._runner.launches_per_decode_step
+
+    @property
+    def compile_seconds(self) -> float:
+        return self._runner.compile_seconds
+
+    def generate(self, prompt: Iterable[int], new_tokens: int = 8, keep_logits: bool = False) -> Generation:
+        """Prefill of the prompt, then new_tokens - 1 decode steps, greedy (the same checks as generate_cpu)."""
+        return Generation(self._runner.generate([int(t) for t in prompt], int(new_tokens), keep_logits))
+
+    def __repr__(self) -> str:
+        return f"<layerjit.ModelRunner {self.model.info['name']} on {self.device!r}: capacity {self.capacity}>"
+
+
 __all__ = [
     "__version__", "Error", "UserError", "DeviceError", "Graph", "Module", "Plan", "Kernel", "Compiled", "Device",
-    "Executable", "CapturedRun", "parse", "load", "llama3_8b", "plan", "compile", "sizes_of", "cuda_available",
+    "Executable", "CapturedRun", "Model", "ModelRunner", "Generation", "parse", "load", "llama3_8b", "plan", "compile",
+    "sizes_of", "cuda_available",
 ]

@@ -6,6 +6,7 @@ python/ folder; the kernel cache is a fresh folder of its own.
 
 import ctypes
 import os
+import subprocess
 import tempfile
 import unittest
 
@@ -277,6 +278,65 @@ class TestDevice(unittest.TestCase):
             layerjit.Device(0)
         with self.assertRaisesRegex(layerjit.DeviceError, "no CUDA driver"):
             layerjit.Executable(layerjit.parse(MLP)[0])
+
+
+class TestModels(unittest.TestCase):
+    """Hugging Face model directories: the tiny models the C++ tests write (make_hf_model, named by
+    LAYERJIT_MAKE_HF_MODEL), on the CPU reference and, where there is a device, on the GPU."""
+
+    @classmethod
+    def setUpClass(cls):
+        tool = os.environ.get("LAYERJIT_MAKE_HF_MODEL")
+        if not tool:
+            raise unittest.SkipTest("LAYERJIT_MAKE_HF_MODEL is not set (ctest and gpu-check.sh set it)")
+        cls.dir = tempfile.TemporaryDirectory(prefix="layerjit-models-")
+        cls.paths = {}
+        for family in ("llama", "qwen3"):
+            path = os.path.join(cls.dir.name, family)
+            subprocess.run([tool, path, family], check=True, stdout=subprocess.DEVNULL)
+            cls.paths[family] = path
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def test_info_and_graphs(self):
+        m = layerjit.Model(self.paths["qwen3"])
+        self.assertEqual(m.info["architecture"], "Qwen3ForCausalLM")
+        self.assertEqual((m.info["layers"], m.info["hidden"], m.info["heads"], m.info["kv_heads"]), (3, 72, 6, 2))
+        self.assertEqual((m.info["head_dim"], m.info["vocab"], m.info["dtype"]), (16, 301, "bf16"))
+        self.assertTrue(m.info["qk_norm"] and m.info["tied_embeddings"])
+        self.assertEqual([g.name for g in m.graphs], ["qwen3_embed", "qwen3_prefill", "qwen3_decode", "qwen3_head"])
+        p = m.graphs["qwen3_decode"].plan({"B": 1, "C": 64})
+        self.assertNotIn("row_reduce", [g["kind"] for g in p.groups])  # q/k norms inside the RoPE kernel
+
+    def test_generate_cpu_is_greedy_over_its_logits(self):
+        m = layerjit.Model(self.paths["llama"])
+        out = m.generate_cpu([5, 17, 250, 3], new_tokens=4, keep_logits=True)
+        self.assertEqual(len(out.tokens), 4)
+        self.assertEqual(len(out.step_ms), 4)
+        if out.logits is None or isinstance(out.logits, list):
+            self.skipTest("numpy is not installed")
+        self.assertEqual(out.logits.shape, (4, 301))
+        self.assertEqual([int(r.argmax()) for r in out.logits], out.tokens)
+        self.assertIsNone(m.generate_cpu([1, 2], new_tokens=2).logits)
+
+    def test_bad_requests_and_directories(self):
+        m = layerjit.Model(self.paths["llama"])
+        with self.assertRaisesRegex(layerjit.UserError, r"outside the vocabulary \[0, 301\)"):
+            m.generate_cpu([301])
+        with self.assertRaisesRegex(layerjit.UserError, "no config.json"):
+            layerjit.Model(self.dir.name)
+
+    def test_on_the_gpu_the_cpu_tokens(self):
+        if not layerjit.cuda_available():
+            self.skipTest("no CUDA driver")
+        m = layerjit.Model(self.paths["llama"])
+        r = m.runner(capacity=64)
+        prompt = [5, 17, 250, 3, 99, 42, 7]
+        self.assertEqual(r.generate(prompt, new_tokens=6).tokens, m.generate_cpu(prompt, new_tokens=6).tokens)
+        self.assertEqual(r.capacity, 64)
+        self.assertGreater(r.launches_per_decode_step, 3)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ prefix=$work/prefix
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
 
 fail() { echo "package: FAILED: $*" >&2; exit 1; }
-for f in include/layerjit/layerjit.h include/layerjit/op_kinds.def lib/liblayerjit.so bin/layerjit \
+for f in include/layerjit/layerjit.h include/layerjit/model.h include/layerjit/op_kinds.def lib/liblayerjit.so bin/layerjit \
          bin/layerjit-compile-worker lib/cmake/layerjit/layerjitConfig.cmake lib/cmake/layerjit/layerjitConfigVersion.cmake \
          lib/pkgconfig/layerjit.pc; do
   [ -e "$prefix/$f" ] || fail "$f was not installed"
@@ -34,6 +34,9 @@ fi
 cmake -S "$src" -B "$work/cmake-build" -G "$generator" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_PREFIX_PATH="$prefix" >"$work/configure.log"
 cmake --build "$work/cmake-build" >"$work/build.log"
 "$work/cmake-build/consumer"
+# layerjit/model.h: a tiny Hugging Face model written by the build's test tool.
+"$build/tests/models/make_hf_model" "$work/model" llama >/dev/null
+"$work/cmake-build/consumer" "$work/model"
 mkdir -p "$work/too-new"
 printf 'cmake_minimum_required(VERSION 3.25)\nproject(p LANGUAGES CXX)\nfind_package(layerjit 0.3 CONFIG REQUIRED)\n' >"$work/too-new/CMakeLists.txt"
 if cmake -S "$work/too-new" -B "$work/too-new/build" -DCMAKE_PREFIX_PATH="$prefix" >"$work/too-new.log" 2>&1; then

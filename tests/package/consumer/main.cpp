@@ -3,12 +3,15 @@
 // catch a UserError thrown inside the library by its type. GPU part (where a driver and device are):
 // build the graph, run it on device tensors, compare with the CPU reference; capture it from the
 // default stream and replay it on new inputs written into the bound tensors, y poisoned first.
+// With a Hugging Face model directory as its argument, layerjit/model.h too: open it, generate on the
+// CPU reference and (with a device) on the GPU, the same tokens from both.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
 
 #include "layerjit/layerjit.h"
+#include "layerjit/model.h"
 #include "layerjit/reference.h"
 
 namespace {
@@ -27,9 +30,41 @@ int fail(const char* what) {
   std::fprintf(stderr, "consumer: FAILED: %s\n", what);
   return 1;
 }
+
+std::string joined(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+// A model directory through layerjit/model.h: the CPU reference, then the GPU where there is one.
+int run_model(const char* dir) {
+  const lj::Model model = lj::Model::open(dir);
+  const lj::ModelInfo& info = model.info();
+  std::printf("model %s: %s, %lld layers, hidden %lld, vocab %lld, %zu graphs\n", info.name.c_str(), info.architecture.c_str(),
+              static_cast<long long>(info.layers), static_cast<long long>(info.hidden), static_cast<long long>(info.vocab),
+              model.graphs().size());
+  const std::vector<int32_t> prompt = {5, 17, 250, 3};
+  const lj::Generation cpu = model.generate_cpu(prompt, {4, true});
+  std::printf("generate_cpu: %s\n", joined(cpu.tokens).c_str());
+  if (cpu.tokens.size() != 4 || cpu.logits.shape != std::vector<int64_t>{4, info.vocab}) return fail("generate_cpu's result");
+  try {
+    model.generate_cpu({static_cast<int32_t>(info.vocab)}, {});
+    return fail("a token outside the vocabulary was accepted");
+  } catch (const lj::UserError& e) {
+    std::printf("caught: %s\n", e.what());
+  }
+  if (!lj::Device::available()) return 0;
+  lj::ModelRunner runner = lj::ModelRunner::open(lj::Device::open(0), model, {64});
+  const lj::Generation gpu = runner.generate(prompt, {4, false});
+  std::printf("ModelRunner (%zu kernels per decode step): %s\n", runner.launches_per_decode_step(), joined(gpu.tokens).c_str());
+  if (gpu.tokens != cpu.tokens) return fail("the GPU generated other tokens than the CPU reference");
+  return 0;
+}
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) return run_model(argv[1]);
   std::printf("layerjit %s\n", std::string(lj::version()).c_str());
   const lj::Module m = lj::parse_module(kMlp, "mlp.lj");
   const lj::Graph& g = m.graphs[0];
