@@ -5,6 +5,8 @@
 
 #include <functional>
 
+#include <fmt/format.h>
+
 #include "compiler/fusion/fusion_group.h"
 #include "compiler/fusion/legality.h"
 #include "layerjit/builder.h"
@@ -212,4 +214,37 @@ TEST_CASE("dynamic quantizes that are not per row are not pointwise and get no r
   for (const auto& grp : p.groups) kinds.push_back(grp.kind);
   CHECK(kinds == std::vector<GroupKind>{GroupKind::RowReduce, GroupKind::Reduce, GroupKind::Reduce});
   CHECK(p.groups[0].nodes == std::vector<NodeId>{0, 3});
+}
+
+// Qwen3's per-head norms: an rms_norm over [N, H, D] heads whose only reader is a rope of the
+// table's dim joins the RoPE kernel; one read elsewhere too stays a row kernel.
+TEST_CASE("a per-head RMSNorm feeding only a rope joins the RoPE kernel", "[fusion]") {
+  auto plan_of = [](const std::string& extra_use, int64_t d) {
+    const std::string text = fmt::format(
+        "graph @f(%pos: i32[N], %x: bf16[N, 4, {0}], %w: param bf16[{0}]) {{\n"
+        "  %xn = rms_norm(%x, %w)\n"
+        "  %cos, %sin = rope_table(%pos) {{dim = {0}}}\n"
+        "  %y = rope(%xn, %cos, %sin)\n"
+        "{1}  return %y{2}\n}}\n",
+        d, extra_use, extra_use.empty() ? "" : ", %z");
+    Module m = parse_module(text, "<head norm>");
+    Graph g = std::move(m.graphs.at(0));
+    FusionPlan p = plan_fusion(g);
+    return std::pair{std::move(g), std::move(p)};
+  };
+  {
+    const auto [g, p] = plan_of("", 16);
+    REQUIRE(p.groups.size() == 1);
+    CHECK(p.groups[0].kind == GroupKind::RopeKvWrite);
+    CHECK(p.groups[0].nodes.size() == 3);
+  }
+  {
+    const auto [g, p] = plan_of("  %z = add(%xn, %xn)\n", 16);  // the normed heads are read twice
+    REQUIRE(p.groups.size() >= 2);
+    CHECK(std::any_of(p.groups.begin(), p.groups.end(), [](const FusionGroup& grp) { return grp.kind == GroupKind::RowReduce; }));
+    bool noted = false;
+    for (const FusionGroup& grp : p.groups)
+      for (const std::string& why : grp.why) noted = noted || why.find("is read by more than the rope") != std::string::npos;
+    CHECK(noted);
+  }
 }
