@@ -17,18 +17,28 @@
 
 using namespace lj;
 
+namespace {
+
+// The target `arch` and emit options for it: its sm, whether arch-specific, its shared memory.
+std::pair<rt::Target, EmitOptions> target_options(const char* arch) {
+  auto target = rt::Target::parse(arch);
+  REQUIRE(target.ok());
+  EmitOptions eo;
+  eo.sm = target->sm;
+  eo.arch_specific = target->arch_specific;
+  eo.max_shared_bytes = target->sm == 80 ? 163 * 1024 : 227 * 1024;
+  return {*target, eo};
+}
+
+}  // namespace
+
 TEST_CASE("the Llama layers' kernels compile for sm_80, sm_90 and sm_90a without spilling registers", "[codegen]") {
   for (const auto& [g, sym, value] : {std::tuple{llama_prefill(LlamaConfig::llama3_8b()), "T", 4096},
                                       std::tuple{llama_decode(LlamaConfig::llama3_8b()), "B", 1}})
     for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
-      auto target = rt::Target::parse(arch);
-      REQUIRE(target.ok());
-      EmitOptions eo;
-      eo.sm = target->sm;
-      eo.arch_specific = target->arch_specific;
+      auto [target, eo] = target_options(arch);
       eo.hint.set(sym, value);
       eo.hint.set("C", 4096);
-      eo.max_shared_bytes = target->sm == 80 ? 163 * 1024 : 227 * 1024;
       // The plan the executable compiles at these sizes (folded norms, the one-row prologues at B = 1).
       const Lowered l = lower(g, [&] {
         FusionOptions fo;
@@ -37,7 +47,7 @@ TEST_CASE("the Llama layers' kernels compile for sm_80, sm_90 and sm_90a without
       }());
       for (const FusionGroup& grp : l.plan.groups) {
         const GeneratedKernel k = emit_group(*l.graph, grp, eo);
-        auto r = jit::kernel_resources(k, *target);
+        auto r = jit::kernel_resources(k, target);
         INFO(k.name << " (" << k.config << ") for " << arch << ": " << (r.ok() ? r->str() : r.message()));
         REQUIRE(r.ok());
         // Known: the mma.sync prefill attention (two 16-row m-tiles per warp) sits at the 255-register
@@ -305,11 +315,7 @@ TEST_CASE("attention at head_dims the tiles do not have: padded to 16/32/64/128,
         "  %o = attention(%q, %kc, %vc, %pos) {{causal = true}}\n  return %o\n}}\n",
         d));
     for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
-      auto target = rt::Target::parse(arch);
-      REQUIRE(target.ok());
-      EmitOptions eo;
-      eo.sm = target->sm;
-      eo.arch_specific = target->arch_specific;
+      auto [target, eo] = target_options(arch);
       eo.hint.set("B", 1);
       eo.hint.set("C", 4096);
       const GeneratedKernel kp = emit_group(prefill, pg, eo), kd = emit_group(decode, dg, eo);
@@ -319,7 +325,7 @@ TEST_CASE("attention at head_dims the tiles do not have: padded to 16/32/64/128,
       // The scale is the real head_dim's.
       CHECK(kp.source.find(fmt::format("scale {:.9g}", 1.0 / std::sqrt(static_cast<double>(d)))) != std::string::npos);
       for (const GeneratedKernel& k : {kp, kd}) {
-        auto r = jit::kernel_resources(k, *target);
+        auto r = jit::kernel_resources(k, target);
         INFO(k.name << " head_dim " << d << " for " << arch << ": " << (r.ok() ? r->str() : r.message()));
         REQUIRE(r.ok());
         CHECK(!r->spills());
