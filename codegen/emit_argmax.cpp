@@ -61,11 +61,7 @@ GeneratedKernel emit_argmax(const Graph& g, const FusionGroup& grp) {
     w.line("if (threadIdx.x == 0) {}[{}] = winner;", ctx.buffer_param(y, true), ctx.address(y, rows, rc));
   }
 
-  GeneratedKernel k;
-  k.group = grp.id;
-  k.name = ctx.kernel_name();
-  k.source = w.str();
-  k.params = ctx.params();
+  GeneratedKernel k = ctx.kernel(w);
   k.launch.work = dim_product(rows);
   k.launch.per_block = 1;
   k.launch.threads = kThreads;

@@ -145,11 +145,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
     }
   }
 
-  GeneratedKernel kern;
-  kern.group = grp.id;
-  kern.name = name;
-  kern.source = w.str();
-  kern.params = ctx.params();
+  GeneratedKernel kern = ctx.kernel(w);
   if (batched) kern.launch.outer = dim_as_product(qt.shape[0]);
   kern.launch.work = decode ? keys : dim_as_product(tok);
   kern.launch.per_block = per_block;

@@ -44,6 +44,15 @@ std::string kernel_name(const Graph& g, const FusionGroup& grp) {
 
 std::string KernelContext::kernel_name() const { return lj::kernel_name(g_, grp_); }
 
+GeneratedKernel KernelContext::kernel(const SourceWriter& w) const {
+  GeneratedKernel k;
+  k.group = grp_.id;
+  k.name = kernel_name();
+  k.source = w.str();
+  k.params = params_;
+  return k;
+}
+
 std::string KernelContext::buffer_param(ValueId v, bool written) { return param_of_buffer(layout(v).buffer, written); }
 
 std::string KernelContext::param_of_buffer(ValueId buf, bool written) {

@@ -47,6 +47,8 @@ class KernelContext {
   /// vector_width() over every group input and output, up to 16 bytes of the widest dtype.
   int group_vector_width(const Shape& space) const;
   const std::vector<KernelParam>& params() const { return params_; }
+  /// The kernel written in `w`: its group, name, source and these params (the launch is the caller's).
+  GeneratedKernel kernel(const SourceWriter& w) const;
   /// "extern \"C\" __global__ void name(params...)" with __launch_bounds__(threads[, min_blocks]).
   std::string signature(int threads, int min_blocks = 0) const;
 

@@ -67,11 +67,7 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp) {
              ctx.address(v, space, coords), ident(g.value(v).name));
   }
 
-  GeneratedKernel k;
-  k.group = grp.id;
-  k.name = ctx.kernel_name();
-  k.source = w.str();
-  k.params = ctx.params();
+  GeneratedKernel k = ctx.kernel(w);
   k.launch.work = dim_product(space);
   k.launch.per_block = static_cast<int64_t>(kThreads) * vec;
   k.launch.threads = kThreads;

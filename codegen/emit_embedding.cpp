@@ -68,11 +68,7 @@ GeneratedKernel emit_embedding(const Graph& g, const FusionGroup& grp) {
            print_node(g, plan.node));
   }
 
-  GeneratedKernel k;
-  k.group = grp.id;
-  k.name = ctx.kernel_name();
-  k.source = w.str();
-  k.params = ctx.params();
+  GeneratedKernel k = ctx.kernel(w);
   k.launch.work = dim_product(space);
   k.launch.per_block = static_cast<int64_t>(kThreads) * vec;
   k.launch.threads = kThreads;

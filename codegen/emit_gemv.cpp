@@ -18,7 +18,6 @@ namespace lj {
 
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg) {
   const Graph& g = ctx.graph();
-  const FusionGroup& grp = ctx.group();
   const ValueId x = op.x, wt = op.w;
   // SwiGLU: a warp owns output column n and reads both W rows behind it (gate n, up N + n).
   const int64_t N = op.n_out, K = op.k;
@@ -133,11 +132,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     emit_gemv_output(w, ctx, op, po);
   }
 
-  GeneratedKernel k;
-  k.group = grp.id;
-  k.name = ctx.kernel_name();
-  k.source = w.str();
-  k.params = ctx.params();
+  GeneratedKernel k = ctx.kernel(w);
   k.launch.work.constant = units;
   k.launch.per_block = warps;
   k.launch.threads = threads;

@@ -19,7 +19,6 @@ namespace lj {
 
 GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg) {
   const Graph& g = ctx.graph();
-  const FusionGroup& grp = ctx.group();
   const ValueId x = op.x, wt = op.w;
   const int64_t N = op.n_out, K = op.k;
   const bool rope = !op.segments.empty();
@@ -137,11 +136,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     emit_gemv_output(w, ctx, op, po);
   }
 
-  GeneratedKernel k;
-  k.group = grp.id;
-  k.name = ctx.kernel_name();
-  k.source = w.str();
-  k.params = ctx.params();
+  GeneratedKernel k = ctx.kernel(w);
   k.launch.work.constant = tiles;
   k.launch.per_block = 1;
   k.launch.threads = threads;

@@ -419,11 +419,7 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
     }
   }
 
-  GeneratedKernel k;
-  k.group = grp.id;
-  k.name = ctx.kernel_name();
-  k.source = w.str();
-  k.params = ctx.params();
+  GeneratedKernel k = ctx.kernel(w);
   k.launch.work = dim_as_product(rows);
   k.launch.per_block = 1;
   k.launch.threads = kThreads;
