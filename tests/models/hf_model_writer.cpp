@@ -141,9 +141,21 @@ HfModelSpec llama3_8b_spec(int64_t layers) {
   return s;
 }
 
+// transformers' AutoConfig picks the config class by model_type (layerjit reads architectures).
+static const char* model_type(Architecture a) {
+  switch (a) {
+    case Architecture::Llama: return "llama";
+    case Architecture::Mistral: return "mistral";
+    case Architecture::Qwen2: return "qwen2";
+    case Architecture::Qwen3: return "qwen3";
+  }
+  return "";
+}
+
 nlohmann::json hf_config_json(const HfModelSpec& s) {
   nlohmann::json j = {
       {"architectures", {std::string(models::architecture_name(s.arch))}},
+      {"model_type", model_type(s.arch)},
       {"hidden_size", s.hidden},
       {"num_hidden_layers", s.layers},
       {"num_attention_heads", s.heads},
