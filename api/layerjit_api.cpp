@@ -225,7 +225,7 @@ DeviceTensor DeviceTensor::empty(const Device& device, DType dtype, std::vector<
     if (d < 0) throw UserError(fmt::format("DeviceTensor::empty: a negative dimension ({})", d));
   rt::Context& ctx = context_of(device.ctx_);
   check(ctx.make_current());
-  const size_t bytes = static_cast<size_t>(numel(shape)) * static_cast<size_t>(dtype_bytes(dtype));
+  const size_t bytes = static_cast<size_t>(tensor_bytes(dtype, shape));
   auto impl = std::make_unique<Impl>(Impl{&ctx, take(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(bytes, 1)))});
   return DeviceTensor(std::move(impl), dtype, std::move(shape));
 }
@@ -242,7 +242,7 @@ void DeviceTensor::write(const HostTensor& t) {
   if (t.dtype != dtype_ || t.shape != shape_)
     throw UserError(fmt::format("DeviceTensor::write: a {}[{}] tensor into a {}[{}] one", dtype_name(t.dtype), fmt::join(t.shape, ", "),
                                 dtype_name(dtype_), fmt::join(shape_, ", ")));
-  std::vector<unsigned char> bytes(static_cast<size_t>(t.numel()) * static_cast<size_t>(dtype_bytes(t.dtype)));
+  std::vector<unsigned char> bytes(static_cast<size_t>(tensor_bytes(t.dtype, t.shape)));
   if (std::optional<size_t> bad = rt::encode_tensor(t, bytes.data()))
     throw UserError(fmt::format("DeviceTensor::write: element {} ({}) is not exact in {}: round_to_dtype() first", *bad,
                                 t.data[*bad], dtype_name(t.dtype)));
@@ -260,12 +260,11 @@ HostTensor DeviceTensor::download() const {
   check(impl_->ctx->make_current());
   check(impl_->ctx->synchronize());
   HostTensor t(dtype_, shape_);
-  std::vector<unsigned char> bytes(static_cast<size_t>(t.numel()) * static_cast<size_t>(dtype_bytes(dtype_)));
+  std::vector<unsigned char> bytes(static_cast<size_t>(tensor_bytes(dtype_, shape_)));
   rt::Stream s = take(rt::Stream::create(*impl_->ctx));
   if (!bytes.empty()) check(rt::copy_to_host(s, bytes.data(), impl_->buf.ptr(), bytes.size()));
   check(s.synchronize());
-  const size_t eb = static_cast<size_t>(dtype_bytes(dtype_));
-  for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = rt::decode_element(dtype_, bytes.data() + i * eb);
+  for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = rt::decode_at(dtype_, bytes.data(), i);
   return t;
 }
 

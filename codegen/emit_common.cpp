@@ -21,6 +21,8 @@ const char* c_type(DType t) {
     case DType::F8E5M2: return "lj_e5m2";
     case DType::I8: return "signed char";
     case DType::I32: return "int";
+    case DType::U4:
+    case DType::I4: return "unsigned char";  // packed: a kernel reads their bytes, two elements each
   }
   LJ_ASSERT(false, "unhandled dtype {}", static_cast<int>(t));
   __builtin_unreachable();

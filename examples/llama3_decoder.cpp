@@ -11,6 +11,8 @@
 #include "layerjit/builder.h"
 #include "layerjit/llama.h"
 
+#include <string>
+
 namespace lj {
 
 namespace {
@@ -20,21 +22,35 @@ struct Weights {
   std::optional<Value> b_qkv, q_norm, k_norm;  // where the config asks for them
 };
 
+// A projection's weight [n, k]: a param, or with quantized weights the group-wise dequantize of its
+// codes, scales and zero points (params %<name>_q, _s, _z), named as the param would be.
+Value projection_weight(GraphBuilder& b, const LlamaConfig& c, const std::string& name, int64_t n, int64_t k) {
+  if (!c.quant) return b.param(name, c.dtype, {n, k});
+  const LlamaConfig::WeightQuant& q = *c.quant;
+  const int64_t group = q.group ? q.group : k, groups = k / group;
+  Value codes = b.param(name + "_q", q.codes, {n, k});
+  Value scale = b.param(name + "_s", q.scale_dtype, {n, groups});
+  std::optional<Value> zero;
+  // u4 zero points pack two per byte: a row of an odd number of groups keeps them as i8.
+  if (q.zero_points) zero = b.param(name + "_z", groups % 2 == 0 ? DType::U4 : DType::I8, {n, groups});
+  return b.dequantize_groups(codes, scale, zero, c.dtype, group).named(name);
+}
+
 Weights declare_weights(GraphBuilder& b, const LlamaConfig& c) {
   const int64_t q_width = c.n_heads * c.head_dim;
   const int64_t kv_width = c.n_kv_heads * c.head_dim;
   Weights w;
   w.attn_norm = b.param("attn_norm", c.dtype, {c.hidden});
-  w.w_qkv = b.param("w_qkv", c.dtype, {q_width + 2 * kv_width, c.hidden});
+  w.w_qkv = projection_weight(b, c, "w_qkv", q_width + 2 * kv_width, c.hidden);
   if (c.qkv_bias) w.b_qkv = b.param("b_qkv", c.dtype, {q_width + 2 * kv_width});
   if (c.qk_norm) {
     w.q_norm = b.param("q_norm", c.dtype, {c.head_dim});
     w.k_norm = b.param("k_norm", c.dtype, {c.head_dim});
   }
-  w.w_o = b.param("w_o", c.dtype, {c.hidden, q_width});
+  w.w_o = projection_weight(b, c, "w_o", c.hidden, q_width);
   w.mlp_norm = b.param("mlp_norm", c.dtype, {c.hidden});
-  w.w_gate_up = b.param("w_gate_up", c.dtype, {2 * c.ffn, c.hidden});
-  w.w_down = b.param("w_down", c.dtype, {c.hidden, c.ffn});
+  w.w_gate_up = projection_weight(b, c, "w_gate_up", 2 * c.ffn, c.hidden);
+  w.w_down = projection_weight(b, c, "w_down", c.hidden, c.ffn);
   return w;
 }
 

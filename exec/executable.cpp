@@ -28,7 +28,7 @@ namespace {
 
 size_t value_bytes(const Graph& g, ValueId v, const Bindings& b) {
   const TensorType& t = g.value(v).type;
-  return static_cast<size_t>(numel(resolve(t.shape, b)) * dtype_bytes(t.dtype));
+  return static_cast<size_t>(storage_bytes(t.dtype, numel(resolve(t.shape, b))));
 }
 
 bool contains(const std::vector<ValueId>& xs, ValueId v) { return std::find(xs.begin(), xs.end(), v) != xs.end(); }
@@ -222,7 +222,6 @@ rt::Result<HostTensor> Executable::download(rt::Stream& stream, ValueId v, const
     return x;
   };
   HostTensor t(g.value(v).type.dtype, resolve(g.value(v).type.shape, b));
-  const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
   std::vector<int64_t> stride;
   for (const DimProduct& s : l.strides) stride.push_back(eval(s));
   const int64_t offset = eval(l.offset);
@@ -230,7 +229,7 @@ rt::Result<HostTensor> Executable::download(rt::Stream& stream, ValueId v, const
   for (size_t i = 0; i < t.data.size(); ++i) {
     int64_t at = offset;
     for (size_t d = 0; d < idx.size(); ++d) at += idx[d] * stride[d];
-    t.data[i] = rt::decode_element(t.dtype, bytes.data() + static_cast<size_t>(at) * eb);
+    t.data[i] = rt::decode_at(t.dtype, bytes.data(), static_cast<size_t>(at));
     for (size_t d = idx.size(); d-- > 0;) {  // the next index in row-major order
       if (++idx[d] < t.shape[d]) break;
       idx[d] = 0;

@@ -13,7 +13,7 @@ bool contains(const std::vector<ValueId>& xs, ValueId v) { return std::find(xs.b
 
 size_t bytes_of(const Graph& g, ValueId v, const Bindings& b) {
   const TensorType& t = g.value(v).type;
-  return static_cast<size_t>(numel(resolve(t.shape, b)) * dtype_bytes(t.dtype));
+  return static_cast<size_t>(storage_bytes(t.dtype, numel(resolve(t.shape, b))));
 }
 
 }  // namespace

@@ -32,7 +32,10 @@ struct DTypeName {
 };
 constexpr DTypeName kNames[] = {{DType::F32, "F32"},       {DType::BF16, "BF16"},       {DType::F16, "F16"},
                                 {DType::F8E4M3, "F8_E4M3"}, {DType::F8E5M2, "F8_E5M2"}, {DType::I8, "I8"},
-                                {DType::I32, "I32"}};
+                                {DType::I32, "I32"},
+                                // layerjit's packed 4-bit types (no safetensors standard has them): the
+                                // logical shape, numel / 2 bytes, element 2j in byte j's low nibble
+                                {DType::U4, "U4"},          {DType::I4, "I4"}};
 
 std::optional<DType> dtype_from(std::string_view name) {
   for (const DTypeName& d : kNames)
@@ -85,14 +88,17 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     t.name = it.key();
     const std::string dt = e["dtype"].is_string() ? e["dtype"].get<std::string>() : "";
     const std::optional<DType> d = dtype_from(dt);
-    if (!d) throw bad_tensor(fmt::format("dtype '{}' is not one layerjit reads (F32, BF16, F16, F8_E4M3, F8_E5M2, I8, I32)", dt));
+    if (!d) throw bad_tensor(fmt::format("dtype '{}' is not one layerjit reads (F32, BF16, F16, F8_E4M3, F8_E5M2, I8, I32, U4, I4)", dt));
     t.dtype = *d;
     if (!e["shape"].is_array()) throw bad_tensor("shape is not a list");
     uint64_t n = 1;
     for (const auto& x : e["shape"]) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0) throw bad_tensor("shape entries must be non-negative integers");
       t.shape.push_back(x.get<int64_t>());
-      n *= static_cast<uint64_t>(t.shape.back());
+      const auto extent = static_cast<uint64_t>(t.shape.back());
+      if (extent != 0 && n > (uint64_t{1} << 62) / extent)
+        throw bad_tensor(fmt::format("shape [{}] holds more elements than a file can", fmt::join(t.shape, ", ")));
+      n *= extent;
     }
     const auto& off = e["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
@@ -100,7 +106,10 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
     if (end < begin || end > data_size)
       throw bad_tensor(fmt::format("bytes [{}, {}) are outside the {}-byte data section", begin, end, data_size));
-    const uint64_t want = n * static_cast<uint64_t>(dtype_bytes(t.dtype));
+    if (is_packed(t.dtype) && (t.shape.empty() || t.shape.back() % 2 != 0))
+      throw bad_tensor(fmt::format("a {} tensor packs two elements per byte: its last dimension must be even, got shape [{}]", dt,
+                                   fmt::join(t.shape, ", ")));
+    const uint64_t want = static_cast<uint64_t>(storage_bytes(t.dtype, static_cast<int64_t>(n)));
     if (end - begin != want)
       throw bad_tensor(fmt::format("{} bytes for shape [{}] of {}, which needs {}", end - begin, fmt::join(t.shape, ", "), dt, want));
     t.offset = data_start + begin;
@@ -132,8 +141,7 @@ std::vector<unsigned char> SafetensorsFile::read_bytes(const SafeTensor& t) cons
 HostTensor SafetensorsFile::read(const SafeTensor& t) const {
   const std::vector<unsigned char> raw = read_bytes(t);
   HostTensor h(t.dtype, t.shape);
-  const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
-  for (size_t i = 0; i < h.data.size(); ++i) h.data[i] = rt::decode_element(t.dtype, raw.data() + i * eb);
+  for (size_t i = 0; i < h.data.size(); ++i) h.data[i] = rt::decode_at(t.dtype, raw.data(), i);
   return h;
 }
 
@@ -206,7 +214,7 @@ void write_safetensors(const std::string& path, const std::vector<std::pair<std:
   std::vector<std::vector<unsigned char>> data;
   std::vector<RawTensor> raw;
   for (const auto& [name, t] : tensors) {
-    data.emplace_back(t.data.size() * static_cast<size_t>(dtype_bytes(t.dtype)));
+    data.emplace_back(static_cast<size_t>(storage_bytes(t.dtype, t.numel())));
     const std::optional<size_t> bad = rt::encode_tensor(t, data.back().data());
     LJ_CHECK(!bad, SourceLoc{}, "write_safetensors {}: tensor '{}' element {} ({}) is not a {} value", path, name, bad.value_or(0),
              bad ? t.data[*bad] : 0.0, dtype_name(t.dtype));
@@ -219,7 +227,7 @@ void write_safetensors_raw(const std::string& path, const std::vector<RawTensor>
   nlohmann::json header = nlohmann::json::object();
   uint64_t end = 0;
   for (const RawTensor& t : tensors) {
-    const auto want = static_cast<uint64_t>(numel(t.shape) * dtype_bytes(t.dtype));
+    const auto want = static_cast<uint64_t>(storage_bytes(t.dtype, numel(t.shape)));
     LJ_ASSERT(t.bytes.size() == want, "write_safetensors {}: tensor '{}' has {} bytes for {} of shape [{}]", path, t.name, t.bytes.size(),
               dtype_name(t.dtype), fmt::join(t.shape, ", "));
     header[t.name] = {{"dtype", std::string(safetensors_dtype(t.dtype))}, {"shape", t.shape}, {"data_offsets", {end, end + want}}};

@@ -144,9 +144,47 @@ void read_rope(const Fields& f, LlamaConfig& c) {
 }
 
 // Fields whose non-default values layerjit does not build.
+// AutoAWQ (GEMM layout) and GPTQ 4-bit checkpoints; every other method or option is refused by name.
+void read_quantization(const Fields& f, ModelConfig& m) {
+  if (!f.has("quantization_config")) return;
+  const json& q = f.at("quantization_config");
+  if (!q.is_object()) f.fail("quantization_config", fmt::format("must be an object, got {}", q.dump()));
+  const Fields qf(q, f.where() + ": quantization_config");
+  const std::optional<std::string> method = qf.string_field("quant_method");
+  if (method != "awq" && method != "gptq")
+    qf.fail("quant_method", fmt::format("'{}' is not supported (layerjit reads 4-bit awq and gptq checkpoints)", method.value_or("")));
+  if (const int64_t bits = qf.int_field("bits"); bits != 4)
+    qf.fail("bits", fmt::format("{}-bit weights are not supported (4 only)", bits));
+  LlamaConfig::WeightQuant w;
+  const int64_t g = qf.int_field("group_size", std::nullopt, -1);
+  if (g == -1) w.group = 0;  // one scale per output channel
+  else if (g == 32 || g == 64 || g == 128) w.group = g;
+  else qf.fail("group_size", fmt::format("must be 32, 64, 128 or -1 (per channel), got {}", g));
+  if (q.contains("modules_to_not_convert") && !q.at("modules_to_not_convert").is_null() && !q.at("modules_to_not_convert").empty())
+    qf.fail("modules_to_not_convert", "checkpoints that keep some projections unquantized are not supported");
+  if (*method == "awq") {
+    m.quant_method = ModelConfig::QuantMethod::Awq;
+    const std::string version = qf.string_field("version").value_or("gemm");
+    if (version != "gemm" && version != "GEMM")
+      qf.fail("version", fmt::format("'{}' is not supported (AutoAWQ's GEMM layout only: qweight [in, out / 8])", version));
+    if (!qf.bool_field("zero_point", true)) qf.fail("zero_point", "symmetric AWQ checkpoints (zero_point = false) are not supported");
+    w.codes = DType::U4;
+    w.zero_points = true;
+  } else {
+    m.quant_method = ModelConfig::QuantMethod::Gptq;
+    if (qf.bool_field("desc_act", false))
+      qf.fail("desc_act", "act-order GPTQ checkpoints (desc_act = true: groups follow g_idx's permutation of K) are not supported");
+    const std::string format = qf.string_field("checkpoint_format").value_or("gptq");
+    if (format != "gptq" && format != "gptq_v2")
+      qf.fail("checkpoint_format", fmt::format("'{}' is not supported (gptq or gptq_v2)", format));
+    m.gptq_zeros_minus_one = format == "gptq";
+    w.codes = DType::U4;  // symmetric ones too: their zero points are 8
+    w.zero_points = true;
+  }
+  m.layer.quant = w;
+}
+
 void refuse_unsupported(const Fields& f, Architecture arch) {
-  if (f.has("quantization_config"))
-    f.fail("quantization_config", "quantized checkpoints are not supported yet (layerjit reads bf16, f16 and f32 weights)");
   if (const auto act = f.string_field("hidden_act"); act && *act != "silu")
     f.fail("hidden_act", fmt::format("'{}' is not supported (the MLP is SwiGLU: silu)", *act));
   if (f.has("partial_rotary_factor") && f.float_field("partial_rotary_factor", 1.0) != 1.0)
@@ -219,6 +257,7 @@ ModelConfig parse_model_config(const std::string& text, const std::string& where
   m.vocab = f.int_field("vocab_size");
   m.max_positions = f.int_field("max_position_embeddings", fam.default_max_positions);
   m.tie_embeddings = f.bool_field("tie_word_embeddings", false);
+  read_quantization(f, m);
   return m;
 }
 

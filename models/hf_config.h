@@ -32,6 +32,12 @@ struct ModelConfig {
   bool tie_embeddings = false;
   /// The dtype was not in the config: the caller takes it from the embedding table's tensor.
   bool dtype_from_weights = false;
+  /// quantization_config of a 4-bit checkpoint (layer.quant holds what the graphs need; its
+  /// scale_dtype is the checkpoint's scales', set by the caller from the first q_proj.scales).
+  enum class QuantMethod { None, Awq, Gptq };
+  QuantMethod quant_method = QuantMethod::None;
+  /// GPTQ's v1 format ("checkpoint_format": "gptq", the default) stores each zero point minus one.
+  bool gptq_zeros_minus_one = true;
 };
 
 /// Parses config.json text. `where` names the file in errors ("dir/config.json: field 'x': ...");

@@ -25,7 +25,11 @@ void take_dtype_from_weights(ModelConfig& c, const Checkpoint& ck) {
 
 ModelConfig read_model_config_with_dtype(const std::string& dir) {
   ModelConfig c = read_model_config(dir);
-  if (c.dtype_from_weights) take_dtype_from_weights(c, Checkpoint::open(dir));
+  if (c.dtype_from_weights || c.layer.quant) {
+    const Checkpoint ck = Checkpoint::open(dir);
+    take_dtype_from_weights(c, ck);
+    take_scale_dtype(c, ck);
+  }
   return c;
 }
 
@@ -34,11 +38,12 @@ Model Model::open(const std::string& dir) {
   m.config_ = read_model_config(dir);
   m.checkpoint_ = std::make_unique<Checkpoint>(Checkpoint::open(dir));
   take_dtype_from_weights(m.config_, *m.checkpoint_);
+  take_scale_dtype(m.config_, *m.checkpoint_);
   m.graphs_ = model_graphs(m.config_);
-  m.embed_ = resolve_params(m.graphs_.embed, embed_param_sources(m.config_), *m.checkpoint_);
-  m.head_ = resolve_params(m.graphs_.head, head_param_sources(m.config_), *m.checkpoint_);
+  m.embed_ = resolve_params(m.graphs_.embed, embed_param_sources(m.config_), *m.checkpoint_, m.config_);
+  m.head_ = resolve_params(m.graphs_.head, head_param_sources(m.config_), *m.checkpoint_, m.config_);
   for (int64_t l = 0; l < m.config_.n_layers; ++l)
-    m.layers_.push_back(resolve_params(m.graphs_.prefill, layer_param_sources(m.config_, l), *m.checkpoint_));
+    m.layers_.push_back(resolve_params(m.graphs_.prefill, layer_param_sources(m.config_, l), *m.checkpoint_, m.config_));
   return m;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,11 @@ struct TensorPart {
 struct ParamSource {
   std::string param;  ///< the graph param's name
   std::vector<TensorPart> parts;
+  /// A 4-bit checkpoint's projection param (%w_qkv_q, _s, _z): which of the repacked tensors it is;
+  /// each part then names a projection's prefix ("....self_attn.q_proj"), whose qweight, qzeros,
+  /// scales (and g_idx) are read and repacked (models/quant_repack.h).
+  enum class Quant { None, Codes, Scales, Zeros } quant = Quant::None;
+  int64_t k = 0;  ///< a quantized projection's input features
 };
 
 /// Sources of the params of the layer graphs (@<m>_prefill, @<m>_decode) for layer `layer`.
@@ -46,12 +52,20 @@ struct ParamBytes {
     uint64_t offset = 0;
   };
   std::vector<Part> parts;
+  /// Bytes made at bind time (repacked 4-bit weights) that the parts point into; empty when the
+  /// parts are the checkpoint's mapped bytes.
+  std::shared_ptr<const std::vector<unsigned char>> owned;
 };
+
+/// A 4-bit checkpoint's scale dtype, from its first q_proj.scales, into c.layer.quant (the graphs'
+/// scale params take it). Nothing for an unquantized config. Throws UserError when absent.
+void take_scale_dtype(ModelConfig& c, const Checkpoint& ck);
 
 /// Every param of `g`, found in `ck` through `sources` and checked: a param without a source, a
 /// missing tensor, or a part whose dtype or shape differs from what the config makes of it is a
 /// UserError naming the tensor, its shape and the shape expected. In g.inputs() order.
-std::vector<ParamBytes> resolve_params(const Graph& g, const std::vector<ParamSource>& sources, const Checkpoint& ck);
+std::vector<ParamBytes> resolve_params(const Graph& g, const std::vector<ParamSource>& sources, const Checkpoint& ck,
+                                       const ModelConfig& c);
 
 /// The param's values (exact: the dtype's values widened to double), for the CPU reference.
 HostTensor to_host(const ParamBytes& p);

@@ -59,6 +59,11 @@ std::optional<int64_t> window(const Attrs& a) {
   return a.get_int("window");
 }
 
+std::optional<int64_t> group(const Attrs& a) {
+  if (!a.has("group")) return std::nullopt;
+  return a.get_int("group");
+}
+
 DType dtype(const Attrs& a) { return a.get_dtype("dtype"); }
 
 std::optional<DType> out_dtype(const Attrs& a) {

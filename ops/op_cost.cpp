@@ -16,7 +16,7 @@ namespace lj {
 
 namespace {
 double elems(const TensorType& t, const Bindings& b) { return static_cast<double>(numel(resolve(t.shape, b))); }
-double bytes(const TensorType& t, const Bindings& b) { return elems(t, b) * dtype_bytes(t.dtype); }
+double bytes(const TensorType& t, const Bindings& b) { return elems(t, b) * dtype_bits(t.dtype) / 8; }
 }  // namespace
 
 OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<TensorType>& res, const Attrs& attrs,

@@ -69,9 +69,9 @@ std::vector<OpSchema> make_schemas() {
       {OpKind::Quantize, "quantize", {"x", "scale"}, 1, 2, -1,
        {A{"dtype", AttrKind::DTypeName, true, std::nullopt, {"f8e4m3", "f8e5m2", "i8"}},
         A{"axis", AttrKind::AxisOrNone, false, none()}}},
-      {OpKind::Dequantize, "dequantize", {"x", "scale"}, 2, 2, 1,
+      {OpKind::Dequantize, "dequantize", {"x", "scale", "zero"}, 2, 3, 1,
        {A{"dtype", AttrKind::DTypeName, true, std::nullopt, {"f32", "f16", "bf16"}},
-        A{"axis", AttrKind::AxisOrNone, false, none()}}},
+        A{"axis", AttrKind::AxisOrNone, false, none()}, A{"group", AttrKind::Int}}},
       {OpKind::Embedding, "embedding", {"table", "ids"}, 2, 2, 1, {}},
       {OpKind::Argmax, "argmax", {"x"}, 1, 1, 1, {}},
   };

@@ -87,7 +87,7 @@ TensorType infer_broadcast(OpKind k, const std::vector<TensorType>& ops) {
 std::vector<TensorType> infer_matmul(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs) {
   need_rank(k, ops, 0, 1, 1 << 20);
   need_rank(k, ops, 1, 2, 2);
-  need_float(k, ops, 0);
+  if (ops[0].dtype != DType::I8) need_float(k, ops, 0);  // i8 x i8: exact integer sums (W8A8)
   need_same_dtype(k, ops, 0, 1);
   const Dim& kx = last(ops[0]);
   const Dim& kw = ops[1].shape[1];
@@ -103,6 +103,7 @@ std::vector<TensorType> infer_matmul(OpKind k, const std::vector<TensorType>& op
   DType dt = ops[0].dtype;
   if (const std::optional<DType> od = attr::out_dtype(attrs)) dt = *od;
   else if (is_fp8(dt)) dt = DType::BF16;
+  else if (dt == DType::I8) dt = DType::F32;
   if (!is_float(dt)) fail(fmt::format("{}: out_dtype must be a floating-point dtype, got {}", nm(k), dtype_name(dt)));
   return {{dt, out}};
 }
@@ -355,6 +356,38 @@ void check_scale(OpKind k, const std::vector<TensorType>& ops, const Attrs& attr
                                              ops[0].shape[static_cast<size_t>(axis)].str()));
 }
 
+// Group-wise dequantize (4-bit weights, AWQ / GPTQ style): `group` consecutive elements along the
+// last axis share a scale and, optionally, a zero point: w = (q - zero) * scale.
+std::vector<TensorType> infer_group_dequantize(OpKind k, const std::vector<TensorType>& ops, const Attrs& attrs, int64_t g) {
+  const TensorType& x = ops[0];
+  if (!is_packed(x.dtype) && x.dtype != DType::I8)
+    fail(fmt::format("{}: group-wise scales are for integer weights (u4, i4 or i8), got {}", nm(k), x.str()));
+  if (attr::scale_axis(attrs))
+    fail(fmt::format("{}: group-wise scales run along the last axis: leave axis unset (got axis = {})", nm(k), *attr::scale_axis(attrs)));
+  need_rank(k, ops, 0, 1, 1 << 20);
+  const Dim& kd = last(x);
+  if (!kd.is_const()) fail(fmt::format("{}: group-wise scales need a constant last dimension, got {}", nm(k), x.str()));
+  const int64_t kk = kd.value();
+  if (!(g == 32 || g == 64 || g == 128 || g == kk))
+    fail(fmt::format("{}: group must be 32, 64, 128 or the whole last dimension ({}), got {}", nm(k), kk, g));
+  if (kk % g != 0) fail(fmt::format("{}: group {} does not divide the last dimension of {}", nm(k), g, x.str()));
+  Shape sshape = x.shape;
+  sshape.back() = Dim(kk / g);
+  const TensorType& s = ops[1];
+  if (!is_float(s.dtype) || is_fp8(s.dtype))
+    fail(fmt::format("{}: group scales must be f32, f16 or bf16, got {}", nm(k), s.str()));
+  if (!(s.shape == sshape))
+    shape_mismatch(k, ops, 0, 1, fmt::format("group-wise scales of {} elements must be {}", g, shape_str(sshape)));
+  if (ops.size() == 3) {
+    const TensorType& z = ops[2];
+    if (x.dtype != DType::U4) fail(fmt::format("{}: zero points are for unsigned codes (u4), got x {}", nm(k), x.str()));
+    if (z.dtype != DType::U4 && z.dtype != DType::I8)
+      fail(fmt::format("{}: zero points must be u4 (or i8 where a row has an odd number of groups), got {}", nm(k), z.str()));
+    if (!(z.shape == sshape)) shape_mismatch(k, ops, 0, 2, fmt::format("zero points must have the scales' shape {}", shape_str(sshape)));
+  }
+  return {{attr::dtype(attrs), x.shape}};
+}
+
 // Quantize without a scale operand computes the scale and returns it in the layout the operand
 // would have had: f32[] for axis = none, f32[x.shape[axis]] otherwise.
 TensorType dynamic_scale_type(OpKind k, const TensorType& x, const Attrs& attrs) {
@@ -382,6 +415,13 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
     }
     fail(fmt::format("{}: expected {} operand{} ({}), got {}", s.name, want, s.max_operands == 1 ? "" : "s", names, n));
   }
+  // 4-bit tensors are weights: dequantize reads them (a fused matmul reads the packed bytes), and no
+  // op writes one (a kernel would have to pack pairs of elements).
+  for (int i = 0; i < n; ++i)
+    if (is_packed(ops[static_cast<size_t>(i)].dtype) && k != OpKind::Dequantize)
+      fail(fmt::format("{}: {} is {}: 4-bit tensors are read only by dequantize", nm(k), opnd(k, i), ops[static_cast<size_t>(i)].str()));
+  if ((k == OpKind::Cast || k == OpKind::Quantize) && is_packed(attr::dtype(attrs)))
+    fail(fmt::format("{}: no op writes {} tensors: pack 4-bit weights on the host", nm(k), dtype_name(attr::dtype(attrs))));
   switch (k) {
     case OpKind::Matmul: return infer_matmul(k, ops, attrs);
     case OpKind::Add:
@@ -437,8 +477,13 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
     case OpKind::Embedding: return infer_embedding(k, ops);
     case OpKind::Argmax: return infer_argmax(k, ops);
     case OpKind::Dequantize:
-      if (ops[0].dtype != DType::I8 && !is_fp8(ops[0].dtype))
-        fail(fmt::format("{}: x must be quantized (f8e4m3, f8e5m2 or i8), got {}", nm(k), ops[0].str()));
+      if (ops[0].dtype != DType::I8 && !is_fp8(ops[0].dtype) && !is_packed(ops[0].dtype))
+        fail(fmt::format("{}: x must be quantized (f8e4m3, f8e5m2, i8, u4 or i4), got {}", nm(k), ops[0].str()));
+      if (const std::optional<int64_t> g = attr::group(attrs)) return infer_group_dequantize(k, ops, attrs, *g);
+      if (ops.size() == 3) fail(fmt::format("{}: a zero point needs group-wise scales (group = ...)", nm(k)));
+      if (is_packed(ops[0].dtype))
+        fail(fmt::format("{}: 4-bit codes take group-wise scales: group = 32, 64, 128, or the whole last dimension ({}) for one "
+                         "scale per row", nm(k), last(ops[0]).str()));
       check_scale(k, ops, attrs);
       return {{attr::dtype(attrs), ops[0].shape}};
   }

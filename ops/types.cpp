@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "layerjit/error.h"
 #include "layerjit/check.h"
@@ -15,13 +16,13 @@ namespace {
 struct DTypeInfo {
   DType type;
   std::string_view name;
-  int bytes;
+  int bits;
   bool is_float;
 };
 constexpr bool kFloat = true;
 constexpr bool kInt = false;
 constexpr DTypeInfo kDTypes[] = {
-#define LJ_X(id, name, bytes, kind) {DType::id, name, bytes, k##kind},
+#define LJ_X(id, name, bits, kind) {DType::id, name, bits, k##kind},
     LJ_DTYPES(LJ_X)
 #undef LJ_X
 };
@@ -34,9 +35,37 @@ const DTypeInfo& info(DType t) {
 }  // namespace
 
 std::string_view dtype_name(DType t) { return info(t).name; }
-int dtype_bytes(DType t) { return info(t).bytes; }
+int dtype_bits(DType t) { return info(t).bits; }
+int dtype_bytes(DType t) {
+  LJ_ASSERT(!is_packed(t), "{} packs two elements per byte: its sizes come from storage_bytes", dtype_name(t));
+  return info(t).bits / 8;
+}
+int64_t storage_bytes(DType t, int64_t n) {
+  LJ_ASSERT(n >= 0, "storage_bytes of {} elements", n);
+  if (is_packed(t)) {
+    LJ_ASSERT(n % 2 == 0, "{} elements of {} do not fill whole bytes", n, dtype_name(t));
+    return n / 2;
+  }
+  const int64_t eb = info(t).bits / 8;
+  if (n > INT64_MAX / eb) throw UserError(fmt::format("{} elements of {} are more bytes than int64 counts", n, dtype_name(t)));
+  return n * eb;
+}
+int64_t tensor_bytes(DType t, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    LJ_ASSERT(d >= 0, "tensor_bytes: negative dimension {}", d);
+    if (d != 0 && n > INT64_MAX / d)
+      throw UserError(fmt::format("a {}[{}] tensor has more elements than int64 counts", dtype_name(t), fmt::join(dims, ", ")));
+    n *= d;
+  }
+  if (is_packed(t) && (dims.empty() || dims.back() % 2 != 0))
+    throw UserError(fmt::format("a {}[{}] tensor: {} packs two elements per byte, so its last dimension must be even", dtype_name(t),
+                                fmt::join(dims, ", "), dtype_name(t)));
+  return storage_bytes(t, n);
+}
 bool is_float(DType t) { return info(t).is_float; }
 bool is_fp8(DType t) { return t == DType::F8E4M3 || t == DType::F8E5M2; }
+bool is_packed(DType t) { return info(t).bits == 4; }
 
 std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& d : kDTypes)

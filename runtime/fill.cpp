@@ -116,6 +116,8 @@ Status fill_random_operand(Stream& stream, CUdeviceptr out, size_t n, DType dtyp
     case DType::F32: return fill_random_f32(stream, out, n, seed, -1.f, 1.f);
     case DType::I32: return fill_zero(stream, out, n * 4);
     case DType::I8: return fill_random_encoded(stream, out, n, dtype, seed, -127.f, 127.f);
+    case DType::U4:
+    case DType::I4: return fill_random_encoded(stream, out, n, dtype, seed, 0.f, 0.f);  // every code
     case DType::F16:
     case DType::F8E4M3:
     case DType::F8E5M2: return fill_random_encoded(stream, out, n, dtype, seed, -1.f, 1.f);
@@ -130,6 +132,15 @@ bool is_poison_f32(float value) {
 }
 
 Result<std::vector<unsigned char>> random_encoded_host(size_t n, DType dtype, std::uint64_t seed, float lo, float hi) {
+  if (is_packed(dtype)) {  // every byte is two valid codes: uniform bytes, whatever lo and hi
+    std::vector<unsigned char> host(static_cast<size_t>(storage_bytes(dtype, static_cast<int64_t>(n))));
+    std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;  // xorshift64*
+    for (auto& b : host) {
+      x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+      b = static_cast<unsigned char>((x * 0x2545F4914F6CDD1Dull) >> 56);
+    }
+    return host;
+  }
   const size_t eb = static_cast<size_t>(dtype_bytes(dtype));
   std::vector<unsigned char> table(65536 * eb), host(n * eb);
   for (size_t j = 0; j < 65536; ++j) {

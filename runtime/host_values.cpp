@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "layerjit/check.h"
+
 namespace lj::rt {
 
 namespace {
@@ -81,8 +83,11 @@ double decode_element(DType t, const unsigned char* p) {
     case DType::F8E5M2: return fp8_value(t, *p);
     case DType::I8: return static_cast<int8_t>(*p);
     case DType::I32: { int32_t b; std::memcpy(&b, p, 4); return b; }
+    case DType::U4:
+    case DType::I4: break;
   }
-  return NAN;
+  LJ_ASSERT(false, "decode_element: {} elements have no byte address (decode_at)", dtype_name(t));
+  __builtin_unreachable();
 }
 
 bool encode_element(DType t, double v, unsigned char* p) {
@@ -101,14 +106,32 @@ bool encode_element(DType t, double v, unsigned char* p) {
     case DType::F8E5M2: return fp8_code(t, v, p);
     case DType::I8: { const int8_t b = static_cast<int8_t>(v); std::memcpy(p, &b, 1); return b == v; }
     case DType::I32: { const int32_t b = static_cast<int32_t>(v); std::memcpy(p, &b, 4); return b == v; }
+    case DType::U4:
+    case DType::I4: break;
   }
-  return false;
+  LJ_ASSERT(false, "encode_element: {} elements have no byte address (encode_at)", dtype_name(t));
+  __builtin_unreachable();
+}
+
+double decode_at(DType t, const unsigned char* base, size_t i) {
+  if (!is_packed(t)) return decode_element(t, base + i * static_cast<size_t>(dtype_bytes(t)));
+  const unsigned nibble = (i % 2 ? base[i / 2] >> 4 : base[i / 2]) & 0xFu;
+  return t == DType::I4 && nibble >= 8 ? static_cast<double>(nibble) - 16.0 : static_cast<double>(nibble);
+}
+
+bool encode_at(DType t, double v, unsigned char* base, size_t i) {
+  if (!is_packed(t)) return encode_element(t, v, base + i * static_cast<size_t>(dtype_bytes(t)));
+  const double lo = t == DType::I4 ? -8.0 : 0.0;
+  if (!(v >= lo && v <= lo + 15.0) || v != std::floor(v)) return false;  // NaN fails too
+  const unsigned nibble = static_cast<unsigned>(static_cast<int>(v) & 0xF);
+  unsigned char& b = base[i / 2];
+  b = static_cast<unsigned char>(i % 2 ? (b & 0x0Fu) | (nibble << 4) : (b & 0xF0u) | nibble);
+  return true;
 }
 
 std::optional<size_t> encode_tensor(const HostTensor& t, unsigned char* out) {
-  const size_t eb = static_cast<size_t>(dtype_bytes(t.dtype));
   for (size_t i = 0; i < t.data.size(); ++i)
-    if (!encode_element(t.dtype, t.data[i], out + i * eb)) return i;
+    if (!encode_at(t.dtype, t.data[i], out, i)) return i;
   return std::nullopt;
 }
 

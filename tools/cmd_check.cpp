@@ -31,7 +31,7 @@ int cmd_check(const std::vector<std::string>& args) {
       ++params;
       bool known = true;
       for (const Dim& d : v.type.shape) known = known && (d.is_const() || o.bindings.get(d.symbol()));
-      if (known) bytes += static_cast<double>(numel(resolve(v.type.shape, o.bindings)) * dtype_bytes(v.type.dtype));
+      if (known) bytes += static_cast<double>(tensor_bytes(v.type.dtype, resolve(v.type.shape, o.bindings)));
       else unresolved.push_back("%" + v.name);
     }
   }

@@ -220,7 +220,7 @@ int cmd_run(const std::vector<std::string>& args) {
     const ValueId buf = fused.layout(v).buffer;
     if (std::find(g.inputs().begin(), g.inputs().end(), buf) != g.inputs().end()) continue;  // a cache: the replay reads it too
     const TensorType& t = g.value(buf).type;
-    const auto bytes = static_cast<size_t>(numel(resolve(t.shape, b)) * dtype_bytes(t.dtype));
+    const auto bytes = static_cast<size_t>(tensor_bytes(t.dtype, resolve(t.shape, b)));
     must(rt::fill_poison(stream, must(fused.buffer_address(v, b), "find an output"), bytes, static_cast<size_t>(dtype_bytes(t.dtype))),
          "poison an output");
   }

@@ -23,7 +23,7 @@ bool all_bound(const Graph& g, const Bindings& b) {
 
 int64_t value_bytes(const Graph& g, ValueId v, const Bindings& b) {
   const TensorType& t = g.value(v).type;
-  return numel(resolve(t.shape, b)) * dtype_bytes(t.dtype);
+  return tensor_bytes(t.dtype, resolve(t.shape, b));
 }
 
 // Byte and FLOP counts are whole numbers: written as integers, not 1.2e8.

@@ -74,7 +74,7 @@ SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, c
     const ValueInfo& info = g.value(v);
     const std::vector<int64_t> shape = resolve(info.type.shape, b);
     const size_t n = static_cast<size_t>(numel(shape));
-    const size_t bytes = n * static_cast<size_t>(dtype_bytes(info.type.dtype));
+    const size_t bytes = static_cast<size_t>(tensor_bytes(info.type.dtype, shape));
     DeviceTensor d{must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(bytes, 1)), "allocate an input"), bytes};
     HostTensor host(info.type.dtype, shape);
     if (auto f = from_file.find(v); f != from_file.end()) {
@@ -82,6 +82,9 @@ SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, c
       ++k;  // the other inputs get the values they get without a file
     } else if (info.type.dtype == DType::I32) {
       host = exec::index_input(g, v, b, seed * 1000 + ++k, exec::IndexFill::Last);
+    } else if (is_packed(info.type.dtype)) {  // every 4-bit code equally likely
+      const double lo = info.type.dtype == DType::I4 ? -8.0 : 0.0;
+      fill_uniform(host, seed * 1000 + ++k, lo - 0.5, lo + 15.5);
     } else {
       const bool weight = info.is_param && info.type.rank() >= 2;
       const double lo = weight ? -1.0 / std::sqrt(static_cast<double>(shape.back())) : info.is_param ? 0.5 : -1.0;

@@ -113,7 +113,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
   size_t set_bytes = 0;
   for (const KernelParam& p : kernels[0].params)
     if (p.kind == KernelParam::Kind::Buffer)
-      set_bytes += static_cast<size_t>(numel(resolve(g.value(p.buffer).type.shape, out.tuned_at)) * dtype_bytes(g.value(p.buffer).type.dtype));
+      set_bytes += static_cast<size_t>(tensor_bytes(g.value(p.buffer).type.dtype, resolve(g.value(p.buffer).type.shape, out.tuned_at)));
   const int rotations = rt::rotations_for(set_bytes, static_cast<size_t>(ctx.info().l2_bytes));
   std::vector<rt::DeviceBuffer> buffers;
   std::vector<rt::DeviceBuffer> scratch(kernels.size());
@@ -123,7 +123,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
       if (p.kind != KernelParam::Kind::Buffer || set.count(p.buffer)) continue;
       const TensorType& t = g.value(p.buffer).type;
       const size_t n = static_cast<size_t>(numel(resolve(t.shape, out.tuned_at)));
-      LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))));
+      LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, static_cast<size_t>(tensor_bytes(t.dtype, resolve(t.shape, out.tuned_at)))));
       const uint64_t seed = 7919 * static_cast<uint64_t>(r + 1) + static_cast<uint64_t>(p.buffer);
       LJ_RT_TRY(rt::fill_random_operand(stream, buf.ptr(), n, t.dtype, seed));
       if (r == 0 && p.written) {

@@ -15,7 +15,9 @@ bool is_row_reduction(OpKind k) { return op_class(k) == OpClass::RowReduction; }
 
 bool is_dynamic_quantize(const Node& n) { return n.kind == OpKind::Quantize && n.operands.size() == 1; }
 
-bool is_pointwise(const Node& n) { return is_elementwise(n.kind) && !is_dynamic_quantize(n); }
+bool is_group_dequantize(const Node& n) { return n.kind == OpKind::Dequantize && n.attrs.has("group"); }
+
+bool is_pointwise(const Node& n) { return is_elementwise(n.kind) && !is_dynamic_quantize(n) && !is_group_dequantize(n); }
 
 bool is_row_quantize(const Graph& g, const Node& n) {
   if (!is_dynamic_quantize(n) || g.value(n.operands[0]).type.rank() != 2) return false;

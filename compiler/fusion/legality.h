@@ -19,6 +19,9 @@ bool is_row_reduction(OpKind k);
 bool is_dynamic_quantize(const Node& n);
 /// A node a fused kernel can evaluate per element: an elementwise kind, but no dynamic quantize.
 bool is_pointwise(const Node& n);
+/// A dequantize with group-wise scales (`group` set): scales indexed by column group and, for 4-bit
+/// codes, elements read by nibble, so not pointwise; a kernel of its own (emit_elementwise.cpp).
+bool is_group_dequantize(const Node& n);
 /// A dynamic quantize with one scale per row of a [rows, D] tensor (axis 0, the per-token scale of
 /// activations): a row kernel finds the row's amax, the scale and the codes in one pass.
 bool is_row_quantize(const Graph& g, const Node& n);

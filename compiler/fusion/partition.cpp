@@ -444,9 +444,11 @@ class Partitioner {
       case OpClass::Elementwise:
         // A quantize without a scale operand finds its scale first: a row kernel for a per-row
         // scale, else a reduction (a per-tensor or per-column scale).
-        k = is_pointwise(g_.node(n))         ? GroupKind::Elementwise
-            : is_row_quantize(g_, g_.node(n)) ? GroupKind::RowReduce
-                                              : GroupKind::Reduce;
+        // A group-wise dequantize reads scales by column group (and 4-bit codes by nibble): an
+        // elementwise kernel of its own.
+        k = is_pointwise(g_.node(n)) || is_group_dequantize(g_.node(n)) ? GroupKind::Elementwise
+            : is_row_quantize(g_, g_.node(n))                           ? GroupKind::RowReduce
+                                                                        : GroupKind::Reduce;
         break;
       case OpClass::Movement: k = kind(n) == OpKind::Embedding ? GroupKind::Gather : GroupKind::Copy; break;
       case OpClass::View: LJ_ASSERT(false, "views get no group"); break;

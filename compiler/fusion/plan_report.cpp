@@ -12,7 +12,7 @@ namespace lj {
 namespace {
 double value_bytes(const Graph& g, ValueId v, const Bindings& b) {
   const TensorType& t = g.value(v).type;
-  return static_cast<double>(numel(resolve(t.shape, b))) * dtype_bytes(t.dtype);
+  return static_cast<double>(numel(resolve(t.shape, b))) * dtype_bits(t.dtype) / 8;
 }
 
 bool bound(const Graph& g, const Bindings& b) {

@@ -80,6 +80,10 @@ Value GraphBuilder::add_input(std::string name, DType dtype, Shape shape, bool i
              "bad dimension '{}': a symbol is a name starting with a letter or '_', other than a dtype, true or false",
              d.symbol());
   }
+  // Rows of a packed tensor are whole bytes, and a kernel's row stride is a compile-time constant.
+  LJ_CHECK(!is_packed(dtype) || (!shape.empty() && shape.back().is_const() && shape.back().value() % 2 == 0), loc,
+           "%{}: a {} tensor packs two elements per byte, so its last dimension must be a constant even number, got {}", name,
+           dtype_name(dtype), shape_str(shape));
   ValueInfo v;
   v.name = std::move(name);
   v.type = {dtype, std::move(shape)};
@@ -298,6 +302,12 @@ std::pair<Value, Value> GraphBuilder::dynamic_quantize(Value x, DType dtype, std
 }
 Value GraphBuilder::dequantize(Value x, Value scale, DType dtype, std::optional<int64_t> axis) {
   return op(OpKind::Dequantize, {x, scale}, attrs_of({{"dtype", dtype}, {"axis", axis_or_none(axis)}}))[0];
+}
+
+Value GraphBuilder::dequantize_groups(Value x, Value scale, std::optional<Value> zero, DType dtype, int64_t group) {
+  std::vector<Value> operands = {x, scale};
+  if (zero) operands.push_back(*zero);
+  return op(OpKind::Dequantize, operands, attrs_of({{"dtype", dtype}, {"axis", axis_or_none(std::nullopt)}, {"group", group}}))[0];
 }
 
 void GraphBuilder::declare_outputs(std::vector<TensorType> types, SourceLoc loc) {

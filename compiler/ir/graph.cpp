@@ -20,7 +20,7 @@ int64_t Graph::param_bytes(const Bindings& b) const {
   int64_t total = 0;
   for (ValueId id : inputs_) {
     const ValueInfo& v = value(id);
-    if (v.is_param) total += numel(resolve(v.type.shape, b)) * dtype_bytes(v.type.dtype);
+    if (v.is_param) total += tensor_bytes(v.type.dtype, resolve(v.type.shape, b));
   }
   return total;
 }

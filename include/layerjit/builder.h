@@ -113,6 +113,9 @@ class GraphBuilder {
   /// index of `axis` (per token: axis 0 of [T, D]) or of the whole tensor (docs/ir.md).
   std::pair<Value, Value> dynamic_quantize(Value x, DType dtype, std::optional<int64_t> axis = {});
   Value dequantize(Value x, Value scale, DType dtype, std::optional<int64_t> axis = {});
+  /// Group-wise (4-bit and i8 weights): `group` consecutive elements of the last axis share
+  /// scale[.., k / group] and, where given, zero[.., k / group] (docs/ir.md).
+  Value dequantize_groups(Value x, Value scale, std::optional<Value> zero, DType dtype, int64_t group);
   /// Rows of table [V, H] picked by ids (i32, any shape): ids.shape + [H] (token embeddings).
   Value embedding(Value table, Value ids);
   /// i32[x's shape without its last dim]: the index of each row's first largest element.

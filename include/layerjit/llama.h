@@ -30,6 +30,16 @@ struct LlamaConfig {
   std::optional<int64_t> sliding_window;  ///< Mistral: each query sees its last W positions
   bool qkv_bias = false;                  ///< Qwen2: %b_qkv [q + 2 kv widths] added to the QKV projection
   bool qk_norm = false;                   ///< Qwen3: RMSNorm of each q and k head (%q_norm, %k_norm [head_dim]) before RoPE
+  /// Quantized projection weights (AutoAWQ / GPTQ checkpoints): each of %w_qkv, %w_o, %w_gate_up and
+  /// %w_down is then the group-wise dequantize of params %<w>_q (codes [N, K]), %<w>_s (scales
+  /// [N, K / group]) and, with zero points, %<w>_z; unset: bf16 / f16 params as always.
+  struct WeightQuant {
+    DType codes = DType::U4;      ///< u4 (with zero points) or i4 (symmetric)
+    int64_t group = 128;          ///< 32, 64 or 128; 0: one group per row (a scale per output channel)
+    DType scale_dtype = DType::F16;
+    bool zero_points = true;      ///< u4 codes only
+  };
+  std::optional<WeightQuant> quant;
 
   static LlamaConfig llama3_8b() { return {}; }
   /// A small config for CPU reference runs: hidden 64, 4 query heads, 2 KV heads, head_dim 16, FFN 160.

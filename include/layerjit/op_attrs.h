@@ -48,6 +48,9 @@ std::optional<double> scale(const Attrs& a); ///< attention: nullopt where unset
 /// attention ("window"): a query at position p sees keys at positions p - window + 1 .. p (and no
 /// later ones: a window implies causal); nullopt where unset (every key the mask allows).
 std::optional<int64_t> window(const Attrs& a);
+/// dequantize ("group"): how many consecutive elements along the last axis share one scale (and zero
+/// point); nullopt where unset (per tensor or per `axis`).
+std::optional<int64_t> group(const Attrs& a);
 DType dtype(const Attrs& a);                 ///< cast, quantize, dequantize: the result's dtype
 std::optional<DType> out_dtype(const Attrs& a);  ///< matmul: nullopt where unset (x's dtype)
 Shape shape(const Attrs& a);                 ///< reshape

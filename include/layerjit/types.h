@@ -16,27 +16,44 @@ namespace lj {
 /// A value's index in its graph's value table (graph.h).
 using ValueId = int32_t;
 
-// The one list of element types: name in the text format, size in bytes, kind.
-#define LJ_DTYPES(X)        \
-  X(F32, "f32", 4, Float)   \
-  X(F16, "f16", 2, Float)   \
-  X(BF16, "bf16", 2, Float) \
-  X(F8E4M3, "f8e4m3", 1, Float) \
-  X(F8E5M2, "f8e5m2", 1, Float) \
-  X(I8, "i8", 1, Int)       \
-  X(I32, "i32", 4, Int)
+// The one list of element types: name in the text format, size in bits, kind. The 4-bit types are
+// packed two to a byte: element 2j of a row in the low nibble of byte j, element 2j+1 in the high
+// nibble (u4 codes 0..15, i4 two's complement -8..7), so a 4-bit tensor's last dimension is a
+// constant even number and its rows are whole bytes (ir.md, "Packed 4-bit types").
+#define LJ_DTYPES(X)             \
+  X(F32, "f32", 32, Float)       \
+  X(F16, "f16", 16, Float)       \
+  X(BF16, "bf16", 16, Float)     \
+  X(F8E4M3, "f8e4m3", 8, Float)  \
+  X(F8E5M2, "f8e5m2", 8, Float)  \
+  X(I8, "i8", 8, Int)            \
+  X(I32, "i32", 32, Int)         \
+  X(U4, "u4", 4, Int)            \
+  X(I4, "i4", 4, Int)
 
 enum class DType : uint8_t {
-#define LJ_X(id, name, bytes, kind) id,
+#define LJ_X(id, name, bits, kind) id,
   LJ_DTYPES(LJ_X)
 #undef LJ_X
 };
 
 std::string_view dtype_name(DType t);
 std::optional<DType> parse_dtype(std::string_view name);
+int dtype_bits(DType t);
+/// Bytes of one element; not defined for the packed 4-bit types (an internal error): sizes of
+/// tensors come from storage_bytes, which every type has.
 int dtype_bytes(DType t);
+/// Bytes that `numel` elements occupy (4-bit types: numel / 2, numel even); throws UserError when
+/// the product overflows int64.
+int64_t storage_bytes(DType t, int64_t numel);
+/// Bytes of a dense row-major tensor of that shape: its element count, overflow-checked, times the
+/// element size. Throws UserError naming the shape when the count overflows int64 or when a 4-bit
+/// tensor's last dimension is odd (or it has none), which would split a byte between rows.
+int64_t tensor_bytes(DType t, const std::vector<int64_t>& dims);
 bool is_float(DType t);
 bool is_fp8(DType t);
+/// u4 or i4: two elements per byte.
+bool is_packed(DType t);
 std::vector<DType> all_dtypes();
 
 /// One dimension: an integer constant (>= 0) or a named symbol bound at run time.

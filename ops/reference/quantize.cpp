@@ -1,6 +1,8 @@
 // Reference quantize / dequantize with per-tensor or per-channel (along `axis`) f32 scales:
 //   quantize:   q = round_sat(f32(x / scale)) in f8e4m3, f8e5m2 or i8 (nearest even, saturating: round_to)
 //   dequantize: x = q * scale, rounded to f32, f16 or bf16
+//   dequantize with group = G (4-bit or i8 weights): x[.., k] = f32((q[.., k] - zero[.., k / G]) * scale[.., k / G]),
+//               rounded to f32, f16 or bf16; zero is 0 where not given
 // The quotient is rounded to f32 before it is rounded to the narrow format, because that is what a
 // kernel computes (an IEEE f32 division, then a conversion): rounding the exact quotient once can
 // differ when the f32 quotient lands on a tie of the narrow grid (x / s = 2.5 + 2^-25 is 2.5 in f32,
@@ -62,7 +64,9 @@ double quantize_max(DType t) {
     case DType::F32:
     case DType::F16:
     case DType::BF16:
-    case DType::I32: break;
+    case DType::I32:
+    case DType::U4:
+    case DType::I4: break;
   }
   LJ_ASSERT(false, "quantize_max: {} is not a quantized dtype", dtype_name(t));
   __builtin_unreachable();
@@ -99,6 +103,22 @@ std::vector<HostTensor> quantize_dynamic(const HostTensor& x, std::optional<int6
 HostTensor dequantize(const HostTensor& x, const HostTensor& scale, std::optional<int64_t> axis,
                       const TensorType& out) {
   return scaled(Direction::Dequantize, x, scale, axis, out);
+}
+
+HostTensor dequantize_groups(const HostTensor& x, const HostTensor& scale, const HostTensor* zero, int64_t group,
+                             const TensorType& out) {
+  HostTensor y = make_result(out);
+  const int64_t k = x.shape.back(), groups = k / group;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t row = i / k, col = i % k;
+    const auto at = static_cast<size_t>(row * groups + col / group);
+    const double z = zero ? zero->data[at] : 0.0;
+    // The double product is exact ((q - z) has at most 9 significant bits, the scale 24); rounded to
+    // f32 as a kernel's f32 multiply rounds it (exact for 16-bit scales: 5 + 11 bits), then to dtype.
+    const double p = round_to(DType::F32, (x.data[static_cast<size_t>(i)] - z) * scale.data[at]);
+    y.data[static_cast<size_t>(i)] = round_to(out.dtype, p);
+  }
+  return y;
 }
 
 }  // namespace lj::ref

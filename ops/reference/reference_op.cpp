@@ -117,7 +117,10 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
     case OpKind::Quantize:
       if (operands.size() == 1) return ref::quantize_dynamic(x(0), attr::scale_axis(attrs), out);
       return {ref::quantize(x(0), x(1), attr::scale_axis(attrs), out[0])};
-    case OpKind::Dequantize: return {ref::dequantize(x(0), x(1), attr::scale_axis(attrs), out[0])};
+    case OpKind::Dequantize:
+      if (const std::optional<int64_t> g = attr::group(attrs))
+        return {ref::dequantize_groups(x(0), x(1), operands.size() == 3 ? operands[2] : nullptr, *g, out[0])};
+      return {ref::dequantize(x(0), x(1), attr::scale_axis(attrs), out[0])};
     case OpKind::Embedding: return {ref::embedding(x(0), x(1), out[0])};
     case OpKind::Argmax: return {ref::argmax(x(0), out[0])};
   }

@@ -100,5 +100,9 @@ double quantize_max(DType t);
 double dynamic_scale(DType t, double amax);
 HostTensor dequantize(const HostTensor& x, const HostTensor& scale, std::optional<int64_t> axis,
                       const TensorType& out);
+/// Group-wise: `group` consecutive elements of the last axis share scale[.., k / group] and, where
+/// `zero` is given, zero[.., k / group]: y = f32((x - zero) * scale) rounded to out's dtype.
+HostTensor dequantize_groups(const HostTensor& x, const HostTensor& scale, const HostTensor* zero, int64_t group,
+                             const TensorType& out);
 
 }  // namespace lj::ref

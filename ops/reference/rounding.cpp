@@ -78,6 +78,8 @@ double round_to(DType t, double x) {
     case DType::F8E5M2: return round_float(x, kE5M2);
     case DType::I8: return round_int(x, -128.0, 127.0);
     case DType::I32: return round_int(x, -2147483648.0, 2147483647.0);
+    case DType::U4: return round_int(x, 0.0, 15.0);
+    case DType::I4: return round_int(x, -8.0, 7.0);
   }
   LJ_ASSERT(false, "round_to: unknown dtype {}", static_cast<int>(t));
   __builtin_unreachable();

@@ -12,7 +12,9 @@
 // and split-KV decode over a cache with positions and over the last of T keys, and over a paged cache
 // (pool pages through a block table) written in the same graph; the GQA prefill and the cached decode
 // also return each row's log-sum-exp. @embed_odd and @head_odd cover the embedding and argmax kernels
-// (a 301-row table, rank-2 ids, an f32 table of odd width; argmax over 301, 128256 and 7 columns), and
+// (a 301-row table, rank-2 ids, an f32 table of odd width; argmax over 301, 128256 and 7 columns),
+// the @dequant_* graphs the group-wise dequantize kernel (u4 codes with u4 zero points, i4 codes,
+// u4 with i8 zeros and one scale per 34-wide row, i8 codes in groups; f16, bf16 and f32 scales), and
 // family_configs() the model families' layers.
 #pragma once
 
@@ -185,6 +187,22 @@ graph @head_odd(%x: bf16[T, 72], %w: param bf16[301, 72], %wide: f32[T, 128256],
   %m = argmax(%wide)
   %k = argmax(%h)
   return %l, %n, %m, %k
+}
+graph @dequant_u4_zero(%x: bf16[T, 256], %w: param u4[96, 256], %s: param f16[96, 2], %z: param u4[96, 2]) {
+  %d = dequantize(%w, %s, %z) {dtype = bf16, group = 128}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @dequant_i4_rows(%x: f16[T, 96], %w: param i4[7, 96], %s: param bf16[7, 3], %w1: param u4[5, 34], %s1: param f32[5, 1],
+                       %z1: param i8[5, 1]) {
+  %d = dequantize(%w, %s) {dtype = f16, group = 32}
+  %y = matmul(%x, %d)
+  %e = dequantize(%w1, %s1, %z1) {dtype = f32, group = 34}
+  return %y, %e
+}
+graph @dequant_i8_groups(%q: i8[T, 64], %s: f32[T, 2]) {
+  %d = dequantize(%q, %s) {dtype = bf16, group = 32}
+  return %d
 }
 )";
 

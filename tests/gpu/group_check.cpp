@@ -49,7 +49,9 @@ bool close(DType t, double got, double want) {
     case DType::F8E4M3: rel = 1.0 / 8; abs_tol = 1.0 / 512; break;
     case DType::F8E5M2: rel = 1.0 / 4; abs_tol = 1.0 / 8192; break;
     case DType::I8:
-    case DType::I32: rel = 0; abs_tol = 1; break;
+    case DType::I32:
+    case DType::U4:
+    case DType::I4: rel = 0; abs_tol = 1; break;
   }
   return std::fabs(got - want) <= abs_tol + rel * std::fabs(want);
 }
@@ -102,7 +104,9 @@ bool matmul_close(DType t, int64_t k, double got, double want, double widen = 1,
     case DType::F8E4M3: rel = 1.0 / 8; unit = std::ldexp(1.0, -4); break;
     case DType::F8E5M2: rel = 1.0 / 4; unit = std::ldexp(1.0, -3); break;
     case DType::I8:
-    case DType::I32: FAIL("matmul outputs are floating point"); break;
+    case DType::I32:
+    case DType::U4:
+    case DType::I4: FAIL("matmul outputs are floating point"); break;
   }
   return std::fabs(got - want) <= widen * (std::sqrt(static_cast<double>(k)) * unit + rel * std::fabs(want));
 }
@@ -141,6 +145,9 @@ HostTensor random_input(const Graph& g, ValueId v, const Bindings& b, uint64_t s
       is_scale = true;
   if (info.type.dtype == DType::I32) {
     return exec::index_input(g, v, b, seed, exec::IndexFill::Random);
+  } else if (is_packed(info.type.dtype)) {  // every 4-bit code equally likely
+    const double lo = info.type.dtype == DType::I4 ? -8.0 : 0.0;
+    fill_uniform(t, seed, lo - 0.5, lo + 15.5);
   } else if (is_scale) {
     fill_uniform(t, seed, 0.05, 0.5);
   } else {

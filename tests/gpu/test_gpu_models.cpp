@@ -43,6 +43,8 @@ GenerateResult on_gpu(const Model& m, const std::vector<int32_t>& prompt, int64_
 // The family's tiny model (hidden 72, 3 layers, 6 query / 2 KV heads, vocab 301, head_dim 12 but
 // Qwen3's 16), or with another head_dim: 12, 10 and 80 run the attention kernels on zero-padded tiles
 // of 16 and 128 (copies of 8, 4 and 16 bytes), 16 without padding.
+void check_model(const Model& m);
+
 void check_family(Architecture a, std::optional<int64_t> head_dim = std::nullopt) {
   rt::Context& ctx = lj_test::gpu();
   (void)ctx;
@@ -51,7 +53,12 @@ void check_family(Architecture a, std::optional<int64_t> head_dim = std::nullopt
   if (head_dim) s.head_dim = *head_dim;
   INFO("head_dim " << s.head_dim.value_or(s.hidden / s.heads));
   testing::write_hf_model(dir.str(), s);
-  const Model m = Model::open(dir.str());
+  check_model(Model::open(dir.str()));
+}
+
+// The model on the GPU against the CPU reference teacher-forced on the GPU's tokens, and its
+// CUDA-graph steps against eager ones.
+void check_model(const Model& m) {
   const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 7, 181, 66};  // past Mistral's window of 5
   const GenerateResult gpu = on_gpu(m, prompt, 6);
   GenerateOptions ro;
@@ -79,6 +86,22 @@ void check_family(Architecture a, std::optional<int64_t> head_dim = std::nullopt
 }
 
 }  // namespace
+
+TEST_CASE("tiny 4-bit AutoAWQ and GPTQ Llamas on the GPU match the CPU reference", "[gpu][models][int4]") {
+  rt::Context& ctx = lj_test::gpu();
+  (void)ctx;
+  for (const auto& [format, group] : {std::pair{testing::QuantSpec::Format::Awq, int64_t{64}},
+                                      std::pair{testing::QuantSpec::Format::Gptq, int64_t{32}},
+                                      std::pair{testing::QuantSpec::Format::Gptq, int64_t{-1}}}) {
+    INFO((format == testing::QuantSpec::Format::Awq ? "awq" : "gptq") << " group " << group);
+    testing::TempModelDir dir("quant"), ref("quant-ref");
+    testing::QuantSpec q;
+    q.format = format;
+    q.group = group;
+    testing::write_quantized_hf_model(dir.str(), ref.str(), testing::quant_tiny_spec(Architecture::Llama), q);
+    check_model(Model::open(dir.str()));
+  }
+}
 
 TEST_CASE("a tiny Llama (Llama-3.1 RoPE) on the GPU matches the CPU reference", "[gpu][models]") {
   SECTION("head_dim 12") { check_family(Architecture::Llama); }

@@ -212,4 +212,115 @@ void write_hf_model(const std::string& dir, const HfModelSpec& s) {
   }
 }
 
+HfModelSpec quant_tiny_spec(Architecture a) {
+  HfModelSpec s = tiny_spec(a);
+  s.hidden = 128;
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 32;
+  s.ffn = 192;
+  s.layers = 2;
+  return s;
+}
+
+void write_quantized_hf_model(const std::string& dir, const std::string& ref_dir, const HfModelSpec& spec, const QuantSpec& q) {
+  HfModelSpec s = spec;
+  s.shards = 1;
+  write_hf_model(ref_dir, s);
+  const DType dt = dtype_of(s.dtype);
+  const std::string ref_file = ref_dir + "/model.safetensors";
+  std::vector<std::pair<std::string, HostTensor>> ref, quant;
+  {
+    const exec::SafetensorsFile f = exec::SafetensorsFile::open(ref_file);
+    for (const exec::SafeTensor& t : f.tensors()) ref.emplace_back(t.name, f.read(t));
+  }
+  uint64_t x = s.seed * 0x9E3779B97F4A7C15ull + 77;  // xorshift64
+  auto next = [&x](uint64_t mod) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    return x % mod;
+  };
+  const bool awq = q.format == QuantSpec::Format::Awq;
+  for (auto& [name, w] : ref) {
+    const std::string suffix = "_proj.weight";
+    if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      quant.emplace_back(name, w);
+      continue;
+    }
+    const std::string prefix = name.substr(0, name.size() - std::string(".weight").size());
+    const int64_t n = w.shape[0], k = w.shape[1], group = q.group < 0 ? k : q.group, groups = k / group;
+    LJ_ASSERT(n % 8 == 0 && k % group == 0 && k % 8 == 0, "write_quantized_hf_model: {} is {}x{}", name, n, k);
+    // intweight[k][n], zeros[g][n], scales[g][n]: nn.Linear's transposed view, as the packers hold them.
+    std::vector<uint32_t> iw(static_cast<size_t>(k * n)), zeros(static_cast<size_t>(groups * n));
+    HostTensor scales(DType::F16, {groups, n});
+    for (auto& v : iw) v = static_cast<uint32_t>(next(16));
+    for (auto& z : zeros) z = static_cast<uint32_t>(1 + next(14));
+    if (q.zero_of_zero) zeros[0] = 0;
+    for (auto& sc : scales.data) sc = 0.002 + 0.018 * static_cast<double>(next(1 << 20)) / (1 << 20);
+    scales.round_to_dtype();
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) {
+        const auto at = static_cast<size_t>(c / group * n + r);
+        const float p = static_cast<float>(static_cast<double>(iw[static_cast<size_t>(c * n + r)]) - zeros[at]) * static_cast<float>(scales.data[at]);
+        w.data[static_cast<size_t>(r * k + c)] = round_to(dt, p);
+      }
+    auto word = [](uint32_t u) { return static_cast<double>(static_cast<int32_t>(u)); };
+    HostTensor qweight(DType::I32, awq ? std::vector<int64_t>{k, n / 8} : std::vector<int64_t>{k / 8, n});
+    HostTensor qzeros(DType::I32, {groups, n / 8});
+    if (awq) {
+      // AutoAWQ's GEMM pack: word (row, col) |= value(row, col * 8 + order[i]) << 4i.
+      constexpr int order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+      for (int64_t row = 0; row < k; ++row)
+        for (int64_t col = 0; col < n / 8; ++col) {
+          uint32_t v = 0;
+          for (int i = 0; i < 8; ++i) v |= iw[static_cast<size_t>(row * n + col * 8 + order[i])] << (4 * i);
+          qweight.data[static_cast<size_t>(row * (n / 8) + col)] = word(v);
+        }
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t col = 0; col < n / 8; ++col) {
+          uint32_t v = 0;
+          for (int i = 0; i < 8; ++i) v |= zeros[static_cast<size_t>(g * n + col * 8 + order[i])] << (4 * i);
+          qzeros.data[static_cast<size_t>(g * (n / 8) + col)] = word(v);
+        }
+    } else {
+      // GPTQ's pack: qweight word (row, col) |= value(row * 8 + i, col) << 4i; zeros along N, minus one in v1.
+      for (int64_t row = 0; row < k / 8; ++row)
+        for (int64_t col = 0; col < n; ++col) {
+          uint32_t v = 0;
+          for (int i = 0; i < 8; ++i) v |= iw[static_cast<size_t>((row * 8 + i) * n + col)] << (4 * i);
+          qweight.data[static_cast<size_t>(row * n + col)] = word(v);
+        }
+      for (int64_t g = 0; g < groups; ++g)
+        for (int64_t col = 0; col < n / 8; ++col) {
+          uint32_t v = 0;
+          for (int i = 0; i < 8; ++i) v |= ((zeros[static_cast<size_t>(g * n + col * 8 + i)] - (q.gptq_v1 ? 1u : 0u)) & 15u) << (4 * i);
+          qzeros.data[static_cast<size_t>(g * (n / 8) + col)] = word(v);
+        }
+      HostTensor g_idx(DType::I32, {k});
+      for (int64_t c = 0; c < k; ++c) g_idx.data[static_cast<size_t>(c)] = static_cast<double>(c / group);
+      if (q.permuted_g_idx && k > 1) std::swap(g_idx.data[0], g_idx.data[static_cast<size_t>(k - 1)]);
+      quant.emplace_back(prefix + ".g_idx", g_idx);
+    }
+    quant.emplace_back(prefix + ".qweight", qweight);
+    quant.emplace_back(prefix + ".qzeros", qzeros);
+    quant.emplace_back(prefix + ".scales", scales);
+  }
+  exec::write_safetensors(ref_file, ref);
+  std::filesystem::create_directories(dir);
+  exec::write_safetensors(dir + "/model.safetensors", quant);
+  nlohmann::json config = hf_config_json(s);
+  nlohmann::json qc = {{"quant_method", awq ? "awq" : "gptq"}, {"bits", 4}, {"group_size", q.group}};
+  if (awq) {
+    qc["zero_point"] = true;
+    qc["version"] = "gemm";
+  } else {
+    qc["desc_act"] = q.desc_act;
+    qc["sym"] = false;
+    qc["checkpoint_format"] = q.gptq_v1 ? "gptq" : "gptq_v2";
+  }
+  config["quantization_config"] = qc;
+  std::ofstream out(dir + "/config.json");
+  out << config.dump(2) << "\n";
+  LJ_CHECK(out.good(), SourceLoc{}, "cannot write {}/config.json", dir);
+}
+
 }  // namespace lj::testing

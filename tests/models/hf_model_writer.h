@@ -47,4 +47,25 @@ nlohmann::json hf_config_json(const HfModelSpec& s);
 /// projections, 1 +- 0.2 for norms, +-0.5 for biases, +-1 for the embedding table.
 void write_hf_model(const std::string& dir, const HfModelSpec& s);
 
+/// The tiny model of `a` at shapes whose every projection packs into 8-nibble words and groups of
+/// 32 and 64: hidden 128, 4 query / 2 KV heads of 32, FFN 192, 2 layers.
+HfModelSpec quant_tiny_spec(models::Architecture a);
+
+/// A 4-bit checkpoint's layout and quantization_config.
+struct QuantSpec {
+  enum class Format { Awq, Gptq } format = Format::Awq;
+  int64_t group = 64;          ///< -1: one group per row (GPTQ's per-channel)
+  bool gptq_v1 = true;         ///< checkpoint_format "gptq" (zero points stored minus one) or "gptq_v2"
+  bool desc_act = false;       ///< written to the config as given
+  bool permuted_g_idx = false; ///< a g_idx that is not k / group (what act-order writes)
+  bool zero_of_zero = false;   ///< one zero point 0 (stored as 15 in GPTQ's v1 format)
+};
+
+/// Writes `dir` as a 4-bit checkpoint of `s` (every q/k/v/o/gate/up/down projection as qweight,
+/// qzeros and f16 scales in the layout, packed as AutoAWQ's and GPTQ's packers do; one shard) and
+/// `ref_dir` as the plain checkpoint with the same tensors, except that each projection's weight is
+/// the 4-bit one dequantized (round_to(dtype, f32((q - zero) * scale))): the two models compute the
+/// same. Codes, zero points (1..14) and scales are random.
+void write_quantized_hf_model(const std::string& dir, const std::string& ref_dir, const HfModelSpec& s, const QuantSpec& q);
+
 }  // namespace lj::testing

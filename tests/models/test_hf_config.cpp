@@ -119,7 +119,9 @@ TEST_CASE("unsupported or malformed config fields are errors naming the field", 
   CHECK_THAT(with(Architecture::Llama, "attention_bias", true), Contains("field 'attention_bias'"));
   CHECK_THAT(with(Architecture::Llama, "mlp_bias", true), Contains("field 'mlp_bias'"));
   CHECK_THAT(with(Architecture::Llama, "partial_rotary_factor", 0.5), Contains("field 'partial_rotary_factor'"));
-  CHECK_THAT(with(Architecture::Llama, "quantization_config", {{"quant_method", "awq"}}), Contains("field 'quantization_config'"));
+  CHECK_THAT(with(Architecture::Llama, "quantization_config", {{"quant_method", "fp8"}}),
+             Contains("quantization_config: field 'quant_method': 'fp8' is not supported"));
+  CHECK_THAT(with(Architecture::Llama, "quantization_config", 4), Contains("field 'quantization_config': must be an object, got 4"));
   CHECK_THAT(with(Architecture::Llama, "rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}),
              Contains("field 'rope_scaling': rope_type 'yarn' is not supported"));
   CHECK_THAT(with(Architecture::Llama, "rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}, {"high_freq_factor", 4.0},

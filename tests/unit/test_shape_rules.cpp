@@ -429,7 +429,7 @@ TEST_CASE("quantize scale shape and target dtype are checked", "[shape]") {
   CHECK(error_of([&] { b.quantize(x, s1, DType::BF16); }) ==
         "quantize: attribute 'dtype' must be one of \"f8e4m3\", \"f8e5m2\", \"i8\", got bf16");
   CHECK(error_of([&] { b.dequantize(x, s1, DType::BF16); }) ==
-        "dequantize: x must be quantized (f8e4m3, f8e5m2 or i8), got bf16[T, 64]");
+        "dequantize: x must be quantized (f8e4m3, f8e5m2, i8, u4 or i4), got bf16[T, 64]");
 }
 
 TEST_CASE("wrong operand counts name the expected operands", "[shape]") {

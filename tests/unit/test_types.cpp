@@ -13,7 +13,7 @@ TEST_CASE("every dtype name parses back to the same dtype", "[types]") {
     REQUIRE(parsed.has_value());
     CHECK(*parsed == t);
   }
-  CHECK(all_dtypes().size() == 7);
+  CHECK(all_dtypes().size() == 9);
 }
 
 TEST_CASE("dtype sizes and kinds", "[types]") {
@@ -24,6 +24,9 @@ TEST_CASE("dtype sizes and kinds", "[types]") {
   CHECK(dtype_bytes(DType::F8E5M2) == 1);
   CHECK(dtype_bytes(DType::I8) == 1);
   CHECK(dtype_bytes(DType::I32) == 4);
+  CHECK(dtype_bits(DType::U4) == 4);
+  CHECK(dtype_bits(DType::I4) == 4);
+  CHECK_FALSE(is_float(DType::U4));
   CHECK(is_float(DType::BF16));
   CHECK(is_float(DType::F8E4M3));
   CHECK_FALSE(is_float(DType::I8));
