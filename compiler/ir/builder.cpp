@@ -9,6 +9,19 @@
 namespace lj {
 
 namespace {
+
+// A tensor whose constant dimensions alone hold more bytes than int64 counts is refused where it is
+// declared, naming it (symbolic dimensions are checked when bound: resolve, tensor_bytes).
+void check_constant_size(const TensorType& t, const std::string& what, const SourceLoc& loc) {
+  std::vector<int64_t> dims;
+  for (const Dim& d : t.shape) dims.push_back(d.is_const() ? d.value() : 1);
+  try {
+    (void)tensor_bytes(t.dtype, dims);
+  } catch (const UserError& e) {
+    throw UserError(fmt::format("{}: {}", what, e.what()), loc);
+  }
+}
+
 bool valid_name(std::string_view n) {
   if (n.empty()) return false;
   for (char c : n)
@@ -84,6 +97,7 @@ Value GraphBuilder::add_input(std::string name, DType dtype, Shape shape, bool i
   LJ_CHECK(!is_packed(dtype) || (!shape.empty() && shape.back().is_const() && shape.back().value() % 2 == 0), loc,
            "%{}: a {} tensor packs two elements per byte, so its last dimension must be a constant even number, got {}", name,
            dtype_name(dtype), shape_str(shape));
+  check_constant_size({dtype, shape}, "%" + name, loc);
   ValueInfo v;
   v.name = std::move(name);
   v.type = {dtype, std::move(shape)};
@@ -127,6 +141,8 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
   try {
     n.attrs = check_attrs(kind, attrs);
     results = infer_types(kind, types, n.attrs);
+    for (size_t i = 0; i < results.size(); ++i)
+      check_constant_size(results[i], i < result_names.size() ? "%" + result_names[i] : fmt::format("{}'s result", op_name(kind)), loc);
   } catch (const UserError& e) {
     if (e.loc().known()) throw;
     throw UserError(e.what(), loc);

@@ -332,10 +332,15 @@ TEST_CASE("split gives one result per size", "[shape]") {
 TEST_CASE("sizes that overflow int64 are an error, not undefined behaviour", "[shape]") {
   GraphBuilder b("g");
   auto x = b.input("x", DType::F32, {4});
-  auto big = b.input("big", DType::F32, {INT64_MAX});
+  auto big = b.input("big", DType::I8, {INT64_MAX});  // one byte each: INT64_MAX bytes still count
   CHECK(error_of([&] { b.split(x, 0, {INT64_MAX, INT64_MAX}); }) ==
         "split: sizes [9223372036854775807, 9223372036854775807] add up to more than 2^63");
   CHECK(error_of([&] { b.concat({big, big}, 0); }) == "concat: the concatenated dimension exceeds 2^63 elements");
+  // A tensor is refused where it is declared when its bytes overflow, naming it.
+  CHECK(error_of([&] { b.input("wide", DType::F32, {INT64_MAX}); }) ==
+        "%wide: 9223372036854775807 elements of f32 are more bytes than int64 counts");
+  CHECK(error_of([&] { b.input("square", DType::BF16, {Dim::sym("T"), 1LL << 32, 1LL << 32}); }) ==
+        "%square: a bf16[1, 4294967296, 4294967296] tensor has more elements than int64 counts");
 }
 
 TEST_CASE("shape attributes name symbols that print back unambiguously", "[shape]") {
