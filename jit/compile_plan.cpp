@@ -15,6 +15,8 @@
 namespace lj::jit {
 
 Lowered plan(const Graph& g, const FusionOptions& fo, const Bindings& hint) {
+  g.check_sizes(hint);
+  g.check_sizes(fo.sizes);
   FusionOptions sized = fo;
   if (sized.sizes.values.empty()) sized.sizes = hint;  // the sizes the kernels are chosen for decide the one-row prologues too
   Lowered l = lower(g, sized);

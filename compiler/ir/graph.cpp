@@ -1,8 +1,12 @@
 // Graph accessors and whole-graph queries.
 #include "layerjit/graph.h"
-#include "layerjit/check.h"
 
 #include <algorithm>
+
+#include <fmt/format.h>
+
+#include "layerjit/check.h"
+#include "layerjit/error.h"
 
 namespace lj {
 
@@ -14,6 +18,24 @@ const ValueInfo& Graph::value(ValueId id) const {
 const Node& Graph::node(NodeId id) const {
   LJ_ASSERT(id >= 0 && static_cast<size_t>(id) < nodes_.size(), "node id {} out of range in @{}", id, name_);
   return nodes_[static_cast<size_t>(id)];
+}
+
+void Graph::check_sizes(const Bindings& b) const {
+  for (const ValueInfo& v : values_) {
+    std::vector<int64_t> dims;
+    bool bound = true;
+    for (const Dim& d : v.type.shape) {
+      if (d.is_const()) dims.push_back(d.value());
+      else if (const std::optional<int64_t> x = b.get(d.symbol())) dims.push_back(*x);
+      else bound = false;
+    }
+    if (!bound) continue;
+    try {
+      (void)tensor_bytes(v.type.dtype, dims);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("@{}: %{} ({}) at these sizes: {}", name_, v.name, v.type.str(), e.what()));
+    }
+  }
 }
 
 int64_t Graph::param_bytes(const Bindings& b) const {

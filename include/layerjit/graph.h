@@ -47,6 +47,9 @@ class Graph {
 
   /// Sum of the sizes of all param inputs for the given symbol bindings (params are usually static).
   int64_t param_bytes(const Bindings& b = {}) const;
+  /// Every value whose symbols `b` binds must fit: a UserError names the first whose bytes at those
+  /// sizes overflow int64 (T = 2^56 makes a [T, 4096] bf16 value 2^69 bytes).
+  void check_sizes(const Bindings& b) const;
   /// Symbols used by any input shape, in order of first appearance.
   std::vector<std::string> symbols() const;
 

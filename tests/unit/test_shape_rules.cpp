@@ -343,6 +343,23 @@ TEST_CASE("sizes that overflow int64 are an error, not undefined behaviour", "[s
         "%square: a bf16[1, 4294967296, 4294967296] tensor has more elements than int64 counts");
 }
 
+TEST_CASE("bindings that make a value's bytes overflow int64 are refused naming the value", "[shape]") {
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::BF16, {Dim::sym("T"), 4096});
+  auto y = b.silu(x).named("y");
+  const Graph g = b.finish({y});
+  Bindings ok, big, half;
+  ok.set("T", 7);
+  big.set("T", 1LL << 56);
+  half.set("T", 1LL << 50);  // 2^62 elements, 2^63 bytes
+  g.check_sizes(ok);
+  g.check_sizes(Bindings{});  // unbound symbols: nothing to check
+  CHECK(error_of([&] { g.check_sizes(big); }) ==
+        "@g: %x (bf16[T, 4096]) at these sizes: a bf16[72057594037927936, 4096] tensor has more elements than int64 counts");
+  CHECK(error_of([&] { g.check_sizes(half); }) ==
+        "@g: %x (bf16[T, 4096]) at these sizes: 4611686018427387904 elements of bf16 are more bytes than int64 counts");
+}
+
 TEST_CASE("shape attributes name symbols that print back unambiguously", "[shape]") {
   GraphBuilder b("g");
   auto x = b.input("x", DType::F32, {Dim::sym("T"), 4});
