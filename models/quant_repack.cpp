@@ -12,7 +12,7 @@ namespace lj::models {
 
 namespace {
 
-uint32_t word(const std::vector<unsigned char>& bytes, int64_t i) {
+uint32_t word(std::span<const unsigned char> bytes, int64_t i) {
   uint32_t w = 0;
   std::memcpy(&w, bytes.data() + static_cast<size_t>(i) * 4, 4);  // little-endian, as the files are
   return w;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ enum class QuantLayout { Awq, Gptq };
 struct QuantTensors {
   std::string name;                      ///< the projection's prefix ("model.layers.0.self_attn.q_proj"), for errors
   int64_t n = 0, k = 0, group = 0;       ///< output and input features; group 0: one per row
-  std::vector<unsigned char> qweight, qzeros, scales, g_idx;  ///< g_idx: GPTQ only (may be empty)
+  /// The checkpoint's bytes (mapped, not copied); g_idx: GPTQ only, may be empty.
+  std::span<const unsigned char> qweight, qzeros, scales, g_idx;
   DType scale_dtype = DType::F16;
   bool zeros_minus_one = false;          ///< GPTQ v1
 };

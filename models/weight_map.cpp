@@ -64,8 +64,8 @@ std::vector<ParamSource> head_param_sources(const ModelConfig& c) {
 namespace {
 
 // One checkpoint tensor of a 4-bit projection, checked against the shape its layout implies.
-std::vector<unsigned char> quant_tensor(const Checkpoint& ck, const std::string& name, DType want_dtype, std::vector<int64_t> want,
-                                        std::string_view why, DType* dtype_out = nullptr) {
+std::span<const unsigned char> quant_tensor(const Checkpoint& ck, const std::string& name, DType want_dtype, std::vector<int64_t> want,
+                                           std::string_view why, DType* dtype_out = nullptr) {
   const CheckpointTensor t = ck.take(name, why);
   const bool dtype_ok = dtype_out ? (t.tensor->dtype == DType::F16 || t.tensor->dtype == DType::BF16 || t.tensor->dtype == DType::F32)
                                   : t.tensor->dtype == want_dtype;
@@ -73,8 +73,7 @@ std::vector<unsigned char> quant_tensor(const Checkpoint& ck, const std::string&
            t.file->path(), name, dtype_name(t.tensor->dtype), fmt::join(t.tensor->shape, ", "),
            dtype_out ? "f16/bf16/f32" : dtype_name(want_dtype), fmt::join(want, ", "), why);
   if (dtype_out) *dtype_out = t.tensor->dtype;
-  const std::span<const unsigned char> bytes = t.file->mapped(*t.tensor);
-  return {bytes.begin(), bytes.end()};
+  return t.file->mapped(*t.tensor);
 }
 
 // The repacked codes, scales and zero points of projection `prefix` ([rows, k]).

@@ -82,9 +82,8 @@ SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, c
       ++k;  // the other inputs get the values they get without a file
     } else if (info.type.dtype == DType::I32) {
       host = exec::index_input(g, v, b, seed * 1000 + ++k, exec::IndexFill::Last);
-    } else if (is_packed(info.type.dtype)) {  // every 4-bit code equally likely
-      const double lo = info.type.dtype == DType::I4 ? -8.0 : 0.0;
-      fill_uniform(host, seed * 1000 + ++k, lo - 0.5, lo + 15.5);
+    } else if (is_packed(info.type.dtype)) {
+      fill_codes(host, seed * 1000 + ++k);
     } else {
       const bool weight = info.is_param && info.type.rank() >= 2;
       const double lo = weight ? -1.0 / std::sqrt(static_cast<double>(shape.back())) : info.is_param ? 0.5 : -1.0;

@@ -28,4 +28,7 @@ double round_to(DType t, double x);
 /// Fills with uniform values in [lo, hi), deterministic for a seed, rounded to the dtype.
 void fill_uniform(HostTensor& t, uint64_t seed, double lo = -1.0, double hi = 1.0);
 
+/// A 4-bit tensor (u4, i4) with every code equally likely: fill_uniform over the codes' range.
+void fill_codes(HostTensor& t, uint64_t seed);
+
 }  // namespace lj

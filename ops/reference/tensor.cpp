@@ -36,6 +36,12 @@ double unit_uniform(uint64_t& state) { return static_cast<double>(splitmix64_nex
 
 }  // namespace
 
+void fill_codes(HostTensor& t, uint64_t seed) {
+  LJ_ASSERT(is_packed(t.dtype), "fill_codes: {} is not a 4-bit type", dtype_name(t.dtype));
+  const double lo = t.dtype == DType::I4 ? -8.0 : 0.0;
+  fill_uniform(t, seed, lo - 0.5, lo + 15.5);
+}
+
 void fill_uniform(HostTensor& t, uint64_t seed, double lo, double hi) {
   LJ_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo < hi, SourceLoc{},
            "fill_uniform: need finite lo < hi, got [{}, {})", lo, hi);

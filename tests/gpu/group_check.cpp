@@ -145,9 +145,8 @@ HostTensor random_input(const Graph& g, ValueId v, const Bindings& b, uint64_t s
       is_scale = true;
   if (info.type.dtype == DType::I32) {
     return exec::index_input(g, v, b, seed, exec::IndexFill::Random);
-  } else if (is_packed(info.type.dtype)) {  // every 4-bit code equally likely
-    const double lo = info.type.dtype == DType::I4 ? -8.0 : 0.0;
-    fill_uniform(t, seed, lo - 0.5, lo + 15.5);
+  } else if (is_packed(info.type.dtype)) {
+    fill_codes(t, seed);
   } else if (is_scale) {
     fill_uniform(t, seed, 0.05, 0.5);
   } else {
