@@ -42,6 +42,12 @@ if [[ ${#tests[@]} -eq 0 ]]; then
   exit 1
 fi
 
+# The compile worker of this build: bench_compile and test_gpu_autotune otherwise start the one at the
+# path they were built with, which a build copied from another machine does not have.
+if [[ -z "${LAYERJIT_COMPILE_WORKER:-}" && -x "$build/tools/layerjit-compile-worker" ]]; then
+  export LAYERJIT_COMPILE_WORKER="$build/tools/layerjit-compile-worker"
+fi
+
 say "== gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
 say "build: $build"
 if command -v nvidia-smi >/dev/null; then
@@ -173,6 +179,7 @@ fi
 memcheck_cases=(
   "test_gpu_runtime|~the timer scales*"
   "test_gpu_models|a tiny*"
+  "test_gpu_models|[int4]"
   "test_gpu_exec|the small Llama layer*,folded norms*,a captured CUDA graph*"
   "test_gpu_membound|small llama*,the model families*,dynamic per-row*"
   "test_gpu_attention|decode of two new tokens*,paged decode*"

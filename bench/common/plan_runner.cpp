@@ -65,7 +65,7 @@ PlanRun prepare(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Fusi
       if (!pool.count(v)) {
         const TensorType& t = g.value(v).type;
         const size_t n = static_cast<size_t>(numel(resolve(t.shape, b)));
-        auto buf = must(rt::DeviceBuffer::allocate(ctx, n * static_cast<size_t>(dtype_bytes(t.dtype))), "allocate");
+        auto buf = must(rt::DeviceBuffer::allocate(ctx, static_cast<size_t>(tensor_bytes(t.dtype, resolve(t.shape, b)))), "allocate");
         if (t.dtype == DType::I32) {  // positions: small, inside every cache, not all the same
           std::vector<int> pos(n);
           for (size_t j = 0; j < n; ++j) pos[j] = static_cast<int>(j % 7);

@@ -30,7 +30,7 @@ namespace {
 
 // The tensor in its device encoding (values are exactly representable in their dtype).
 std::vector<unsigned char> encode(const HostTensor& t) {
-  std::vector<unsigned char> out(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
+  std::vector<unsigned char> out(static_cast<size_t>(storage_bytes(t.dtype, t.numel())));
   REQUIRE(!rt::encode_tensor(t, out.data()));
   return out;
 }
@@ -221,13 +221,14 @@ std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, 
   src.buffer = [&](ValueId v) -> rt::Result<CUdeviceptr> {
     if (auto found = buffers.find(v); found != buffers.end()) return found->second.ptr();
     const TensorType& t = g.value(v).type;
-    const size_t bytes = static_cast<size_t>(numel(resolve(t.shape, c.bind)) * dtype_bytes(t.dtype));
+    const size_t bytes = static_cast<size_t>(tensor_bytes(t.dtype, resolve(t.shape, c.bind)));
     LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, bytes));
     if (before.count(v)) {
       auto host = encode(before.at(v));
       LJ_RT_TRY(rt::copy_to_device(stream, buf.ptr(), host.data(), host.size()));
     } else {
-      LJ_RT_TRY(rt::fill_poison(stream, buf.ptr(), bytes, static_cast<size_t>(dtype_bytes(t.dtype))));
+      // A packed 4-bit value is never written by a kernel (only dequantize reads it): poisoned bytewise.
+      LJ_RT_TRY(rt::fill_poison(stream, buf.ptr(), bytes, is_packed(t.dtype) ? 1 : static_cast<size_t>(dtype_bytes(t.dtype))));
     }
     return buffers.emplace(v, std::move(buf)).first->second.ptr();
   };
