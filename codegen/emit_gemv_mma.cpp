@@ -1,4 +1,6 @@
-// Matmul groups, decode shapes with fp8 x and W on sm_89+: the tensor-core GEMV ("gemv mma"). The
+// Matmul groups, decode shapes with fp8 x and W on sm_89+, or with W dequantized from 4-bit codes in
+// the kernel (a weight prologue, sm_80+: templates/layerjit/gemv_q4.cuh, 128-element k steps of 16
+// bytes of codes per lane): the tensor-core GEMV ("gemv mma"). The
 // SIMT GEMV (emit_gemv.cpp) converts every fp8 code to float before its FMA, and on the H200 those
 // conversions held it to 1.6-2.3 TB/s; here the codes go to mma.sync.m16n8k32 as loaded
 // (templates/layerjit/gemv_mma.cuh: fragment layout and the k permutation that lets each lane load
@@ -30,17 +32,20 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int unroll = cfg.loads_in_flight;
   const int warps = cfg.warps;
   const int threads = 32 * warps;
-  const int64_t steps = (K + 63) / 64;
+  const bool q4 = op.dequant >= 0;  // W from 4-bit codes: 16 bytes of codes per lane per k step
+  const int64_t step_k = q4 ? 128 : 64;
+  const int64_t steps = (K + step_k - 1) / step_k;
 
   ctx.add_group_params();
-  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = rope ? "" : ctx.buffer_param(op.out, true);
+  const std::string px = ctx.buffer_param(x, false), pw = q4 ? ctx.buffer_param(op.wq, false) : ctx.buffer_param(wt, false),
+                    po = rope ? "" : ctx.buffer_param(op.out, true);
   const char* tx = c_type(op.xt);
   const char* tw = c_type(op.wt);
   const std::string xn = g.value(x).name, wn = g.value(wt).name;
 
   SourceWriter w;
   ctx.header_comment(w);
-  w.line("#include \"layerjit/gemv_mma.cuh\"");
+  w.put(q4 ? "#include \"layerjit/gemv_q4.cuh\"" : "#include \"layerjit/gemv_mma.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
   if (op.table >= 0) emit_inv_freq_table(w, g, op.table);
@@ -54,8 +59,14 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("constexpr lj_i64 N = {};  // output columns: rows of %{}", N, wn);
   }
   w.line("constexpr lj_i64 K = {};  // reduction length", K);
+  if (q4) {
+    const Node& d = g.node(op.dequant);
+    w.comment(print_node(g, op.dequant) + ": W's weight prologue, in registers");
+    w.line("constexpr lj_i64 G = {}, GROUPS = {};  // elements per scale; scales per row of %{}", op.group, K / op.group,
+           g.value(d.results[0]).name);
+  }
   w.line("constexpr lj_i64 UNITS = {};  // {}: {} per CTA", units, two_rows ? "pairs of W rows" : "W rows", per_tile);
-  w.line("constexpr lj_i64 STEPS = {};  // 64-element k steps of a row: 4 lanes x 16 bytes", steps);
+  w.line("constexpr lj_i64 STEPS = {};  // {}-element k steps of a row: 4 lanes x 16 bytes{}", steps, step_k, q4 ? " of codes" : "");
   w.line("constexpr int WARPS = {};  // warps per CTA, each a share of the k steps", warps);
   w.line("constexpr int U = {};  // k steps in flight per lane", unroll);
   w.blank();
@@ -84,8 +95,27 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const lj_i64 ra = (lj_i64)blockIdx.x * 16 + gr, rb = ra + 8;");
       w.line("const bool a_in = ra < UNITS, b_in = rb < UNITS;");
     }
-    w.line("const {}* __restrict__ wa = {} + {};", tw, pw, row_address(w, ctx, wt, "(a_in ? ra : 0)", "0", "wa"));
-    w.line("const {}* __restrict__ wb = {} + {};", tw, pw, row_address(w, ctx, wt, "(b_in ? rb : 0)", "0", "wb"));
+    if (q4) {  // rows of codes, scales and zero points: dense params (the planner's rule)
+      const std::string ps = ctx.buffer_param(op.ws, false);
+      w.line("const lj_i64 qra = a_in ? ra : 0, qrb = b_in ? rb : 0;");
+      w.line("const unsigned char* __restrict__ wa = {} + qra * (K / 2);  // %{}", pw, g.value(op.wq).name);
+      w.line("const unsigned char* __restrict__ wb = {} + qrb * (K / 2);", pw);
+      w.line("const {}* __restrict__ sa = {} + qra * GROUPS;  // %{}", c_type(g.value(op.ws).type.dtype), ps, g.value(op.ws).name);
+      w.line("const {}* __restrict__ sb = {} + qrb * GROUPS;", c_type(g.value(op.ws).type.dtype), ps);
+      if (op.wz >= 0) {
+        const bool packed = is_packed(g.value(op.wz).type.dtype);
+        const std::string pz = ctx.buffer_param(op.wz, false);
+        const char* tz = packed ? "unsigned char" : "signed char";
+        w.line("const {}* za = (const {}*){} + qra * GROUPS{};  // %{}", tz, tz, pz, packed ? " / 2" : "", g.value(op.wz).name);
+        w.line("const {}* zb = (const {}*){} + qrb * GROUPS{};", tz, tz, pz, packed ? " / 2" : "");
+      } else {
+        w.line("const void* za = nullptr;  // no zero points");
+        w.line("const void* zb = nullptr;");
+      }
+    } else {
+      w.line("const {}* __restrict__ wa = {} + {};", tw, pw, row_address(w, ctx, wt, "(a_in ? ra : 0)", "0", "wa"));
+      w.line("const {}* __restrict__ wb = {} + {};", tw, pw, row_address(w, ctx, wt, "(b_in ? rb : 0)", "0", "wb"));
+    }
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
     w.line("const lj_i64 s0 = warp * STEPS / WARPS, s1 = (warp + 1) * STEPS / WARPS;  // this warp's k steps");
     w.comment("Rows of %" + xn + " in chunks of 8 (the mma's columns); %" + wn + " is streamed once per chunk.");
@@ -93,7 +123,13 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("const bool x_in = m0 + gr < M;");
     w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
     w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
-    w.line("lj_gemv_mma_share<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);", tw, tx);
+    if (q4) {
+      const char* tz = op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
+      w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G>(wa, wb, sa, sb, za, zb, xr, a_in, b_in, x_in, s0, s1, t, c);", tx,
+             c_type(g.value(op.ws).type.dtype), tz, g.value(op.wq).type.dtype == DType::I4 ? "true" : "false");
+    } else {
+      w.line("lj_gemv_mma_share<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);", tw, tx);
+    }
     w.line("if (m0 > 0) __syncthreads();  // the previous chunk's partials are read");
     w.line("#pragma unroll");
     w.line("for (int r = 0; r < 4; ++r) partial[warp][lane][r] = c[r];");

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "codegen/emitters.h"
+#include "layerjit/op_attrs.h"
 #include "layerjit/text.h"
 #include "layerjit/check.h"
 
@@ -68,7 +69,7 @@ void rope_segments(const KernelContext& ctx, MatmulOperands& op) {
 // Every node the planner's record accounts for: a group node outside it (a part of a pattern that
 // could not join, say) is one no matmul kernel implements.
 bool recorded(const MatmulEpilogue& ep, NodeId n) {
-  if (n == ep.silu || n == ep.mul || n == ep.table || n == ep.rms || n == ep.row_scale_product ||
+  if (n == ep.silu || n == ep.mul || n == ep.table || n == ep.rms || n == ep.row_scale_product || n == ep.dequant ||
       std::count(ep.pointwise.begin(), ep.pointwise.end(), n))
     return true;
   for (const MatmulEpilogue::RopePiece& p : ep.rope_pieces)
@@ -105,8 +106,16 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
                             g.value(op.w).type.str()),
                 mm.loc);
   op.n = ws[0].value(), op.k = ws[1].value();
+  // A weight prologue: W is made in registers from its codes, scales and zero points, params the
+  // planner checked (weight_dequant_refusal: dense [N, K] codes, K and the group multiples of 32).
+  if (grp.matmul.dequant >= 0) {
+    const Node& d = g.node(grp.matmul.dequant);
+    op.dequant = grp.matmul.dequant;
+    op.wq = d.operands[0], op.ws = d.operands[1], op.wz = d.operands.size() > 2 ? d.operands[2] : -1;
+    op.group = *attr::group(d.attrs);
+  }
   // Views of x are splits and reshapes, which keep the innermost stride 1; the loads rely on it.
-  if (!unit_inner_stride(ctx.layout(op.x)) || !unit_inner_stride(ctx.layout(op.w)))
+  if (!unit_inner_stride(ctx.layout(op.x)) || (op.dequant < 0 && !unit_inner_stride(ctx.layout(op.w))))
     return fail(fmt::format("{}: matmul kernels read rows of %{} and %{} contiguously; a view with a strided last axis needs a copy first",
                             ctx.kernel_name(), g.value(op.x).name, g.value(op.w).name),
                 mm.loc);
@@ -169,7 +178,7 @@ std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOp
     for (int k = 0; k < static_cast<int>(node.operands.size()); ++k) {
       const OperandRead rd = operand_read(g, node, k, rank);
       if (std::find(grp.inputs.begin(), grp.inputs.end(), rd.value) == grp.inputs.end()) continue;  // computed in the kernel
-      if (rd.value == op.x || rd.value == op.w || rd.value == op.row_scale) continue;
+      if (rd.value == op.x || rd.value == op.w || rd.value == op.row_scale || rd.value == op.wq || rd.value == op.ws || rd.value == op.wz) continue;
       if (std::find(out.begin(), out.end(), rd) == out.end()) out.push_back(rd);
     }
   }
@@ -366,7 +375,8 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.rms_in_kernel = op.rms >= 0;
   p.angles_in_kernel = op.table >= 0;
   p.arch_specific = opts.arch_specific;
-  p.tma = tma_rows(ctx, op.x) && tma_rows(ctx, op.w);
+  p.weight_codes = op.dequant >= 0;
+  p.tma = !p.weight_codes && tma_rows(ctx, op.x) && tma_rows(ctx, op.w);
   p.m = op.rows.constant;
   for (const std::string& s : op.rows.symbols) {
     const std::optional<int64_t> v = opts.hint.get(s);
@@ -376,7 +386,9 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   // The tensor-core path multiplies like dtypes; mixed operands take the GEMV family.
   p.dtype = op.xt == op.wt ? op.xt : DType::F32;
   const int widest = std::max(dtype_bytes(op.xt), dtype_bytes(op.wt));
-  p.aligned = ctx.vector_width({op.x, op.w}, ctx.graph().value(op.x).type.shape, 16 / widest) * widest == 16;
+  // (Codes are dense params: their rows start 16-byte aligned where K is a multiple of 32.)
+  p.aligned = ctx.vector_width(p.weight_codes ? std::vector<ValueId>{op.x} : std::vector<ValueId>{op.x, op.w},
+                               ctx.graph().value(op.x).type.shape, 16 / widest) * widest == 16;
   return p;
 }
 

@@ -30,6 +30,12 @@ struct MatmulOperands {
   /// Row-scale prologue (FusionGroup::matmul.row_scale_product): row_scale = that pointwise node of
   /// per-row values and scalars, evaluated where the kernel reads the scale (row_scale_expr).
   NodeId row_scale_product = -1;
+  /// Weight prologue (FusionGroup::matmul.dequant): W is the group-wise dequantize of 4-bit codes
+  /// `wq` [N, K] (u4 or i4, two per byte) with scales `ws` [N, K / group] and zero points `wz` (u4
+  /// or i8; -1: none), dequantized in registers; `w` is then never stored and `wt` is its dtype.
+  NodeId dequant = -1;
+  ValueId wq = -1, ws = -1, wz = -1;
+  int64_t group = 0;
   int64_t n = 0, k = 0;
   DimProduct rows;  ///< M: the product of x's leading dims
   DType xt = DType::BF16, wt = DType::BF16, yt = DType::BF16;
@@ -122,7 +128,8 @@ void emit_gemv_output(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
 // The family emitters; `cfg` has passed reject_reason (emit_matmul checks it first), which owns
 // every rule a config must meet (tile widths for SwiGLU and RoPE pairs, split-K depth, dtypes).
 GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
-/// The tensor-core GEMV for fp8 x and W ("gemv mma", emit_gemv_mma.cpp).
+/// The tensor-core GEMV ("gemv mma", emit_gemv_mma.cpp): fp8 x and W, or bf16/f16 x and W made
+/// from 4-bit codes by a weight prologue (op.dequant).
 GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg);
 /// The tensor-core GEMMs: mma.sync (emit_gemm_mma.cpp) and the Hopper wgmma GEMM (emit_gemm_wgmma.cpp).
 GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts);

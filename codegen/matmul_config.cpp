@@ -206,6 +206,10 @@ MatmulConfig default_for(const MatmulProblem& p) {
     const MatmulConfig tc = gemv_mma(4, p.rope_pair_dim > 0 ? 4 : 8);
     if (reject_reason(tc, p).empty()) return tc;
   }
+  // 4-bit codes: the tensor-core GEMV is the one family that reads them. 4 warps: `layerjit tune` of
+  // a 28672 x 4096 projection at M = 1 on the H200 (twenty-third session): u=2 and u=4 with 4 warps
+  // 0.0313-0.0316 ms against 0.0359 with 8 (docs/perf.md); the other shapes are not measured yet.
+  if (p.weight_codes) return gemv_mma(2, 4);
   // Where it cannot run (K not a multiple of 16, unaligned rows), fp8 at one row with many W rows:
   // 64 x 128 Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a
   // conversion (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6
@@ -295,6 +299,17 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   const int kt = c.k_tile(dtype_bytes(p.dtype));
   if (c.split_k > 1 && p.k > 0 && c.split_k > (p.k + kt - 1) / kt)
     return fmt::format("sk={} for {} k tiles of {} (a CTA without k tiles)", c.split_k, (p.k + kt - 1) / kt, kt);
+  if (p.weight_codes && (c.family != MatmulConfig::Family::Gemv || !c.tensor_cores))
+    return "W is dequantized from 4-bit codes in the kernel (a weight prologue), which only the tensor-core GEMV (gemv mma) does";
+  if (p.weight_codes) {
+    if (p.sm < 80) return fmt::format("gemv mma on 4-bit codes (bf16/f16 mma.sync m16n8k16) needs sm_80 or newer, target is sm_{}", p.sm);
+    if (!tensor_core_dtype(p.dtype)) return fmt::format("gemv mma on 4-bit codes multiplies bf16 or f16 x and W of one dtype, not {}", dtype_name(p.dtype));
+    if (!p.aligned || p.k % 32 != 0)
+      return fmt::format("gemv mma on 4-bit codes loads 16 bytes of codes and 64 of x per lane: rows of x must start 16-byte aligned and K (= {}) be a multiple of 32", p.k);
+    if (c.loads_in_flight > 4) return "more than 4 k steps of codes in flight per lane";
+    if (c.warps > 16) return "more than 16 warps per CTA";
+    return "";
+  }
   if (c.family == MatmulConfig::Family::Gemv && c.tensor_cores) {
     if (p.sm < 89) return fmt::format("gemv mma (fp8 mma.sync m16n8k32) needs sm_89 or newer, target is sm_{}", p.sm);
     if (!is_fp8(p.dtype)) return fmt::format("gemv mma multiplies fp8 x and W of one format, not {}", dtype_name(p.dtype));
@@ -369,10 +384,32 @@ std::string wasteful(const MatmulConfig& c, const MatmulProblem& p) {
   return "";
 }
 
+// `all` without repeats and without the configs the pruner rejects or finds wasteful (each, with
+// why, into `rejected`); the first, the default, always stays unless it cannot run.
+std::vector<MatmulConfig> pruned(const std::vector<MatmulConfig>& all, const MatmulProblem& p, std::vector<std::string>* rejected) {
+  std::vector<MatmulConfig> out;
+  for (const MatmulConfig& c : all) {
+    if (std::find(out.begin(), out.end(), c) != out.end()) continue;
+    std::string why = reject_reason(c, p);
+    if (why.empty() && !out.empty()) why = wasteful(c, p);  // the default always stays
+    if (!why.empty()) {
+      if (rejected) rejected->push_back(c.str() + ": " + why);
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<std::string>* rejected) {
   std::vector<MatmulConfig> all{default_matmul_config(p)};
+  if (p.weight_codes) {  // only the tensor-core GEMV reads 4-bit codes
+    for (int u : {1, 2, 4})
+      for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
+    return pruned(all, p, rejected);
+  }
   const bool small_m = p.m > 0 && p.m <= 16;
   if (small_m || !tensor_core_dtype(p.dtype) || p.sm < 80) {
     for (int mt : {1, 2, 4, 8, 16})
@@ -461,18 +498,7 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
         }
     }
   }
-  std::vector<MatmulConfig> out;
-  for (const MatmulConfig& c : all) {
-    if (std::find(out.begin(), out.end(), c) != out.end()) continue;
-    std::string why = reject_reason(c, p);
-    if (why.empty() && !out.empty()) why = wasteful(c, p);  // the default always stays
-    if (!why.empty()) {
-      if (rejected) rejected->push_back(c.str() + ": " + why);
-      continue;
-    }
-    out.push_back(c);
-  }
-  return out;
+  return pruned(all, p, rejected);
 }
 
 }  // namespace lj

@@ -22,7 +22,8 @@ struct MatmulConfig {
   int bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 2, stages = 4, group_m = 8;
   // Gemv: rows of x per pass over W, loads of W in flight per lane, warps (columns) per CTA.
   int rows_per_pass = 4, loads_in_flight = 4, warps = 8;
-  /// Gemv, fp8 x and W on sm_89+: the tensor-core GEMV (templates/layerjit/gemv_mma.cuh). A CTA owns
+  /// Gemv, fp8 x and W on sm_89+, or 16-bit x and W from 4-bit codes on sm_80+ (MatmulProblem::weight_codes;
+  /// a k step is then 128 elements: 16 bytes of codes per lane): the tensor-core GEMV (templates/layerjit/gemv_mma.cuh). A CTA owns
   /// 16 rows of W (8 pairs of rows with SwiGLU or RoPE) and up to 8 rows of x per pass; its `warps`
   /// warps take equal shares of K, `loads_in_flight` 64-element k steps ahead per lane, and add
   /// their partial sums in shared memory in a fixed order. rows_per_pass is unused. Printed "gemv mma".
@@ -87,6 +88,10 @@ struct MatmulProblem {
   /// factor computed from x, which only the SIMT GEMV does (its warps read whole rows of x), and the
   /// RoPE angles computed at each row's position, which only the GEMV families' epilogues do.
   bool rms_in_kernel = false, angles_in_kernel = false;
+  /// W is made from 4-bit codes by a weight prologue (FusionGroup::matmul.dequant): only the
+  /// tensor-core GEMV reads codes ("gemv mma" with 16-bit x; templates/layerjit/gemv_q4.cuh). `dtype`
+  /// is then x's and the dequantized W's 16-bit type.
+  bool weight_codes = false;
 };
 
 /// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows (above 16 rows: one 64x64 tile over all

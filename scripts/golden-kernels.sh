@@ -41,6 +41,8 @@ cases=(
   "decoder_lj_decode_b1|examples/llama3_8b_decoder.lj|llama3_8b_decode|B=1,C=4096"
   "fp8_prefill_t4096|examples/llama3_8b_fp8.lj|llama3_8b_fp8_prefill|T=4096"
   "fp8_decode_b1|examples/llama3_8b_fp8.lj|llama3_8b_fp8_decode|B=1,C=4096"
+  "int4_prefill_t4096|examples/llama3_8b_int4.lj|llama3_8b_int4_prefill|T=4096"
+  "int4_decode_b1|examples/llama3_8b_int4.lj|llama3_8b_int4_decode|B=1,C=4096"
   "fp8_projection_t4096|examples/fp8_projection.lj|fp8_projection|T=4096"
   "fp8_projection_t1|examples/fp8_projection.lj|fp8_projection|T=1"
   "swiglu_t4096|examples/swiglu_mlp.lj|mlp|T=4096"

@@ -64,6 +64,10 @@ struct MatmulEpilogue {
   /// values and scalars (an fp8 layer's activation scale times the weight's), evaluated per row
   /// where the kernel reads the scale.
   NodeId row_scale_product = -1;
+  /// A weight prologue (FusionOptions::weight_dequant_prologues): the group-wise dequantize of packed
+  /// 4-bit codes that makes W, read by the kernel as codes, scales and zero points and dequantized
+  /// in registers; W itself is never stored (no weight preparation, no bf16 copy of the weights).
+  NodeId dequant = -1;
 };
 
 struct FusionGroup {
@@ -126,6 +130,11 @@ struct FusionOptions {
   /// the whole row of x), the rms_scale and rope_table it alone reads join its group and are
   /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step.
   bool one_row_prologues = true;
+  /// Where `sizes` give a matmul at most 16 rows (decode) and its W is a group-wise dequantize of
+  /// packed 4-bit params, the dequantize joins the matmul's group: the kernel reads the codes (a
+  /// quarter of the bf16 bytes) and dequantizes them in registers. Otherwise the dequantize is
+  /// weight preparation, run once when the weights are bound, and the matmul reads its bf16 result.
+  bool weight_dequant_prologues = true;
   /// The symbol values the plan is made for (the compile hint); unbound symbols decide nothing.
   Bindings sizes;
 };

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace lj {
 
 bool is_view(OpKind k) { return op_class(k) == OpClass::View; }
@@ -18,6 +20,21 @@ bool is_dynamic_quantize(const Node& n) { return n.kind == OpKind::Quantize && n
 bool is_group_dequantize(const Node& n) { return n.kind == OpKind::Dequantize && n.attrs.has("group"); }
 
 bool is_pointwise(const Node& n) { return is_elementwise(n.kind) && !is_dynamic_quantize(n) && !is_group_dequantize(n); }
+
+std::string weight_dequant_refusal(const Graph& g, const Node& n) {
+  if (!is_group_dequantize(n)) return "not a group-wise dequantize";
+  for (ValueId v : n.operands)
+    if (!g.value(v).is_param || g.value(v).producer >= 0) return fmt::format("%{} is not a param (the kernel reads it as stored)", g.value(v).name);
+  const TensorType& q = g.value(n.operands[0]).type;
+  if (!is_packed(q.dtype)) return fmt::format("its codes are {}, not packed 4-bit", dtype_name(q.dtype));
+  if (q.rank() != 2 || !q.shape[0].is_const() || !q.shape[1].is_const()) return fmt::format("its codes are {}, not a constant [N, K]", q.str());
+  const int64_t k = q.shape[1].value(), group = *attr::group(n.attrs);
+  if (k % 32 != 0 || group % 32 != 0)
+    return fmt::format("K = {} and groups of {} must be multiples of 32 (one 16-byte load of codes per group)", k, group);
+  const DType out = g.value(n.results[0]).type.dtype;
+  if (out != DType::BF16 && out != DType::F16) return fmt::format("it makes {}, not bf16 or f16 (the tensor cores' operand)", dtype_name(out));
+  return "";
+}
 
 bool is_row_quantize(const Graph& g, const Node& n) {
   if (!is_dynamic_quantize(n) || g.value(n.operands[0]).type.rank() != 2) return false;

@@ -1,6 +1,7 @@
 // Named predicates behind every fusion decision, so `layerjit plan` can say why.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "compiler/fusion/fusion_group.h"
@@ -22,6 +23,11 @@ bool is_pointwise(const Node& n);
 /// A dequantize with group-wise scales (`group` set): scales indexed by column group and, for 4-bit
 /// codes, elements read by nibble, so not pointwise; a kernel of its own (emit_elementwise.cpp).
 bool is_group_dequantize(const Node& n);
+/// Why the group-wise dequantize `n` cannot be a matmul's weight prologue (FusionGroup::matmul.dequant),
+/// "" if it can: packed 4-bit codes [N, K] of the graph's params with K a multiple of 32 and groups
+/// of a multiple of 32 elements (each 16-byte load of a row's codes lies in one group), scales and
+/// zero points params too, the result 16-bit (the tensor cores' operand).
+std::string weight_dequant_refusal(const Graph& g, const Node& n);
 /// A dynamic quantize with one scale per row of a [rows, D] tensor (axis 0, the per-token scale of
 /// activations): a row kernel finds the row's amax, the scale and the codes in one pass.
 bool is_row_quantize(const Graph& g, const Node& n);

@@ -114,11 +114,14 @@ class Partitioner {
   void note(int gid, std::string why) { groups_[static_cast<size_t>(gid)].why.push_back(std::move(why)); }
 
   bool prepares(NodeId n) const { return constant_[static_cast<size_t>(g_.node(n).results[0])]; }
+  // A group runs once per weights when the node it is built around does (a matmul's weight
+  // prologue reads params only, the matmul does not).
+  bool prepares_group(int gid) const { return prepares(anchor_node(g_, groups_[static_cast<size_t>(gid)])); }
 
   // Adds n to group gid if it is free and no cycle results; records the decision either way.
   bool try_absorb(int gid, NodeId n, const std::string& what) {
     if (owner(n) != kUnassigned) return false;
-    if (prepares(n) != prepares(members(gid).front())) return false;  // once per weights, or per call: never both
+    if (prepares(n) != prepares_group(gid)) return false;  // once per weights, or per call: never both
     if (creates_cycle(g_, uses_, members(gid), n)) {
       note(gid, fmt::format("not absorbed {} = {} ({}): would create a cycle between kernels", nname(n), op_name(kind(n)), what));
       return false;
@@ -226,6 +229,7 @@ class Partitioner {
     }
     absorb_row_rms(gid, mm);
     absorb_row_scale_product(gid, mm);
+    absorb_weight_dequant(gid, mm);
     // A piece read by another kernel or returned is stored whole, in a buffer of its own.
     for (const HeadPiece& p : pieces) {
       bool read_outside = uses_.is_output(p.heads);
@@ -315,6 +319,7 @@ class Partitioner {
     }
     absorb_row_rms(gid, mm);
     absorb_row_scale_product(gid, mm);
+    absorb_weight_dequant(gid, mm);
     for (NodeId u = sole_user(cur); u >= 0 && is_pointwise(g_.node(u)) &&
                                     g_.value(g_.node(u).results[0]).type.shape == g_.value(cur).type.shape;
          u = sole_user(cur)) {
@@ -324,15 +329,52 @@ class Partitioner {
     }
   }
 
-  // Whether the sizes the plan is made for give matmul mm's x one row (FusionOptions::one_row_prologues).
-  bool one_row(NodeId mm) const {
-    if (!opts_.one_row_prologues) return false;
+  // The rows of matmul mm's x at the sizes the plan is made for; nullopt where a symbol is unbound.
+  std::optional<int64_t> rows(NodeId mm) const {
     const Shape& s = g_.value(g_.node(mm).operands[0]).type.shape;
+    int64_t n = 1;
     for (size_t i = 0; i + 1 < s.size(); ++i) {
       const std::optional<int64_t> v = s[i].is_const() ? std::optional<int64_t>(s[i].value()) : opts_.sizes.get(s[i].symbol());
-      if (v != 1) return false;
+      if (!v) return std::nullopt;
+      n *= *v;
     }
-    return true;
+    return n;
+  }
+
+  // Whether the sizes the plan is made for give matmul mm's x one row (FusionOptions::one_row_prologues).
+  bool one_row(NodeId mm) const { return opts_.one_row_prologues && rows(mm) == std::optional<int64_t>(1); }
+
+  // Decode sizes (at most 16 rows): the group-wise dequantize of 4-bit params that makes W joins the
+  // matmul's group as its weight prologue. The kernel then streams the codes (a quarter of W's
+  // bf16 bytes, plus a scale per group) where it would stream W; at more rows, or at sizes not
+  // known, W is dequantized once when the weights are bound and the bf16 kernels read it.
+  void absorb_weight_dequant(int gid, NodeId mm) {
+    if (!opts_.weight_dequant_prologues) return;
+    const ValueId w = g_.node(mm).operands[1];
+    const NodeId d = producer(w);
+    if (d < 0 || !is_group_dequantize(g_.node(d)) || owner(d) != kUnassigned) return;
+    const std::optional<int64_t> m = rows(mm);
+    if (!m || *m > 16) {
+      note(gid, fmt::format("not absorbed {} = dequantize: {}; the 4-bit kernel is a GEMV for at most 16 rows, so {} is "
+                            "dequantized once (weight preparation) for the bf16 kernels",
+                            vname(w), m ? fmt::format("{} rows", *m) : std::string("rows not known at plan time"), vname(w)));
+      return;
+    }
+    if (uses_.is_output(w) || uses_.users(w).size() != 1) {
+      note(gid, fmt::format("not absorbed {} = dequantize: {} is read by more than this matmul", vname(w), vname(w)));
+      return;
+    }
+    if (std::string why = weight_dequant_refusal(g_, g_.node(d)); !why.empty()) {
+      note(gid, fmt::format("not absorbed {} = dequantize: {}", vname(w), why));
+      return;
+    }
+    // A params-only node in a per-call group (try_absorb keeps those apart): W is made per call,
+    // from the codes, in registers.
+    add(gid, d);
+    groups_[static_cast<size_t>(gid)].matmul.dequant = d;
+    note(gid, fmt::format("absorbed {} = dequantize (weight prologue): the kernel reads the 4-bit codes {} and their scales, "
+                          "dequantizing in registers; {} never reaches memory",
+                          vname(w), vname(g_.node(d).operands[0]), vname(w)));
   }
 
   // One row: the rms_scale of the matmul's own x (a folded norm's factor) joins its group. Each
@@ -486,7 +528,7 @@ class Partitioner {
         bool ready = true;
         for (int d : deps[static_cast<size_t>(grp.id)]) ready = ready && done[static_cast<size_t>(d)];
         // Weight preparation first (it runs before any call), then by first node.
-        auto rank = [&](int id) { return std::pair(!prepares(members(id).front()), members(id).front()); };
+        auto rank = [&](int id) { return std::pair(!prepares_group(id), members(id).front()); };
         if (ready && (best == kUnassigned || rank(grp.id) < rank(best))) best = grp.id;
       }
       LJ_ASSERT(best != kUnassigned, "fusion groups of @{} form a cycle", g_.name());
@@ -536,7 +578,7 @@ class Partitioner {
     for (ValueId d : dense_)
       if (made_inside(d)) grp.outputs.push_back(d);
     grp.dense_views = dense_;
-    grp.prepare = prepares(grp.nodes.front());
+    grp.prepare = prepares(anchor_node(g_, grp));
     if (grp.prepare)
       grp.why.push_back("weight preparation: reads params only, so it runs once when the weights are bound, not per call");
   }

@@ -206,6 +206,39 @@ graph @dequant_i8_groups(%q: i8[T, 64], %s: f32[T, 2]) {
 }
 )";
 
+// Matmuls whose W is a group-wise dequantize of 4-bit params: at decode sizes (plans made for at most
+// 16 rows) the dequantize is the matmul's weight prologue and the tensor-core GEMV reads the codes
+// (templates/layerjit/gemv_q4.cuh). Odd N, K multiples of 32 but not of 128; u4 codes with i8 zero
+// points in an odd number of groups and bf16 scales (the packed 16-bit path), f16 throughout with
+// u4 zeros, i4 codes with f32 scales (the f32 path), one scale per row with SwiGLU and a residual,
+// and a QKV projection with RoPE and cache writes in the epilogue.
+inline const char* kWeightPrologueGraphs = R"(
+graph @q4_packed(%x: bf16[T, 416], %w: param u4[37, 416], %s: param bf16[37, 13], %z: param i8[37, 13]) {
+  %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_f16(%x: f16[T, 256], %w: param u4[50, 256], %s: param f16[50, 2], %z: param u4[50, 2]) {
+  %d = dequantize(%w, %s, %z) {dtype = f16, group = 128}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_signed(%x: bf16[T, 192], %w: param i4[21, 192], %s: param f32[21, 3]) {
+  %d = dequantize(%w, %s) {dtype = bf16, group = 64}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_swiglu(%x: bf16[T, 160], %w: param u4[62, 160], %s: param bf16[62, 1], %r: bf16[T, 31]) {
+  %d = dequantize(%w, %s) {dtype = bf16, group = 160}
+  %gu = matmul(%x, %d)
+  %g, %u = split(%gu) {axis = 1, sizes = [31, 31]}
+  %a = silu(%g)
+  %m = mul(%a, %u)
+  %o = add(%m, %r)
+  return %o
+}
+)";
+
 // The model families' layer options on small odd layers (hidden 72, 6 query / 2 KV heads of 16):
 // Llama-3.1 RoPE, Mistral's sliding window, Qwen2's QKV bias, Qwen3's q/k norm.
 inline std::vector<lj::LlamaConfig> family_configs() {
@@ -220,6 +253,23 @@ inline std::vector<lj::LlamaConfig> family_configs() {
   qwen3.name = "fam_qwen3";
   qwen3.qk_norm = true;
   return {llama31, mistral, qwen2, qwen3};
+}
+
+/// The weight-prologue graphs (kWeightPrologueGraphs) and small quantized Llama decode layers (hidden
+/// 128, FFN 160: u4 codes with zero points and f16 scales in groups of 32; i4 codes with bf16
+/// scales, one per row): their QKV projections carry RoPE and cache writes in the epilogue, gate/up
+/// SwiGLU, o and down the residuals.
+inline std::vector<lj::Graph> weight_prologue_graphs() {
+  std::vector<lj::Graph> out;
+  for (auto& g : lj::parse_module(kWeightPrologueGraphs, "codegen_graphs.h").graphs) out.push_back(std::move(g));
+  lj::LlamaConfig u4{"q4_llama_u4", 128, 4, 2, 32, 160, 1e-5, 500000.0, lj::DType::BF16};
+  u4.quant = lj::LlamaConfig::WeightQuant{lj::DType::U4, 32, lj::DType::F16, true};
+  lj::LlamaConfig i4 = u4;
+  i4.name = "q4_llama_i4";
+  i4.quant = lj::LlamaConfig::WeightQuant{lj::DType::I4, 0, lj::DType::BF16, false};
+  out.push_back(lj::llama_decode(u4));
+  out.push_back(lj::llama_decode(i4));
+  return out;
 }
 
 /// Every graph the codegen tests cover.

@@ -3,6 +3,7 @@
 // implements. Each group's inputs are fresh random values (never zeros), outputs are poisoned first,
 // shapes include row lengths that no vector width divides (4095, 4097, 7, 1) and views at odd
 // offsets; matmuls run over (N, K) from (1, 7) to (129, 4095) with M in {1, 7, 129}.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -17,14 +18,18 @@ using namespace lj;
 
 namespace {
 
+// `sized`: the fused plan is made for the bound sizes, as an executable's is (the one-row and
+// weight prologues join their matmuls where the sizes allow).
 void check_graph(const Graph& g, Bindings bind, uint64_t seed, bool exact = false,
-                 std::function<HostTensor(const Graph&, ValueId, const Bindings&, uint64_t)> input = {}) {
+                 std::function<HostTensor(const Graph&, ValueId, const Bindings&, uint64_t)> input = {}, bool sized = false) {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
   int run = 0;
   for (bool fuse : {true, false}) {
-    FusionPlan plan = plan_fusion(g, FusionOptions{fuse});
+    FusionOptions fo{fuse};
+    if (fuse && sized) fo.sizes = bind;
+    FusionPlan plan = plan_fusion(g, fo);
     for (const FusionGroup& grp : plan.groups) {
       if (!has_emitter(grp.kind)) continue;
       // The Llama-3-8B weights (up to 28672 x 4096) are too large for the CPU reference: random fp64
@@ -72,6 +77,20 @@ TEST_CASE("odd-shaped graphs match the reference for T in {1, 7, 129}", "[gpu][m
     if (g.name().rfind("llama", 0) == 0 || g.name().rfind("fam_", 0) == 0) continue;
     for (int64_t t : {1, 7, 129}) check_graph(g, binds({{"T", t}}), static_cast<uint64_t>(10 + t));
   }
+}
+
+/// 4-bit weights at decode sizes: the tensor-core GEMV reads the codes and dequantizes them in
+/// registers (the planner's weight prologue); odd N, K multiples of 32, every code and zero-point
+/// layout, packed 16-bit and f32 dequantization, SwiGLU, residuals, and the quantized Llama decode
+/// layers' projections with RoPE and cache writes in the epilogue. The unfused plan dequantizes first.
+TEST_CASE("4-bit weight prologues match the reference at decode sizes", "[gpu][membound][int4]") {
+  for (const Graph& g : lj_test::weight_prologue_graphs())
+    for (int64_t rows : {1, 7, 16}) {
+      INFO(g.name() << " at " << rows << " rows");
+      const std::vector<std::string> syms = g.symbols();
+      const bool decode = std::find(syms.begin(), syms.end(), "B") != syms.end();  // the Llama layers: B sequences over C
+      check_graph(g, decode ? binds({{"B", rows}, {"C", 40}}) : binds({{"T", rows}}), static_cast<uint64_t>(60 + rows), false, {}, true);
+    }
 }
 
 /// The model families' layers, every kernel against the reference: prefill past Mistral's window,

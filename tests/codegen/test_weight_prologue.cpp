@@ -1,0 +1,184 @@
+// 4-bit weight prologues: at decode sizes the group-wise dequantize of a matmul's W joins its group
+// and the tensor-core GEMV reads the codes (templates/layerjit/gemv_q4.cuh); elsewhere W is
+// dequantized once at bind time. The planner's decision, the configs the family offers, and every
+// such kernel compiled for sm_80, sm_90 and sm_90a without spills, with the instructions it is
+// built on in its PTX.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+
+#include "codegen/kernel.h"
+#include "codegen/matmul_config.h"
+#include "jit/compile_kernels.h"
+#include "layerjit/text.h"
+#include "runtime/nvrtc.h"
+#include "tests/codegen/codegen_graphs.h"
+
+using namespace lj;
+
+namespace {
+
+Lowered planned(const Graph& g, std::optional<int64_t> rows) {
+  FusionOptions fo;
+  if (rows) {
+    for (const char* s : {"T", "B"}) fo.sizes.set(s, *rows);
+    fo.sizes.set("C", 40);
+  }
+  return lower(g, fo);
+}
+
+const Graph& graph_named(const std::vector<Graph>& gs, const std::string& name) {
+  auto it = std::find_if(gs.begin(), gs.end(), [&](const Graph& g) { return g.name() == name; });
+  REQUIRE(it != gs.end());
+  return *it;
+}
+
+bool has_note(const FusionGroup& grp, const std::string& text) {
+  return std::any_of(grp.why.begin(), grp.why.end(), [&](const std::string& w) { return w.find(text) != std::string::npos; });
+}
+
+}  // namespace
+
+TEST_CASE("at decode sizes a 4-bit weight's dequantize joins its matmul, elsewhere it is weight preparation", "[codegen]") {
+  const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
+  const Graph& g = graph_named(gs, "q4_packed");
+  for (int64_t rows : {1, 7, 16}) {
+    const Lowered l = planned(g, rows);
+    REQUIRE(l.plan.groups.size() == 1);
+    const FusionGroup& grp = l.plan.groups[0];
+    CHECK(grp.kind == GroupKind::Matmul);
+    CHECK(!grp.prepare);
+    CHECK(grp.nodes.size() == 2);
+    CHECK(grp.matmul.dequant >= 0);
+    CHECK(grp.internal.size() == 1);  // %d never reaches memory
+    CHECK(has_note(grp, "absorbed %d = dequantize (weight prologue)"));
+  }
+  for (std::optional<int64_t> rows : {std::optional<int64_t>(17), std::optional<int64_t>(4096), std::optional<int64_t>()}) {
+    const Lowered l = planned(g, rows);
+    REQUIRE(l.plan.groups.size() == 2);
+    CHECK(l.plan.groups[0].prepare);  // run once when the weights are bound
+    CHECK(l.plan.groups[1].matmul.dequant < 0);
+    CHECK(has_note(l.plan.groups[1], "not absorbed %d = dequantize"));
+  }
+  // Every projection of the quantized decode layers at B = 1, including the QKV projection's RoPE epilogue.
+  for (const char* name : {"q4_llama_u4_decode", "q4_llama_i4_decode"}) {
+    const Lowered l = planned(graph_named(gs, name), 1);
+    int prologues = 0;
+    for (const FusionGroup& grp : l.plan.groups) {
+      CHECK(!grp.prepare);
+      prologues += grp.matmul.dequant >= 0;
+    }
+    CHECK(prologues == 4);
+  }
+}
+
+TEST_CASE("a dequantize the 4-bit GEMV cannot read stays weight preparation, and the plan says why", "[codegen]") {
+  Module m = parse_module(R"(
+graph @q4_odd(%x: bf16[T, 34], %w: param u4[5, 34], %s: param bf16[5, 1]) {
+  %d = dequantize(%w, %s) {dtype = bf16, group = 34}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_f32(%x: f32[T, 64], %w: param u4[5, 64], %s: param f32[5, 2]) {
+  %d = dequantize(%w, %s) {dtype = f32, group = 32}
+  %y = matmul(%x, %d)
+  return %y
+}
+)", "<q4>");
+  const Lowered odd = planned(m.graphs.at(0), 1);
+  REQUIRE(odd.plan.groups.size() == 2);
+  CHECK(has_note(odd.plan.groups[1], "not absorbed %d = dequantize: K = 34 and groups of 34 must be multiples of 32"));
+  const Lowered f32 = planned(m.graphs.at(1), 1);
+  REQUIRE(f32.plan.groups.size() == 2);
+  CHECK(has_note(f32.plan.groups[1], "not absorbed %d = dequantize: it makes f32, not bf16 or f16"));
+}
+
+TEST_CASE("only the tensor-core GEMV runs a 4-bit weight prologue", "[codegen]") {
+  const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
+  const Graph& g = graph_named(gs, "q4_packed");
+  const Lowered l = planned(g, 1);
+  EmitOptions eo;
+  eo.sm = 90, eo.arch_specific = true;
+  eo.hint.set("T", 1);
+  const MatmulProblem p = matmul_problem(*l.graph, l.plan.groups[0], eo);
+  CHECK(p.weight_codes);
+  CHECK(default_matmul_config(p).str() == "gemv mma u=2 warps=4");
+  std::vector<std::string> pruned;
+  const std::vector<MatmulConfig> cs = matmul_candidates(p, &pruned);
+  CHECK(cs.size() == 9);
+  for (const MatmulConfig& c : cs) CHECK((c.family == MatmulConfig::Family::Gemv && c.tensor_cores));
+  eo.matmul = *parse_matmul_config("mma bm=16 bn=64 bk=64 wm=1 wn=2 stages=6 gm=8", nullptr);
+  CHECK_THROWS_WITH(emit_group(*l.graph, l.plan.groups[0], eo),
+                    Catch::Contains("W is dequantized from 4-bit codes in the kernel (a weight prologue), which only the tensor-core GEMV"));
+  eo.matmul = *parse_matmul_config("gemv mt=4 u=4 warps=8", nullptr);
+  CHECK_THROWS_WITH(emit_group(*l.graph, l.plan.groups[0], eo), Catch::Contains("which only the tensor-core GEMV (gemv mma) does"));
+}
+
+TEST_CASE("every 4-bit weight-prologue kernel and tuner candidate compiles for sm_80, sm_90 and sm_90a without spills", "[codegen]") {
+  int compiled = 0;
+  for (const Graph& g : lj_test::weight_prologue_graphs()) {
+    const Lowered l = planned(g, 1);
+    for (const FusionGroup& grp : l.plan.groups) {
+      if (grp.matmul.dequant < 0) continue;
+      for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
+        auto target = rt::Target::parse(arch);
+        REQUIRE(target.ok());
+        EmitOptions eo;
+        eo.sm = target->sm, eo.arch_specific = target->arch_specific;
+        eo.hint.set("T", 1), eo.hint.set("B", 1), eo.hint.set("C", 40);
+        // Every candidate on the first projection of each graph and the default on the rest.
+        std::vector<MatmulConfig> configs{default_matmul_config(matmul_problem(*l.graph, grp, eo))};
+        if (grp.id == l.plan.groups.front().id || grp.id == 0) configs = matmul_candidates(matmul_problem(*l.graph, grp, eo));
+        for (const MatmulConfig& c : configs) {
+          eo.matmul = c;
+          const GeneratedKernel k = emit_group(*l.graph, grp, eo);
+          auto r = jit::kernel_resources(k, *target);
+          INFO(g.name() << " " << k.name << " (" << k.config << ") for " << arch << ": " << (r.ok() ? r->str() : r.message()));
+          REQUIRE(r.ok());
+          CHECK(!r->spills());
+          ++compiled;
+        }
+      }
+    }
+  }
+  CHECK(compiled >= 50);
+}
+
+TEST_CASE("the 4-bit GEMV's PTX: bf16 mma.sync on dequantized codes, packed 16-bit FMAs where the scales have x's type", "[codegen]") {
+  const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
+  auto ptx_of = [&](const char* name, const char* arch) {
+    const Lowered l = planned(graph_named(gs, name), 1);
+    auto target = rt::Target::parse(arch);
+    REQUIRE(target.ok());
+    EmitOptions eo;
+    eo.sm = target->sm, eo.arch_specific = target->arch_specific;
+    eo.hint.set("T", 1);
+    const GeneratedKernel k = emit_group(*l.graph, l.plan.groups.at(0), eo);
+    rt::CompileJob job = jit::compile_job(k, *target);
+    job.options.want_ptx = true;
+    auto prog = rt::compile(job.source, job.options, job.target);
+    REQUIRE(prog.ok());
+    return prog->ptx;
+  };
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    const std::string packed = ptx_of("q4_packed", arch);
+    // U = 2 k steps of 8 mmas, unrolled; two packed FMAs per 16-bit operand register (q - z, then * s).
+    CHECK(count(packed, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 16);
+    CHECK(count(packed, "fma.rn.bf16x2") >= 64);
+    CHECK(count(packed, "prmt.b32") >= 32);  // x's pairs matched to the codes' (e_i, e_i+4)
+    CHECK(count(packed, "cvt.f32.f16") == 0);
+    const std::string f16 = ptx_of("q4_f16", arch);
+    CHECK(count(f16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 16);
+    CHECK(count(f16, "fma.rn.f16x2") >= 64);
+    // f32 scales: (q - z) * s in f32, packed to bf16 pairs as the reference rounds.
+    const std::string f32 = ptx_of("q4_signed", arch);
+    CHECK(count(f32, "cvt.rn.bf16x2.f32") >= 64);
+    CHECK(count(f32, "fma.rn.bf16x2") == 0);
+  }
+}
