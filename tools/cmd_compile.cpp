@@ -77,7 +77,7 @@ nlohmann::json params_json(const Graph& g, const GeneratedKernel& k) {
 
 jit::JitTarget target_for_arch(const std::string& arch) {
   auto t = jit::JitTarget::of_arch(arch);
-  if (!t.ok()) throw UsageError{"--arch expects sm_XY or sm_XYa (e.g. sm_90a), got '" + arch + "'"};
+  if (!t.ok()) throw UsageError{"--arch " + t.message()};
   // On a machine with a GPU of this arch: its SM count, shared memory and driver, so the kernels (and
   // the tuned configs) are those `layerjit run` launches there.
   if (auto ctx = rt::Context::get(0); ctx.ok())
