@@ -137,6 +137,17 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
     n.operands.push_back(id);
     types.push_back(graph_->value(id).type);
   }
+  // A cache write updates its cache in place, per call: into a param (a weight, constant across calls,
+  // which the planner may even treat as weight preparation) it would be wrong every call after the first.
+  if (kind == OpKind::KvCacheWrite && !n.operands.empty()) {
+    ValueId root = n.operands[0];
+    while (graph_->value(root).producer >= 0 && op_class(graph_->node(graph_->value(root).producer).kind) == OpClass::View)
+      root = graph_->node(graph_->value(root).producer).operands[0];
+    const ValueInfo& c = graph_->value(root);
+    LJ_CHECK(!c.is_param, loc, "kv_cache_write: the cache {}%{} is a param (a weight, constant across calls); a cache it "
+             "writes must be an input (declare %{} without `param`)",
+             root == n.operands[0] ? "" : fmt::format("%{}, a view of ", graph_->value(n.operands[0]).name), c.name, c.name);
+  }
   std::vector<TensorType> results;
   try {
     n.attrs = check_attrs(kind, attrs);
