@@ -59,8 +59,9 @@ bool is_ident_char(char c) {
 }
 
 /// The __global__ function whose definition starts at or above `line` (1-based): the identifier just
-/// before the first '(' after the nearest preceding `__global__`. Generated kernels put their
-/// signature on one or a few lines, so a short look-ahead suffices.
+/// before the first '(' after the nearest preceding `__global__` that does not open the arguments of
+/// `__launch_bounds__` (every generated kernel has them). Generated kernels put their signature on
+/// one or a few lines, so a short look-ahead suffices.
 std::string enclosing_kernel(const std::vector<std::string_view>& lines, int line) {
   for (int i = std::min<int>(line, static_cast<int>(lines.size())) - 1; i >= 0; --i) {
     size_t g = lines[i].find("__global__");
@@ -69,15 +70,19 @@ std::string enclosing_kernel(const std::vector<std::string_view>& lines, int lin
     for (int j = i; j < static_cast<int>(lines.size()) && j < i + 4; ++j) {
       sig += std::string(j == i ? lines[j].substr(g) : lines[j]);
       sig += ' ';
-      if (sig.find('(') != std::string::npos) break;
     }
-    size_t paren = sig.find('(');
-    if (paren == std::string::npos) return "";
-    size_t end = paren;
-    while (end > 0 && sig[end - 1] == ' ') --end;
-    size_t begin = end;
-    while (begin > 0 && is_ident_char(sig[begin - 1])) --begin;
-    return sig.substr(begin, end - begin);
+    for (size_t from = 0;;) {
+      const size_t paren = sig.find('(', from);
+      if (paren == std::string::npos) return "";
+      size_t end = paren;
+      while (end > 0 && sig[end - 1] == ' ') --end;
+      size_t begin = end;
+      while (begin > 0 && is_ident_char(sig[begin - 1])) --begin;
+      if (sig.compare(begin, end - begin, "__launch_bounds__") != 0) return sig.substr(begin, end - begin);
+      const size_t close = sig.find(')', paren);  // its arguments are numbers: no nested parentheses
+      if (close == std::string::npos) return "";
+      from = close + 1;
+    }
   }
   return "";
 }

@@ -104,6 +104,20 @@ TEST_CASE("a compile error is mapped onto the source: kernel, line, three lines 
   CHECK_THAT(m, Catch::Contains("NVRTC log:"));
 }
 
+TEST_CASE("a compile error names the kernel, not its __launch_bounds__", "[nvrtc]") {
+  CompileOptions opts;
+  opts.program_name = "bounded.cu";
+  auto r = compile("extern \"C\" __global__ void __launch_bounds__(128, 4) lj_bounded(\n"
+                   "    float* x) {\n"
+                   "  x[threadIdx.x] = undeclared_value;\n"
+                   "}\n",
+                   opts, target("sm_90"));
+  REQUIRE(!r.ok());
+  INFO(r.message());
+  CHECK_THAT(r.message(), Catch::Contains("in kernel `lj_bounded`"));
+  CHECK_THAT(r.message(), !Catch::Contains("in kernel `__launch_bounds__`"));
+}
+
 TEST_CASE("parse_compile_log finds each diagnostic and its kernel", "[nvrtc]") {
   const char* log =
       "k.cu(6): error: identifier \"undeclared_scale\" is undefined\n"
