@@ -20,8 +20,9 @@ struct SourceLoc {
 
 class UserError : public std::runtime_error {
  public:
-  explicit UserError(std::string msg, SourceLoc loc = {})
-      : std::runtime_error(std::move(msg)), loc_(std::move(loc)) {}
+  /// A line of `msg` longer than 1000 bytes keeps its first 600 and last 200 and says how many it
+  /// elides: a message quoting a 1 MB attribute or a 200000-element shape stays readable.
+  explicit UserError(std::string msg, SourceLoc loc = {});
   const SourceLoc& loc() const { return loc_; }
   /// "file:line:col: error: msg" when the location is known, else "error: msg".
   std::string formatted() const;

@@ -103,6 +103,23 @@ TEST_CASE("user errors format with and without a location", "[types]") {
   CHECK(without.formatted() == "error: bad thing");
 }
 
+TEST_CASE("a user error's overlong line is elided in the middle, other lines kept", "[types]") {
+  const std::string quoted = "got \"" + std::string(1000000, 'A') + "\" (expected a style)";
+  UserError e("first line\n" + quoted + "\nlast line");
+  const std::string m = e.what();
+  CHECK(m.size() < 1000);
+  CHECK(m.rfind("first line\ngot \"AAAA", 0) == 0);
+  CHECK_THAT(m, Catch::Contains(" ... [999225 characters] ... "));
+  CHECK_THAT(m, Catch::EndsWith("AAAA\" (expected a style)\nlast line"));
+  // Under the limit nothing changes, and a multi-byte character is never cut in two.
+  CHECK(std::string(UserError(std::string(1000, 'b')).what()) == std::string(1000, 'b'));
+  std::string wide;
+  for (int i = 0; i < 700; ++i) wide += "\xc3\xa9";  // é
+  const std::string w = UserError(wide).what();
+  CHECK(w.find(" ... [") % 2 == 0);
+  CHECK(w.size() < wide.size());
+}
+
 TEST_CASE("internal errors ask to be reported", "[types]") {
   try {
     LJ_ASSERT(1 + 1 == 3, "arithmetic is {}", "broken");
