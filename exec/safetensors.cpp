@@ -4,8 +4,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -52,6 +55,10 @@ std::string_view safetensors_dtype(DType t) {
 }
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
+  std::error_code ec;
+  // An ifstream opens a directory "successfully" on Linux and reports its size as 2^63-1.
+  LJ_CHECK(!std::filesystem::is_directory(path, ec), SourceLoc{},
+           "'{}' is a directory, not a safetensors file (a model directory goes where a .lj file does, not to --weights)", path);
   std::ifstream in(path, std::ios::binary);
   LJ_CHECK(in.good(), SourceLoc{}, "cannot read safetensors file '{}': no such file or not readable", path);
   in.seekg(0, std::ios::end);
@@ -68,11 +75,24 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::string header(static_cast<size_t>(header_len), '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
   nlohmann::json j;
+  // A key given twice would silently take its last entry (the JSON parser keeps one): each object's
+  // keys are collected as they are read, and a repeat is an error naming it.
+  std::vector<std::set<std::string>> keys;
+  std::string repeated;
+  auto watch = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) keys.resize(static_cast<size_t>(depth) + 1), keys[static_cast<size_t>(depth)].clear();
+    if (event == E::key && depth >= 1 && static_cast<size_t>(depth) <= keys.size() &&
+        !keys[static_cast<size_t>(depth) - 1].insert(parsed.get<std::string>()).second && repeated.empty())
+      repeated = parsed.get<std::string>();
+    return true;
+  };
   try {
-    j = nlohmann::json::parse(header);
+    j = nlohmann::json::parse(header, watch);
   } catch (const nlohmann::json::parse_error& e) {
     throw bad(fmt::format("the JSON header does not parse: {}", e.what()));
   }
+  if (!repeated.empty()) throw bad(fmt::format("the header names '{}' twice", repeated));
   if (!j.is_object()) throw bad("the JSON header is not an object");
   SafetensorsFile f;
   f.path_ = path;

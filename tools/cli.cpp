@@ -34,6 +34,9 @@ void parse_bindings(const std::string& text, Bindings& out) {
     auto [ptr, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
     if (ec != std::errc() || ptr != val.data() + val.size() || v <= 0)
       throw UsageError{fmt::format("--bind {}: value must be a positive integer, got '{}'", sym, val)};
+    // Two values for one symbol (in one --bind or across several) is a typo, not "the last wins".
+    if (std::optional<int64_t> had = out.get(sym); had && *had != v)
+      throw UsageError{fmt::format("--bind binds {} twice ({}={} and {}={})", sym, sym, *had, sym, v)};
     out.set(sym, v);
   }
   if (!any) throw UsageError{"--bind expects SYMBOL=VALUE (e.g. T=7)"};

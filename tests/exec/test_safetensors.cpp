@@ -101,6 +101,11 @@ TEST_CASE("damaged safetensors files are clear errors naming the file and the te
        "tensor 'w': shape entries must be non-negative integers"},
       {"overlap", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
        four + four, -1, "tensors 'a' and 'b' overlap"},
+      // A key given twice: the JSON parser would keep the last one silently.
+      {"twice", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four,
+       -1, "the header names 'a' twice"},
+      {"twice_inner", R"({"a":{"dtype":"F32","dtype":"F16","shape":[1],"data_offsets":[0,4]}})", four, -1,
+       "the header names 'dtype' twice"},
   };
   for (const Case& c : cases) {
     INFO(c.stem);
@@ -118,6 +123,17 @@ TEST_CASE("damaged safetensors files are clear errors naming the file and the te
   }
   CHECK(error_of([] { exec::SafetensorsFile::open("/nonexistent/w.safetensors"); }) ==
         "cannot read safetensors file '/nonexistent/w.safetensors': no such file or not readable");
+  // A directory (which an ifstream opens, reporting a size of 2^63 - 1) is named as one.
+  const std::string dir = temp_path("a_dir");
+  std::filesystem::create_directories(dir);
+  CHECK(error_of([&] { exec::SafetensorsFile::open(dir); }) ==
+        "'" + dir + "' is a directory, not a safetensors file (a model directory goes where a .lj file does, not to --weights)");
+  std::filesystem::remove(dir);
+  // Nested objects of distinct tensors may repeat keys (each has its own dtype).
+  const std::string ok = raw_file("distinct", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                  four + four, -1);
+  CHECK(error_of([&] { exec::SafetensorsFile::open(ok); }) == "(no error)");
+  std::filesystem::remove(ok);
 }
 
 TEST_CASE("writing a value its dtype cannot hold is an error", "[exec][safetensors]") {
