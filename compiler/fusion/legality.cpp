@@ -4,6 +4,7 @@
 #include "layerjit/check.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -52,40 +53,72 @@ UseMap::UseMap(const Graph& g) : users_(g.values().size()), is_output_(g.values(
   for (ValueId v : g.outputs()) is_output_[static_cast<size_t>(v)] = true;
 }
 
-bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>& group, NodeId candidate) {
-  std::vector<NodeId> members = group;
-  members.push_back(candidate);
-  // Views of a member's results are aliases of memory the group writes (or keeps): no kernel of their
-  // own, so a path through them does not leave the group (silu(split(matmul)[0]) joining the matmul).
-  for (size_t i = 0; i < members.size(); ++i)
-    for (ValueId r : g.node(members[i]).results)
-      for (NodeId u : uses.users(r))
-        if (is_view(g.node(u).kind) && std::find(members.begin(), members.end(), u) == members.end()) members.push_back(u);
-  auto inside = [&](NodeId n) { return std::find(members.begin(), members.end(), n) != members.end(); };
-  // Walk forward from every edge that leaves the would-be group; reaching a member again is a cycle.
-  std::vector<bool> seen(g.nodes().size(), false);
+bool creates_cycle(const Graph& g, const UseMap& uses, const std::function<bool(NodeId)>& member, NodeId lo, NodeId hi,
+                   NodeId candidate) {
+  lo = std::min(lo, candidate), hi = std::max(hi, candidate);
+  // In the would-be group: a member, the candidate, or a view (through views) of what one of them makes.
+  auto inside = [&](NodeId n) {
+    for (;;) {
+      if (n == candidate || member(n)) return true;
+      const Node& node = g.node(n);
+      if (!is_view(node.kind)) return false;
+      n = g.value(node.operands[0]).producer;
+      if (n < 0) return false;
+    }
+  };
+  std::unordered_set<NodeId> seen;
   std::vector<NodeId> stack;
-  for (NodeId m : members)
-    for (ValueId r : g.node(m).results)
-      for (NodeId u : uses.users(r))
-        if (!inside(u) && !seen[static_cast<size_t>(u)]) {
-          seen[static_cast<size_t>(u)] = true;
-          stack.push_back(u);
-        }
-  while (!stack.empty()) {
-    NodeId n = stack.back();
-    stack.pop_back();
-    for (ValueId r : g.node(n).results) {
+  // Forward: the outside nodes the candidate's results reach (through its views) ...
+  std::vector<NodeId> from{candidate};
+  while (!from.empty()) {
+    const NodeId n = from.back();
+    from.pop_back();
+    for (ValueId r : g.node(n).results)
       for (NodeId u : uses.users(r)) {
-        if (inside(u)) return true;
-        if (!seen[static_cast<size_t>(u)]) {
-          seen[static_cast<size_t>(u)] = true;
+        if (u > hi || !seen.insert(u).second) continue;  // past every member: cannot lead back
+        if (!inside(u)) {
           stack.push_back(u);
+        } else if (is_view(g.node(u).kind)) {
+          from.push_back(u);  // an alias: its readers read the candidate's result
         }
       }
+  }
+  // ... and whether any path from them comes back in.
+  while (!stack.empty()) {
+    const NodeId n = stack.back();
+    stack.pop_back();
+    for (ValueId r : g.node(n).results)
+      for (NodeId u : uses.users(r)) {
+        if (u > hi) continue;
+        if (inside(u)) return true;
+        if (seen.insert(u).second) stack.push_back(u);
+      }
+  }
+  // Backward: the outside producers of the candidate's operands, and whether a member made them.
+  seen.clear();
+  for (ValueId v : g.node(candidate).operands) {
+    const NodeId p = g.value(v).producer;
+    if (p >= 0 && p >= lo && !inside(p) && seen.insert(p).second) stack.push_back(p);
+  }
+  while (!stack.empty()) {
+    const NodeId n = stack.back();
+    stack.pop_back();
+    for (ValueId v : g.node(n).operands) {
+      const NodeId p = g.value(v).producer;
+      if (p < 0 || p < lo) continue;  // before every member: no member reaches it
+      if (inside(p)) return true;
+      if (seen.insert(p).second) stack.push_back(p);
     }
   }
   return false;
+}
+
+bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>& group, NodeId candidate) {
+  if (group.empty()) return false;
+  const std::unordered_set<NodeId> in(group.begin(), group.end());
+  return creates_cycle(
+      g, uses, [&](NodeId n) { return in.count(n) > 0; }, *std::min_element(group.begin(), group.end()),
+      *std::max_element(group.begin(), group.end()), candidate);
 }
 
 bool same_iteration_space(const Graph& g, NodeId a, NodeId b) {
@@ -137,17 +170,10 @@ bool fits_row_copy(const Graph& g, const FusionGroup& grp, ValueId v) {
   return s[0] == rope_group_rows(g, grp);
 }
 
-std::vector<HeadPiece> head_pieces(const Graph& g, ValueId y) {
+std::vector<HeadPiece> head_pieces(const Graph& g, const UseMap& uses, ValueId y) {
   const TensorType& yt = g.value(y).type;
-  auto readers = [&](ValueId v) {
-    std::vector<NodeId> out;
-    for (NodeId id = 0; id < static_cast<NodeId>(g.nodes().size()); ++id) {
-      const Node& n = g.node(id);
-      if (std::find(n.operands.begin(), n.operands.end(), v) != n.operands.end()) out.push_back(id);
-    }
-    return out;
-  };
-  auto returned = [&](ValueId v) { return std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end(); };
+  auto readers = [&](ValueId v) { return uses.users(v); };
+  auto returned = [&](ValueId v) { return uses.is_output(v); };
   if (yt.rank() != 2 || !yt.shape[1].is_const() || returned(y)) return {};
   const std::vector<NodeId> users = readers(y);
   if (users.size() != 1 || g.node(users[0]).kind != OpKind::Split) return {};

@@ -1,6 +1,7 @@
 // Named predicates behind every fusion decision, so `layerjit plan` can say why.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,16 @@ class UseMap {
   std::vector<bool> is_output_;
 };
 
-/// Would adding `candidate` to `group` create a cycle between groups? True if a path leaves the
-/// group (or the candidate) through an outside node and comes back in.
+/// Would adding `candidate` to a group create a cycle between groups: a path that leaves the group
+/// (or the candidate) through an outside node and comes back in? `member(n)` says whether node n is
+/// in the group, which must be free of such paths already (every member joined through this check);
+/// views of members' results count as members (aliases of memory the group writes). Node ids are a
+/// topological order (operands are defined first), so a new path must pass through the candidate
+/// and only nodes between the lowest and highest ids of the group and the candidate (`lo`, `hi`) can
+/// lie on it: growing a group node by node costs about its boundary, not its size.
+bool creates_cycle(const Graph& g, const UseMap& uses, const std::function<bool(NodeId)>& member, NodeId lo, NodeId hi,
+                   NodeId candidate);
+/// The same for a group given as its nodes.
 bool creates_cycle(const Graph& g, const UseMap& uses, const std::vector<NodeId>& group, NodeId candidate);
 
 /// Same output shape: an elementwise node may join a producer's group only if it does not
@@ -77,6 +86,6 @@ struct HeadPiece {
 /// read only by one reshape to [rows, H, D] (the QKV projection: q, k and v heads); empty otherwise.
 /// Neither y nor a piece may be a graph output. The planner's RoPE-in-epilogue fusion walks this
 /// structure and records what it fused in the group (MatmulEpilogue::rope_pieces).
-std::vector<HeadPiece> head_pieces(const Graph& g, ValueId y);
+std::vector<HeadPiece> head_pieces(const Graph& g, const UseMap& uses, ValueId y);
 
 }  // namespace lj

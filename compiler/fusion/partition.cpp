@@ -26,7 +26,9 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <queue>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -109,6 +111,9 @@ class Partitioner {
   void add(int gid, NodeId n) {
     owner_[static_cast<size_t>(n)] = gid;
     groups_[static_cast<size_t>(gid)].nodes.push_back(n);
+    if (static_cast<size_t>(gid) >= span_.size()) span_.resize(static_cast<size_t>(gid) + 1, {n, n});
+    std::pair<NodeId, NodeId>& s = span_[static_cast<size_t>(gid)];
+    s = {std::min(s.first, n), std::max(s.second, n)};
   }
   const std::vector<NodeId>& members(int gid) const { return groups_[static_cast<size_t>(gid)].nodes; }
   void note(int gid, std::string why) { groups_[static_cast<size_t>(gid)].why.push_back(std::move(why)); }
@@ -122,7 +127,8 @@ class Partitioner {
   bool try_absorb(int gid, NodeId n, const std::string& what) {
     if (owner(n) != kUnassigned) return false;
     if (prepares(n) != prepares_group(gid)) return false;  // once per weights, or per call: never both
-    if (creates_cycle(g_, uses_, members(gid), n)) {
+    const auto [lo, hi] = span_[static_cast<size_t>(gid)];
+    if (creates_cycle(g_, uses_, [&](NodeId m) { return owner(m) == gid; }, lo, hi, n)) {
       note(gid, fmt::format("not absorbed {} = {} ({}): would create a cycle between kernels", nname(n), op_name(kind(n)), what));
       return false;
     }
@@ -141,7 +147,7 @@ class Partitioner {
   // plain piece join too.
   void grow_rope_projection(NodeId mm) {
     const ValueId y = g_.node(mm).results[0];
-    const std::vector<HeadPiece> pieces = head_pieces(g_, y);
+    const std::vector<HeadPiece> pieces = head_pieces(g_, uses_, y);
     if (pieces.empty()) return;
     NodeId table = -1;
     std::optional<attr::RopeStyle> style;
@@ -458,20 +464,38 @@ class Partitioner {
 
   void grow_elementwise(NodeId seed) {
     int gid = new_group(GroupKind::Elementwise, seed);
-    // Grow to a fixed point over producers and consumers in the same iteration space.
+    // Grow to a fixed point over producers and consumers in the same iteration space. A member whose
+    // every such neighbour has a group already can absorb nothing more (owners never change), so
+    // each pass visits only the others, in member order: a chain of n ops costs O(n), not O(n^2).
+    auto eligible = [&](NodeId n) { return is_pointwise(g_.node(n)) && same_iteration_space(g_, n, seed); };
+    auto open = [&](NodeId m) {
+      for (ValueId v : g_.node(m).operands)
+        if (NodeId p = producer(v); p >= 0 && owner(p) == kUnassigned && eligible(p)) return true;
+      for (ValueId r : g_.node(m).results)
+        for (NodeId u : uses_.users(r))
+          if (owner(u) == kUnassigned && eligible(u)) return true;
+      return false;
+    };
+    std::vector<NodeId> active{seed};
     for (bool changed = true; changed;) {
       changed = false;
-      std::vector<NodeId> current = members(gid);
-      for (NodeId m : current) {
+      const size_t before = members(gid).size();
+      for (NodeId m : active) {
         for (ValueId v : g_.node(m).operands) {
           NodeId p = producer(v);
-          if (p >= 0 && is_pointwise(g_.node(p)) && same_iteration_space(g_, p, seed))
-            changed |= try_absorb(gid, p, "producer");
+          if (p >= 0 && eligible(p)) changed |= try_absorb(gid, p, "producer");
         }
         for (ValueId r : g_.node(m).results)
           for (NodeId u : uses_.users(r))
-            if (is_pointwise(g_.node(u)) && same_iteration_space(g_, u, seed)) changed |= try_absorb(gid, u, "consumer");
+            if (eligible(u)) changed |= try_absorb(gid, u, "consumer");
       }
+      // The next pass: this pass's members still open, then the ones it added, in member order.
+      std::vector<NodeId> next;
+      for (NodeId m : active)
+        if (open(m)) next.push_back(m);
+      for (size_t i = before; i < members(gid).size(); ++i)
+        if (open(members(gid)[i])) next.push_back(members(gid)[i]);
+      active = std::move(next);
     }
   }
 
@@ -519,22 +543,28 @@ class Partitioner {
           int h = home(v);
           if (h != kUnassigned && h != grp.id) deps[static_cast<size_t>(grp.id)].insert(h);
         }
-    std::vector<int> order;
-    std::vector<bool> done(groups_.size(), false);
-    while (order.size() < groups_.size()) {
-      int best = kUnassigned;
-      for (const auto& grp : groups_) {
-        if (done[static_cast<size_t>(grp.id)]) continue;
-        bool ready = true;
-        for (int d : deps[static_cast<size_t>(grp.id)]) ready = ready && done[static_cast<size_t>(d)];
-        // Weight preparation first (it runs before any call), then by first node.
-        auto rank = [&](int id) { return std::pair(!prepares_group(id), members(id).front()); };
-        if (ready && (best == kUnassigned || rank(grp.id) < rank(best))) best = grp.id;
-      }
-      LJ_ASSERT(best != kUnassigned, "fusion groups of @{} form a cycle", g_.name());
-      done[static_cast<size_t>(best)] = true;
-      order.push_back(best);
+    // Kahn's algorithm, the ready group of least rank first: weight preparation first (it runs
+    // before any call), then by first node.
+    std::vector<std::vector<int>> dependents(groups_.size());
+    std::vector<size_t> waiting(groups_.size(), 0);
+    for (const auto& grp : groups_) {
+      waiting[static_cast<size_t>(grp.id)] = deps[static_cast<size_t>(grp.id)].size();
+      for (int d : deps[static_cast<size_t>(grp.id)]) dependents[static_cast<size_t>(d)].push_back(grp.id);
     }
+    using Rank = std::tuple<bool, NodeId, int>;
+    auto rank = [&](int id) { return Rank(!prepares_group(id), members(id).front(), id); };
+    std::priority_queue<Rank, std::vector<Rank>, std::greater<Rank>> ready;
+    for (const auto& grp : groups_)
+      if (waiting[static_cast<size_t>(grp.id)] == 0) ready.push(rank(grp.id));
+    std::vector<int> order;
+    while (!ready.empty()) {
+      const int best = std::get<2>(ready.top());
+      ready.pop();
+      order.push_back(best);
+      for (int u : dependents[static_cast<size_t>(best)])
+        if (--waiting[static_cast<size_t>(u)] == 0) ready.push(rank(u));
+    }
+    LJ_ASSERT(order.size() == groups_.size(), "fusion groups of @{} form a cycle", g_.name());
     std::vector<FusionGroup> out;
     for (int old : order) {
       FusionGroup grp = groups_[static_cast<size_t>(old)];
@@ -592,6 +622,7 @@ class Partitioner {
   std::vector<ValueId> dense_;                  // FusionPlan::dense_views
   std::map<NodeId, std::string> rope_refusals_;  // why a projection's ropes stayed out of its epilogue
   std::vector<bool> constant_;                  // per value: computed from params alone
+  std::vector<std::pair<NodeId, NodeId>> span_;  // per group: its lowest and highest node ids
 };
 
 }  // namespace

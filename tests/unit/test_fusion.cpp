@@ -152,6 +152,24 @@ TEST_CASE("cycle detection sees paths through other groups", "[fusion]") {
   CHECK_FALSE(creates_cycle(g, uses, {0}, 1));  // silu + matmul
 }
 
+TEST_CASE("cycle detection looks forward and backward from the candidate, through views", "[fusion]") {
+  // a -> split -> (p0 -> b, p1 -> q(outside) -> d): d and a around q
+  GraphBuilder b("g");
+  auto x = b.input("x", DType::F32, {4, 8});
+  auto w = b.param("w", DType::F32, {4, 4});
+  auto a = b.silu(x);                                 // node 0
+  auto parts = b.split(a, 1, {4, 4});                 // node 1, a view
+  auto e = b.exp(parts[0]);                           // node 2
+  auto q = b.matmul(parts[1], w);                     // node 3, another kernel
+  auto d = b.add(e, q);                               // node 4
+  Graph g = b.finish({d});
+  UseMap uses(g);
+  CHECK_FALSE(creates_cycle(g, uses, {0}, 2));  // exp reads silu through the split: an alias, no kernel between
+  CHECK(creates_cycle(g, uses, {0, 2}, 4));      // add reads the matmul, which reads the group: forward from the group
+  CHECK(creates_cycle(g, uses, {4}, 0));         // silu feeds the matmul that feeds the add: backward from the candidate
+  CHECK_FALSE(creates_cycle(g, uses, {3, 4}, 2));
+}
+
 TEST_CASE("group kind names", "[fusion]") {
   CHECK(group_kind_name(GroupKind::RopeKvWrite) == "rope_kv_write");
   CHECK(group_kind_name(GroupKind::RowReduce) == "row_reduce");
