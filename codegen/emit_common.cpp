@@ -1,6 +1,8 @@
 // Emitter machinery shared by every group kind.
 #include "codegen/emit_common.h"
 
+#include "compiler/ir/identifier.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -28,11 +30,7 @@ const char* c_type(DType t) {
   __builtin_unreachable();
 }
 
-std::string ident(std::string_view value_name) {
-  std::string out;
-  for (char c : value_name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out;
-}
+std::string ident(std::string_view value_name) { return cpp_identifier(value_name); }
 
 KernelContext::KernelContext(const Graph& g, const FusionGroup& grp) : g_(g), grp_(grp), layouts_(compute_layouts(g, grp.dense_views)) {
   // Only the rope_kv_write emitter stores copies; any other kernel would silently leave them unwritten.

@@ -1,5 +1,7 @@
 // View layout analysis: offsets and strides of reshape/split results into their source buffers.
 #include "compiler/fusion/tensor_layout.h"
+
+#include "compiler/ir/identifier.h"
 #include "layerjit/op_attrs.h"
 #include "layerjit/check.h"
 
@@ -53,7 +55,7 @@ std::vector<DimProduct> dense_strides(const Shape& s) {
   return st;
 }
 
-std::string symbol_ident(std::string_view symbol) { return "s_" + std::string(symbol); }
+std::string symbol_ident(std::string_view symbol) { return "s_" + cpp_identifier(symbol); }
 
 std::string product_expr(const DimProduct& p) {
   if (p.symbols.empty()) return fmt::format("{}LL", p.constant);

@@ -1,6 +1,8 @@
 // GraphBuilder: creates inputs and nodes, verifying each op and inferring its types on the spot.
 #include "layerjit/builder.h"
 
+#include "compiler/ir/identifier.h"
+
 #include <cctype>
 
 #include "ops/op_schema.h"
@@ -63,6 +65,15 @@ void GraphBuilder::rename(ValueId id, std::string name) {
   ValueInfo& v = graph_->values_.at(static_cast<size_t>(id));
   if (v.name == name) return;
   LJ_CHECK(!names_.count(name), SourceLoc{}, "redefinition of value '%{}' in @{}", name, graph_->name_);
+  const std::string old_ident = cpp_identifier(v.name);
+  value_idents_.erase(old_ident);
+  try {
+    check_ident(value_idents_, name, "values", SourceLoc{});
+  } catch (const UserError&) {
+    value_idents_.emplace(old_ident, v.name);
+    throw;
+  }
+  value_idents_.emplace(cpp_identifier(name), name);
   names_.erase(v.name);
   names_.emplace(name, id);
   v.name = std::move(name);
@@ -78,8 +89,19 @@ std::optional<Value> GraphBuilder::lookup(std::string_view name) {
 std::string GraphBuilder::fresh_name() {
   for (;;) {
     std::string n = std::to_string(next_temp_++);
-    if (!lookup(n)) return n;
+    if (!lookup(n) && !value_idents_.count(n)) return n;
   }
+}
+
+void GraphBuilder::check_ident(const std::unordered_map<std::string, std::string>& idents, const std::string& name, const char* what,
+                               const SourceLoc& loc) const {
+  const auto it = idents.find(cpp_identifier(name));
+  if (it == idents.end() || it->second == name) return;
+  const bool value = &idents == &value_idents_;
+  throw UserError(fmt::format("{} {}{} and {}{} are one C++ identifier, {}, in the kernels layerjit generates for @{}: rename one "
+                              "(names differing only in '.' and '_' collide)",
+                              what, value ? "%" : "", it->second, value ? "%" : "", name, it->first, graph_->name_),
+                  loc);
 }
 
 Value GraphBuilder::add_input(std::string name, DType dtype, Shape shape, bool is_param, SourceLoc loc) {
@@ -98,6 +120,12 @@ Value GraphBuilder::add_input(std::string name, DType dtype, Shape shape, bool i
            "%{}: a {} tensor packs two elements per byte, so its last dimension must be a constant even number, got {}", name,
            dtype_name(dtype), shape_str(shape));
   check_constant_size({dtype, shape}, "%" + name, loc);
+  check_ident(value_idents_, name, "values", loc);
+  for (const Dim& d : shape)
+    if (d.is_symbol()) check_ident(symbol_idents_, d.symbol(), "symbols", loc);
+  value_idents_.emplace(cpp_identifier(name), name);
+  for (const Dim& d : shape)
+    if (d.is_symbol()) symbol_idents_.emplace(cpp_identifier(d.symbol()), d.symbol());
   ValueInfo v;
   v.name = std::move(name);
   v.type = {dtype, std::move(shape)};
@@ -179,8 +207,14 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
     for (size_t i = 0; i < result_names.size(); ++i) {
       LJ_CHECK(valid_name(result_names[i]), loc, "invalid value name '{}': use letters, digits, '_' and '.'", result_names[i]);
       LJ_CHECK(!lookup(result_names[i]), loc, "redefinition of value '%{}' in @{}", result_names[i], graph_->name_);
-      for (size_t j = 0; j < i; ++j)
+      check_ident(value_idents_, result_names[i], "values", loc);
+      for (size_t j = 0; j < i; ++j) {
         LJ_CHECK(result_names[j] != result_names[i], loc, "redefinition of value '%{}' in @{}", result_names[i], graph_->name_);
+        LJ_CHECK(cpp_identifier(result_names[j]) != cpp_identifier(result_names[i]), loc,
+                 "values %{} and %{} are one C++ identifier, {}, in the kernels layerjit generates for @{}: rename one "
+                 "(names differing only in '.' and '_' collide)",
+                 result_names[j], result_names[i], cpp_identifier(result_names[i]), graph_->name_);
+      }
     }
   }
   auto node_id = static_cast<NodeId>(graph_->nodes_.size());
@@ -188,6 +222,7 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
   for (size_t i = 0; i < results.size(); ++i) {
     ValueInfo v;
     v.name = result_names.empty() ? fresh_name() : result_names[i];
+    value_idents_.emplace(cpp_identifier(v.name), v.name);
     v.type = results[i];
     v.producer = node_id;
     v.result_index = static_cast<int>(i);

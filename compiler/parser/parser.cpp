@@ -19,6 +19,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/ir/identifier.h"
+
 #include "compiler/parser/edit_distance.h"
 #include "compiler/parser/lexer.h"
 #include "compiler/parser/op_error_location.h"
@@ -124,6 +126,7 @@ class Parser {
   Lexer lex_;
   Token tok_;
   std::unordered_map<std::string, SourceLoc> graph_names_;  // for redefinition errors
+  std::unordered_map<std::string, std::string> graph_idents_;  // C++ identifier -> the graph name that has it
 };
 
 Module Parser::parse_file() {
@@ -144,6 +147,11 @@ Graph Parser::parse_graph() {
   const std::string name(name_tok.name());
   if (auto [it, fresh] = graph_names_.emplace(name, loc(name_tok)); !fresh)
     fail_at(name_tok, fmt::format("redefinition of graph @{} (first defined at line {})", parser::shorten(name), it->second.line));
+  // Kernels are named after their graph's C++ identifier: two graphs of one would give kernels one name.
+  if (auto [it, fresh] = graph_idents_.emplace(cpp_identifier(name), name); !fresh)
+    fail_at(name_tok, fmt::format("graphs @{} and @{} are one C++ identifier, {}, in the names of their kernels: rename one "
+                                  "(names differing only in '.' and '_' collide)",
+                                  parser::shorten(it->second), parser::shorten(name), parser::shorten(it->first)));
   GraphBuilder b(name, loc(kw));
   GraphScope scope{b, name, {}};
 

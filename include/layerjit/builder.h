@@ -139,6 +139,11 @@ class GraphBuilder {
 
   std::unique_ptr<Graph> graph_;
   std::unordered_map<std::string, ValueId> names_;  // value name -> id: parsing stays linear
+  /// The C++ identifier each value and each symbol name becomes in generated kernels -> that name
+  /// (two names of one identifier are refused: claim_ident).
+  std::unordered_map<std::string, std::string> value_idents_, symbol_idents_;
+  void check_ident(const std::unordered_map<std::string, std::string>& idents, const std::string& name, const char* what,
+                   const SourceLoc& loc) const;
   int next_temp_ = 0;
   std::optional<std::vector<TensorType>> declared_outputs_;
   SourceLoc declared_loc_;

@@ -15,7 +15,8 @@
 // (a 301-row table, rank-2 ids, an f32 table of odd width; argmax over 301, 128256 and 7 columns),
 // the @dequant_* graphs the group-wise dequantize kernel (u4 codes with u4 zero points, i4 codes,
 // u4 with i8 zeros and one scale per 34-wide row, i8 codes in groups; f16, bf16 and f32 scales), and
-// family_configs() the model families' layers.
+// @dotted.names names with '.' (value, symbol and graph: '_' in C++), and family_configs() the model
+// families' layers.
 #pragma once
 
 #include <string>
@@ -199,6 +200,11 @@ graph @dequant_i4_rows(%x: f16[T, 96], %w: param i4[7, 96], %s: param bf16[7, 3]
   %y = matmul(%x, %d)
   %e = dequantize(%w1, %s1, %z1) {dtype = f32, group = 34}
   return %y, %e
+}
+graph @dotted.names(%x.in: f32[T.len, 37], %b.ias: f32[37]) {
+  %y.out = add(%x.in, %b.ias)
+  %z = silu(%y.out)
+  return %z
 }
 graph @dequant_i8_groups(%q: i8[T, 64], %s: f32[T, 2]) {
   %d = dequantize(%q, %s) {dtype = bf16, group = 32}

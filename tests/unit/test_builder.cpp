@@ -179,3 +179,19 @@ TEST_CASE("a graph with no inputs prints an empty parameter list", "[builder]") 
   // Only inputs can start a graph, so a graph without inputs has nothing to return.
   CHECK(error_of([&] { b.finish({}); }).find("has no return") != std::string::npos);
 }
+
+TEST_CASE("names that are one C++ identifier are refused where the second is declared or renamed", "[builder]") {
+  GraphBuilder b("g");
+  auto x = b.input("x.in", DType::F32, {4, 8});
+  CHECK_THROWS_WITH(b.input("x_in", DType::F32, {4, 8}),
+                    "values %x.in and %x_in are one C++ identifier, x_in, in the kernels layerjit generates for @g: rename one "
+                    "(names differing only in '.' and '_' collide)");
+  auto y = b.silu(x);
+  CHECK_THROWS_WITH(y.named("x_in"), Catch::Contains("values %x.in and %x_in are one C++ identifier"));
+  // Renaming a value to another name of its own identifier is fine; renaming it away frees the identifier.
+  auto z = b.relu(x).named("z.out");
+  CHECK_NOTHROW(z.named("z_out"));
+  CHECK_THROWS(b.input("z.out", DType::F32, {4, 8}));
+  z.named("zz");
+  CHECK_NOTHROW(b.input("z.out", DType::F32, {4, 8}));
+}
