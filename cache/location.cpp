@@ -57,8 +57,16 @@ CacheOptions cache_options_from_env() {
   CacheOptions o;
   o.mode = cache_mode_from_env();
   if (const char* cap = std::getenv("LAYERJIT_CACHE_MAX_BYTES")) {
-    if (auto bytes = parse_byte_size(cap)) o.max_bytes = *bytes;
-    else warn_to_stderr(fmt::format("ignoring LAYERJIT_CACHE_MAX_BYTES='{}': expected a byte count such as 2147483648 or 2G", cap));
+    const std::optional<uint64_t> bytes = parse_byte_size(cap);
+    if (!bytes)
+      throw UserError(fmt::format("LAYERJIT_CACHE_MAX_BYTES={}: expected a byte count such as 2147483648 or 2G", cap));
+    // A cap below a few entries evicts each one as it is stored: caching off, silently. That is
+    // LAYERJIT_CACHE=off's job, said as such.
+    if (*bytes < kMinCacheBytes)
+      throw UserError(fmt::format("LAYERJIT_CACHE_MAX_BYTES={}: below the {} MiB a cache needs to keep its entries "
+                                  "(LAYERJIT_CACHE=off turns the cache off)",
+                                  cap, kMinCacheBytes >> 20));
+    o.max_bytes = *bytes;
   }
   return o;
 }

@@ -17,6 +17,9 @@ namespace lj::cache {
 
 /// The default size cap of the kernel cache: 2 GiB.
 inline constexpr uint64_t kDefaultMaxBytes = uint64_t{2} << 30;
+/// The smallest LAYERJIT_CACHE_MAX_BYTES taken: below a few entries (a Hopper GEMM's cubin and PTX are
+/// ~0.3 MiB) every store would be evicted as it is made, caching off without a word.
+inline constexpr uint64_t kMinCacheBytes = uint64_t{1} << 20;
 
 /// LAYERJIT_CACHE: what a run may do with the caches on disk (kernels and tuning records).
 enum class CacheMode {
@@ -46,8 +49,8 @@ struct CacheOptions {
 };
 
 /// Defaults plus the environment: LAYERJIT_CACHE (on, readonly, off; anything else is a UserError)
-/// and LAYERJIT_CACHE_MAX_BYTES (bytes, or with a K/M/G/T suffix, binary; a malformed value is
-/// warned about and ignored).
+/// and LAYERJIT_CACHE_MAX_BYTES (bytes, or with a K/M/G/T suffix, binary; a malformed value or one
+/// below kMinCacheBytes is a UserError).
 CacheOptions cache_options_from_env();
 
 /// LAYERJIT_CACHE's mode; a UserError naming the values it takes when it is none of them.

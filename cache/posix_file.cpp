@@ -40,7 +40,9 @@ int make_dir_at(int dirfd, const std::string& name) {
 }
 
 int open_file_at(int dirfd, const std::string& name, UniqueFd& out) {
-  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO planted in place of a cache file would block an open for reading until a
+  // writer came; opened without waiting, it fails read_all's regular-file check like any non-file.
+  int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return errno;
   out.reset(fd);
   return 0;

@@ -59,6 +59,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   // An ifstream opens a directory "successfully" on Linux and reports its size as 2^63-1.
   LJ_CHECK(!std::filesystem::is_directory(path, ec), SourceLoc{},
            "'{}' is a directory, not a safetensors file (a model directory goes where a .lj file does, not to --weights)", path);
+  // A FIFO (or a device) would block the open or never end: only regular files are read.
+  LJ_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), SourceLoc{},
+           "'{}' is not a regular file: safetensors weights are read from files", path);
   std::ifstream in(path, std::ios::binary);
   LJ_CHECK(in.good(), SourceLoc{}, "cannot read safetensors file '{}': no such file or not readable", path);
   in.seekg(0, std::ios::end);

@@ -92,11 +92,13 @@ rt::Status write_bundle_file(const std::string& path, const nlohmann::json& mani
 }
 
 rt::Result<BundleFile> read_bundle_file(const std::string& path) {
-  cache::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO must not wait for a writer; read_all then refuses anything but a regular file.
+  cache::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
   if (!fd.valid()) return rt::Error{fmt::format("bundle {}: cannot open: {}", path, std::strerror(errno))};
   std::string bytes;
   if (int err = cache::read_all(fd.get(), bytes, kMaxBundleBytes); err != 0)
-    return rt::Error{fmt::format("bundle {}: cannot read: {}", path, err == EFBIG ? "larger than 4 GiB" : std::strerror(err))};
+    return rt::Error{fmt::format("bundle {}: cannot read: {}", path,
+                                 err == EFBIG ? "larger than 4 GiB" : err == EINVAL ? "not a regular file" : std::strerror(err))};
   return decode_bundle(bytes, path);
 }
 

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   try {
-    (void)lj::cache::cache_mode_from_env();
+    (void)lj::cache::cache_options_from_env();
   } catch (const lj::UserError& e) {
     std::fprintf(stderr, "layerjit: %s\n", e.what());
     return kExitUsage;

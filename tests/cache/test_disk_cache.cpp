@@ -84,6 +84,16 @@ TEST_CASE("disk cache: a corrupt entry is detected, reported once, removed and r
   SECTION("bit flip in the source") { flip_bit(f.source, 10); }
   SECTION("cubin payload deleted") { fs::remove(f.cubin); }
   SECTION("truncated manifest") { fs::resize_file(f.manifest, fs::file_size(f.manifest) / 2); }
+  // A FIFO would block a plain open for reading until some writer came (compile and every `cache`
+  // command hung): opened without waiting, it is not a regular file, so the entry is corrupt.
+  SECTION("a FIFO in place of the manifest") {
+    fs::remove(f.manifest);
+    REQUIRE(::mkfifo(f.manifest.c_str(), 0600) == 0);
+  }
+  SECTION("a FIFO in place of the cubin") {
+    fs::remove(f.cubin);
+    REQUIRE(::mkfifo(f.cubin.c_str(), 0600) == 0);
+  }
   SECTION("manifest checksum edited") { flip_bit(f.manifest, static_cast<long>(std::string(
       std::istreambuf_iterator<char>(std::ifstream(f.manifest).rdbuf()), {}).find("xxh3_128") + 12)); }
 
@@ -268,4 +278,21 @@ TEST_CASE("cache options: location precedence and byte sizes", "[cache][options]
     if (s.value) ::setenv(s.name.c_str(), s.value->c_str(), 1);
     else ::unsetenv(s.name.c_str());
   }
+}
+
+TEST_CASE("cache options: a cap too small to keep an entry, or malformed, is an error", "[cache][options]") {
+  const char* had = std::getenv("LAYERJIT_CACHE_MAX_BYTES");
+  const std::optional<std::string> saved = had ? std::optional<std::string>(had) : std::nullopt;
+  for (const char* tiny : {"0", "1", "1K"}) {
+    ::setenv("LAYERJIT_CACHE_MAX_BYTES", tiny, 1);
+    CHECK_THROWS_WITH(cache_options_from_env(),
+                      Catch::Contains(std::string("LAYERJIT_CACHE_MAX_BYTES=") + tiny +
+                                      ": below the 1 MiB a cache needs to keep its entries (LAYERJIT_CACHE=off turns the cache off)"));
+  }
+  ::setenv("LAYERJIT_CACHE_MAX_BYTES", "12Q", 1);
+  CHECK_THROWS_WITH(cache_options_from_env(), "LAYERJIT_CACHE_MAX_BYTES=12Q: expected a byte count such as 2147483648 or 2G");
+  ::setenv("LAYERJIT_CACHE_MAX_BYTES", "1M", 1);
+  CHECK(cache_options_from_env().max_bytes == uint64_t{1} << 20);
+  if (saved) ::setenv("LAYERJIT_CACHE_MAX_BYTES", saved->c_str(), 1);
+  else ::unsetenv("LAYERJIT_CACHE_MAX_BYTES");
 }

@@ -1,5 +1,7 @@
 // The safetensors reader and writer: round trips of every dtype on odd shapes, a file laid out as
 // other writers lay it out (no padding, __metadata__), and a clear error for each kind of damage.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -129,6 +131,10 @@ TEST_CASE("damaged safetensors files are clear errors naming the file and the te
   CHECK(error_of([&] { exec::SafetensorsFile::open(dir); }) ==
         "'" + dir + "' is a directory, not a safetensors file (a model directory goes where a .lj file does, not to --weights)");
   std::filesystem::remove(dir);
+  const std::string fifo = temp_path("a_fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(error_of([&] { exec::SafetensorsFile::open(fifo); }) == "'" + fifo + "' is not a regular file: safetensors weights are read from files");
+  std::filesystem::remove(fifo);
   // Nested objects of distinct tensors may repeat keys (each has its own dtype).
   const std::string ok = raw_file("distinct", R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                                   four + four, -1);
