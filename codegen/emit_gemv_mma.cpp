@@ -33,6 +33,9 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int warps = cfg.warps;
   const int threads = 32 * warps;
   const bool q4 = op.dequant >= 0;  // W from 4-bit codes: 16 bytes of codes per lane per k step
+  // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
+  const char* tz = !q4 || op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
+  const char* ts = q4 ? c_type(g.value(op.ws).type.dtype) : nullptr;  // their scales
   const int64_t step_k = q4 ? 128 : 64;
   const int64_t steps = (K + step_k - 1) / step_k;
 
@@ -100,12 +103,11 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const lj_i64 qra = a_in ? ra : 0, qrb = b_in ? rb : 0;");
       w.line("const unsigned char* __restrict__ wa = {} + qra * (K / 2);  // %{}", pw, g.value(op.wq).name);
       w.line("const unsigned char* __restrict__ wb = {} + qrb * (K / 2);", pw);
-      w.line("const {}* __restrict__ sa = {} + qra * GROUPS;  // %{}", c_type(g.value(op.ws).type.dtype), ps, g.value(op.ws).name);
-      w.line("const {}* __restrict__ sb = {} + qrb * GROUPS;", c_type(g.value(op.ws).type.dtype), ps);
+      w.line("const {}* __restrict__ sa = {} + qra * GROUPS;  // %{}", ts, ps, g.value(op.ws).name);
+      w.line("const {}* __restrict__ sb = {} + qrb * GROUPS;", ts, ps);
       if (op.wz >= 0) {
         const bool packed = is_packed(g.value(op.wz).type.dtype);
         const std::string pz = ctx.buffer_param(op.wz, false);
-        const char* tz = packed ? "unsigned char" : "signed char";
         w.line("const {}* za = (const {}*){} + qra * GROUPS{};  // %{}", tz, tz, pz, packed ? " / 2" : "", g.value(op.wz).name);
         w.line("const {}* zb = (const {}*){} + qrb * GROUPS{};", tz, tz, pz, packed ? " / 2" : "");
       } else {
@@ -124,9 +126,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
     w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
     if (q4) {
-      const char* tz = op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
       w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G>(wa, wb, sa, sb, za, zb, xr, a_in, b_in, x_in, s0, s1, t, c);", tx,
-             c_type(g.value(op.ws).type.dtype), tz, g.value(op.wq).type.dtype == DType::I4 ? "true" : "false");
+             ts, tz, g.value(op.wq).type.dtype == DType::I4 ? "true" : "false");
     } else {
       w.line("lj_gemv_mma_share<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);", tw, tx);
     }

@@ -172,18 +172,16 @@ bool fits_row_copy(const Graph& g, const FusionGroup& grp, ValueId v) {
 
 std::vector<HeadPiece> head_pieces(const Graph& g, const UseMap& uses, ValueId y) {
   const TensorType& yt = g.value(y).type;
-  auto readers = [&](ValueId v) { return uses.users(v); };
-  auto returned = [&](ValueId v) { return uses.is_output(v); };
-  if (yt.rank() != 2 || !yt.shape[1].is_const() || returned(y)) return {};
-  const std::vector<NodeId> users = readers(y);
+  if (yt.rank() != 2 || !yt.shape[1].is_const() || uses.is_output(y)) return {};
+  const std::vector<NodeId>& users = uses.users(y);
   if (users.size() != 1 || g.node(users[0]).kind != OpKind::Split) return {};
   const Node& split = g.node(users[0]);
   if (attr::axis(split.attrs) != 1 && attr::axis(split.attrs) != -1) return {};
   std::vector<HeadPiece> out;
   int64_t c0 = 0;
   for (ValueId piece : split.results) {
-    const std::vector<NodeId> r = readers(piece);
-    if (r.size() != 1 || g.node(r[0]).kind != OpKind::Reshape || returned(piece)) return {};
+    const std::vector<NodeId>& r = uses.users(piece);
+    if (r.size() != 1 || g.node(r[0]).kind != OpKind::Reshape || uses.is_output(piece)) return {};
     const ValueId heads = g.node(r[0]).results[0];
     const Shape& hs = g.value(heads).type.shape;
     const int64_t width = g.value(piece).type.shape[1].value();

@@ -97,10 +97,9 @@ void GraphBuilder::check_ident(const std::unordered_map<std::string, std::string
                                const SourceLoc& loc) const {
   const auto it = idents.find(cpp_identifier(name));
   if (it == idents.end() || it->second == name) return;
-  const bool value = &idents == &value_idents_;
-  throw UserError(fmt::format("{} {}{} and {}{} are one C++ identifier, {}, in the kernels layerjit generates for @{}: rename one "
-                              "(names differing only in '.' and '_' collide)",
-                              what, value ? "%" : "", it->second, value ? "%" : "", name, it->first, graph_->name_),
+  const std::string sigil = &idents == &value_idents_ ? "%" : "";
+  throw UserError(identifier_collision(what, sigil + it->second, sigil + name, it->first,
+                                       "in the kernels layerjit generates for @" + graph_->name_),
                   loc);
 }
 
@@ -210,10 +209,10 @@ std::vector<Value> GraphBuilder::op(OpKind kind, const std::vector<Value>& opera
       check_ident(value_idents_, result_names[i], "values", loc);
       for (size_t j = 0; j < i; ++j) {
         LJ_CHECK(result_names[j] != result_names[i], loc, "redefinition of value '%{}' in @{}", result_names[i], graph_->name_);
-        LJ_CHECK(cpp_identifier(result_names[j]) != cpp_identifier(result_names[i]), loc,
-                 "values %{} and %{} are one C++ identifier, {}, in the kernels layerjit generates for @{}: rename one "
-                 "(names differing only in '.' and '_' collide)",
-                 result_names[j], result_names[i], cpp_identifier(result_names[i]), graph_->name_);
+        if (cpp_identifier(result_names[j]) == cpp_identifier(result_names[i]))
+          throw UserError(identifier_collision("values", "%" + result_names[j], "%" + result_names[i], cpp_identifier(result_names[i]),
+                                               "in the kernels layerjit generates for @" + graph_->name_),
+                          loc);
       }
     }
   }

@@ -11,6 +11,16 @@
 
 namespace lj {
 
+/// The error for two names that are one identifier: "<what> <first> and <second> are one C++
+/// identifier, <ident>, <where>: rename one (...)" (the builder's values and symbols, the parser's graphs).
+inline std::string identifier_collision(std::string_view what, std::string_view first, std::string_view second,
+                                        std::string_view ident, std::string_view where) {
+  std::string m(what);
+  m.append(" ").append(first).append(" and ").append(second).append(" are one C++ identifier, ").append(ident);
+  m.append(", ").append(where).append(": rename one (names differing only in '.' and '_' collide)");
+  return m;
+}
+
 inline std::string cpp_identifier(std::string_view name) {
   std::string out(name);
   for (char& c : out)

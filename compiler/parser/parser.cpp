@@ -149,9 +149,8 @@ Graph Parser::parse_graph() {
     fail_at(name_tok, fmt::format("redefinition of graph @{} (first defined at line {})", parser::shorten(name), it->second.line));
   // Kernels are named after their graph's C++ identifier: two graphs of one would give kernels one name.
   if (auto [it, fresh] = graph_idents_.emplace(cpp_identifier(name), name); !fresh)
-    fail_at(name_tok, fmt::format("graphs @{} and @{} are one C++ identifier, {}, in the names of their kernels: rename one "
-                                  "(names differing only in '.' and '_' collide)",
-                                  parser::shorten(it->second), parser::shorten(name), parser::shorten(it->first)));
+    fail_at(name_tok, identifier_collision("graphs", "@" + parser::shorten(it->second), "@" + parser::shorten(name),
+                                           parser::shorten(it->first), "in the names of their kernels"));
   GraphBuilder b(name, loc(kw));
   GraphScope scope{b, name, {}};
 

@@ -14,6 +14,14 @@
 #pragma once
 #include "layerjit/types.cuh"
 
+// 16 bytes at p, or zeros where `in` is false: a row past N or M, or k past K, adds nothing. (Also the
+// 4-bit GEMV's, gemv_q4.cuh, on sm_80+.)
+__device__ __forceinline__ uint4 lj_load16_or_zero(const void* p, bool in) {
+  uint4 v = make_uint4(0u, 0u, 0u, 0u);
+  if (in) v = *reinterpret_cast<const uint4*>(p);
+  return v;
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 template <class TW, class TX>
 struct lj_fp8_mma;  // W's and x's fp8 formats: one format for both (the pruner's rule)
@@ -31,13 +39,6 @@ struct lj_fp8_mma;  // W's and x's fp8 formats: one format for both (the pruner'
 LJ_FP8_MMA(lj_e4m3, lj_e4m3, "e4m3", "e4m3")
 LJ_FP8_MMA(lj_e5m2, lj_e5m2, "e5m2", "e5m2")
 #undef LJ_FP8_MMA
-
-// 16 bytes at p, or zeros where `in` is false: a row past N or M, or k past K, adds nothing.
-__device__ __forceinline__ uint4 lj_load16_or_zero(const void* p, bool in) {
-  uint4 v = make_uint4(0u, 0u, 0u, 0u);
-  if (in) v = *reinterpret_cast<const uint4*>(p);
-  return v;
-}
 
 // One warp's share of k, steps [s0, s1) of 64 elements, added to c: U steps' loads (3U 16-byte
 // loads per lane) are issued before the first of their mmas. K % 16 == 0 (the emitter's check), so

@@ -20,6 +20,7 @@
 // k < K or wholly past it, and chunks past K (or rows past N or M) load zeros for x, so they add
 // nothing whatever W's codes decode to there.
 #pragma once
+#include "layerjit/gemv_mma.cuh"
 #include "layerjit/mma.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -28,12 +29,6 @@ struct lj_same { static constexpr bool value = false; };
 template <class A>
 struct lj_same<A, A> { static constexpr bool value = true; };
 
-// 16 bytes at p, or zeros where `in` is false (a row past N or M, a chunk past K).
-__device__ __forceinline__ uint4 lj_q4_load16(const void* p, bool in) {
-  uint4 v = make_uint4(0u, 0u, 0u, 0u);
-  if (in) v = *reinterpret_cast<const uint4*>(p);
-  return v;
-}
 // 16-bit pairs: the exponent that makes a nibble's value 2^E + q, and the packed FMA.
 template <class T>
 struct lj_half2;
@@ -130,8 +125,8 @@ __device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict
       const lj_i64 k = (s + u) * 128 + 32 * t;
       const bool in = s + u < s1 && k < K;
       const lj_i64 j = in ? k / G : 0;  // the chunk's group (0 past K: read, never used)
-      a[u] = lj_q4_load16(qa + k / 2, in && a_in);
-      b[u] = lj_q4_load16(qb + k / 2, in && b_in);
+      a[u] = lj_load16_or_zero(qa + k / 2, in && a_in);
+      b[u] = lj_load16_or_zero(qb + k / 2, in && b_in);
       sca[u] = sa[j], scb[u] = sb[j];
       if constexpr (ZEROS) {
         zra[u] = lj_q4_zero(za, j), zrb[u] = lj_q4_zero(zb, j);
@@ -151,7 +146,7 @@ __device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict
       const unsigned wb[4] = {b[u].x ^ flip, b[u].y ^ flip, b[u].z ^ flip, b[u].w ^ flip};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // word q: elements k + 8q .. k + 8q + 7
-        const uint4 xv = lj_q4_load16(xr + k + 8 * q, in && x_in);  // x pairs (0,1) (2,3) (4,5) (6,7)
+        const uint4 xv = lj_load16_or_zero(xr + k + 8 * q, in && x_in);  // x pairs (0,1) (2,3) (4,5) (6,7)
         const unsigned b0[2] = {__byte_perm(xv.x, xv.z, 0x5410), __byte_perm(xv.x, xv.z, 0x7632)};  // (x0, x4), (x1, x5)
         const unsigned b1[2] = {__byte_perm(xv.y, xv.w, 0x5410), __byte_perm(xv.y, xv.w, 0x7632)};  // (x2, x6), (x3, x7)
         const unsigned a0[4] = {ga.pair(wa[q], 0), gb.pair(wb[q], 0), ga.pair(wa[q], 1), gb.pair(wb[q], 1)};
