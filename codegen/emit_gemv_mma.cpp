@@ -72,6 +72,11 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   w.line("constexpr lj_i64 STEPS = {};  // {}-element k steps of a row: 4 lanes x 16 bytes{}", steps, step_k, q4 ? " of codes" : "");
   w.line("constexpr int WARPS = {};  // warps per CTA, each a share of the k steps", warps);
   w.line("constexpr int U = {};  // k steps in flight per lane", unroll);
+  if (q4) {
+    // Every warp's share whole batches of U steps inside K: loads without predicates.
+    const bool even = K % step_k == 0 && steps % warps == 0 && steps / warps % unroll == 0;
+    w.line("constexpr bool EVEN = {};  // K a multiple of 128, each warp's share a multiple of U steps", even ? "true" : "false");
+  }
   w.blank();
   {
     // At least 512 threads per SM (<= 128 registers): two 8-warp CTAs, so the 256 tiles of o and
@@ -126,8 +131,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
     w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
     if (q4) {
-      w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G>(wa, wb, sa, sb, za, zb, xr, a_in, b_in, x_in, s0, s1, t, c);", tx,
-             ts, tz, g.value(op.wq).type.dtype == DType::I4 ? "true" : "false");
+      w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz,
+             g.value(op.wq).type.dtype == DType::I4 ? "true" : "false");
     } else {
       w.line("lj_gemv_mma_share<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);", tw, tx);
     }

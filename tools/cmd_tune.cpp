@@ -1,7 +1,9 @@
 // `layerjit tune`: autotunes the plan's matmul and attention groups on this machine's GPU and records the winners
 // in the tuning DB.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -15,7 +17,7 @@
 namespace lj::cli {
 
 const char* const kTuneUsage =
-    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--no-cublaslt] [--no-fuse] [--quiet]\n"
+    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--no-cublaslt] [--no-fuse] [--all] [--quiet]\n"
     "\n"
     "Autotunes every matmul and prefill attention group of the plan (or only group N) on GPU 0: every\n"
     "kernel config the pruner accepts for a matmul's shape, every attention tile set the emitter\n"
@@ -28,7 +30,8 @@ const char* const kTuneUsage =
     "2%). --budget bounds each group's tuning time; candidates past it are reported as not timed.\n"
     "Each matmul's bare GEMM (no epilogue) is also timed in cuBLASLt, for reference only: it never runs\n"
     "in a plan, and libcublasLt is loaded at run time where present (LAYERJIT_CUBLASLT names the library;\n"
-    "without one the reference is reported missing). --no-cublaslt skips it.\n"
+    "without one the reference is reported missing). --no-cublaslt skips it. --all lists every candidate,\n"
+    "fastest first: its median, spread and compile time, or why it was not timed.\n"
     "Needs a CUDA driver and GPU.\n";
 
 namespace {
@@ -40,6 +43,20 @@ std::string describe(const Graph& g, const FusionGroup& grp) {
   return fmt::format("group {} %{} = {}({})", grp.id, g.value(n.results[0]).name, op_name(n.kind), ops);
 }
 
+// Every candidate, the timed ones fastest first, then the others in candidate order with why.
+void print_candidates(const rt::TuneReport& rep) {
+  std::vector<const rt::CandidateResult*> timed, other;
+  for (const rt::CandidateResult& c : rep.results) (c.status == rt::CandidateStatus::kTimed ? timed : other).push_back(&c);
+  std::stable_sort(timed.begin(), timed.end(), [](auto* a, auto* b) { return a->timing.median_ms < b->timing.median_ms; });
+  const double best = timed.empty() ? 0 : timed.front()->timing.median_ms;
+  for (const rt::CandidateResult* c : timed)
+    std::printf("    %.4f ms  %5.2fx  spread %4.1f%%  compiled in %.2f s  %s\n", c->timing.median_ms, c->timing.median_ms / best,
+                100 * c->timing.spread(), c->compile_seconds, c->config.c_str());
+  for (const rt::CandidateResult* c : other)
+    std::printf("    not timed (%s): %s%s%s\n", std::string(rt::to_string(c->status)).c_str(), c->config.c_str(),
+                c->detail.empty() ? "" : ": ", c->detail.substr(0, c->detail.find('\n')).c_str());
+}
+
 }  // namespace
 
 int cmd_tune(const std::vector<std::string>& args) {
@@ -47,7 +64,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   FusionOptions fo;
   std::optional<int> group;
   double budget = 0;
-  bool quiet = false, cublaslt = true;
+  bool quiet = false, cublaslt = true, all = false;
   CommandLine cl("tune", kTuneUsage);
   cl.graph_options(o);
   cl.option("--group", [&group](const std::string& v) { group = parse_group_number(v); }, "N", "only this fusion group");
@@ -58,6 +75,7 @@ int cmd_tune(const std::vector<std::string>& args) {
   }, "SECONDS", "each group's tuning time at most");
   cl.flag("--no-cublaslt", [&cublaslt] { cublaslt = false; }, "do not time each matmul's bare GEMM in cuBLASLt");
   cl.flag("--cublaslt", [&cublaslt] { cublaslt = true; }, "time it (the default)");
+  cl.flag("--all", all, "list every candidate's time (or why it has none), fastest first");
   cl.flag("--quiet", quiet, "no progress lines");
   fusion_flags(cl, fo);
   if (!cl.parse(args)) return kExitOk;
@@ -122,6 +140,7 @@ int cmd_tune(const std::vector<std::string>& args) {
       std::printf("  %zu config(s) left out before compiling (the family's rules):\n", r->pruned.size());
       for (const std::string& p : r->pruned) std::printf("    %s\n", p.c_str());
     }
+    if (all) print_candidates(rep);
     std::printf("  default  %.4f ms  %s\n", def_ms, rep.results[0].config.c_str());
     std::printf("  best     %.4f ms  %s  (%.2fx the default)\n", best.timing.median_ms, best.config.c_str(), def_ms / best.timing.median_ms);
     if (r->reference_ms)

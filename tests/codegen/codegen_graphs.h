@@ -217,7 +217,10 @@ graph @dequant_i8_groups(%q: i8[T, 64], %s: f32[T, 2]) {
 // (templates/layerjit/gemv_q4.cuh). Odd N, K multiples of 32 but not of 128; u4 codes with i8 zero
 // points in an odd number of groups and bf16 scales (the packed 16-bit path), f16 throughout with
 // u4 zeros, i4 codes with f32 scales (the f32 path), one scale per row with SwiGLU and a residual,
-// and a QKV projection with RoPE and cache writes in the epilogue.
+// and a QKV projection with RoPE and cache writes in the epilogue. Groups of 128 or more take the
+// scaled path (each k step's sums scaled in f32); K = 1024 and 2048 give every warp whole batches of
+// steps at the default config (EVEN: loads without predicates), with u4 zeros and bf16 scales, and
+// with i4 codes and one f16 scale per row on bf16 x.
 inline const char* kWeightPrologueGraphs = R"(
 graph @q4_packed(%x: bf16[T, 416], %w: param u4[37, 416], %s: param bf16[37, 13], %z: param i8[37, 13]) {
   %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
@@ -231,6 +234,16 @@ graph @q4_f16(%x: f16[T, 256], %w: param u4[50, 256], %s: param f16[50, 2], %z: 
 }
 graph @q4_signed(%x: bf16[T, 192], %w: param i4[21, 192], %s: param f32[21, 3]) {
   %d = dequantize(%w, %s) {dtype = bf16, group = 64}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_even(%x: bf16[T, 1024], %w: param u4[45, 1024], %s: param bf16[45, 8], %z: param u4[45, 8]) {
+  %d = dequantize(%w, %s, %z) {dtype = bf16, group = 128}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_even_i4(%x: bf16[T, 2048], %w: param i4[19, 2048], %s: param f16[19, 1]) {
+  %d = dequantize(%w, %s) {dtype = bf16, group = 2048}
   %y = matmul(%x, %d)
   return %y
 }

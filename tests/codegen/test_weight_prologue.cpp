@@ -168,14 +168,25 @@ TEST_CASE("the 4-bit GEMV's PTX: bf16 mma.sync on dequantized codes, packed 16-b
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
     const std::string packed = ptx_of("q4_packed", arch);
-    // U = 2 k steps of 8 mmas, unrolled; two packed FMAs per 16-bit operand register (q - z, then * s).
+    // Groups of 32: U = 2 k steps of 8 mmas, unrolled; two packed FMAs per 16-bit operand register
+    // (q - z, then * s).
     CHECK(count(packed, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 16);
-    CHECK(count(packed, "fma.rn.bf16x2") >= 64);
+    CHECK(count(packed, "fma.rn.bf16x2") == 128);
     CHECK(count(packed, "prmt.b32") >= 32);  // x's pairs matched to the codes' (e_i, e_i+4)
     CHECK(count(packed, "cvt.f32.f16") == 0);
+    // Groups of 128: one packed FMA per register (q - z, exact), each step's sums scaled in f32.
     const std::string f16 = ptx_of("q4_f16", arch);
     CHECK(count(f16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 16);
-    CHECK(count(f16, "fma.rn.f16x2") >= 64);
+    CHECK(count(f16, "fma.rn.f16x2") == 64);  // 2 steps x 16 words x 2 pairs
+    CHECK(count(f16, "fma.rn.f32") >= 8);
+    // The same with every load unpredicated (EVEN), and with i4 codes and f16 scales on bf16 x.
+    for (const char* name : {"q4_even", "q4_even_i4"}) {
+      const std::string even = ptx_of(name, arch);
+      CHECK(count(even, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 16);
+      CHECK(count(even, "fma.rn.bf16x2") == 64);
+      CHECK(count(even, "cvt.rn.bf16x2.f32") == 0);
+      CHECK(count(even, "bra.uni") + count(even, "@%p") < 12);  // no per-load branches
+    }
     // f32 scales: (q - z) * s in f32, packed to bf16 pairs as the reference rounds.
     const std::string f32 = ptx_of("q4_signed", arch);
     CHECK(count(f32, "cvt.rn.bf16x2.f32") >= 64);

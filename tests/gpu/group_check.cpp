@@ -17,6 +17,7 @@
 #include "exec/index_inputs.h"
 #include "jit/compile_kernels.h"
 #include "jit/target.h"
+#include "layerjit/op_attrs.h"
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "runtime/kernel_args.h"
@@ -170,6 +171,15 @@ const HostTensor& evaluate(const Graph& g, ValueId v, const Bindings& b, std::ma
   return known.at(v);
 }
 
+// The weight prologue whose weights the kernel never rounds: the 4-bit GEMV with groups of 128 or
+// more (templates/layerjit/gemv_q4.cuh) multiplies the integers q - z by x and scales each k step's
+// f32 sums, so it computes the matmul over the exact (q - z) s, not over the dequantize's 16-bit
+// result as the reference does. Its dequantize node, or -1.
+NodeId unrounded_dequantize(const Graph& g, const FusionGroup& grp) {
+  if (grp.kind != GroupKind::Matmul || grp.matmul.dequant < 0) return -1;
+  return attr::group(g.node(grp.matmul.dequant).attrs).value_or(0) % 128 == 0 ? grp.matmul.dequant : -1;
+}
+
 }  // namespace
 
 std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, const GroupCase& c, const FusionGroup& grp) {
@@ -190,6 +200,16 @@ std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, 
     if (v != buf && maker >= 0 && g.node(maker).kind == OpKind::KvCacheWrite) known[v] = known[buf];
   }
   std::map<ValueId, HostTensor> before = known;  // buffers as uploaded
+  // Such a group is checked against the matmul over the exact weights: (q - z) s in f32 (exact for a
+  // 16-bit scale: q - z has at most 9 bits), then the matmul and its epilogue as usual.
+  if (const NodeId d = unrounded_dequantize(g, grp); d >= 0) {
+    const Node& dn = g.node(d);
+    std::vector<const HostTensor*> ops;
+    for (ValueId o : dn.operands) ops.push_back(&evaluate(g, o, c.bind, known));
+    TensorType exact = g.value(dn.results[0]).type;
+    exact.dtype = DType::F32;
+    known[dn.results[0]] = std::move(reference_op(dn.kind, ops, dn.attrs, {exact}, c.bind).at(0));
+  }
   for (NodeId n : grp.nodes)
     for (ValueId r : g.node(n).results) evaluate(g, r, c.bind, known);
   for (ValueId o : grp.outputs) evaluate(g, o, c.bind, known);  // dense views the group stores

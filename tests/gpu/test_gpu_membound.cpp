@@ -97,6 +97,39 @@ TEST_CASE("4-bit weight prologues match the reference at decode sizes", "[gpu][m
     }
 }
 
+/// Every config the tuner may pick for a 4-bit GEMV (k steps in flight, warps per CTA), on each
+/// weight-prologue graph of codegen_graphs.h: shares of K that are whole batches (EVEN) or not,
+/// groups of 32 to whole rows, and chunks of x rows past M.
+TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu][membound][int4]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  int checked = 0;
+  for (const Graph& g : lj_test::weight_prologue_graphs()) {
+    if (g.name().rfind("q4_llama", 0) == 0) continue;  // the layers' projections: the case above, at the default
+    for (int64_t rows : {1, 9}) {
+      FusionOptions fo;
+      fo.sizes = binds({{"T", rows}});
+      const FusionPlan plan = plan_fusion(g, fo);
+      for (const FusionGroup& grp : plan.groups) {
+        if (grp.kind != GroupKind::Matmul || grp.matmul.dequant < 0) continue;
+        lj_test::GroupCase c;
+        c.graph = &g;
+        c.bind = fo.sizes;
+        c.seed = static_cast<uint64_t>(300 + rows);
+        c.emit.hint = fo.sizes;
+        for (const MatmulConfig& cfg : matmul_candidates(matmul_problem(g, grp, c.emit))) {
+          INFO(g.name() << " at " << rows << " rows, " << cfg.str());
+          c.emit.matmul = cfg;
+          lj_test::check_group(ctx, *stream, c, grp);
+          ++checked;
+        }
+      }
+    }
+  }
+  CHECK(checked >= 6 * 2 * 9);
+}
+
 /// The model families' layers, every kernel against the reference: prefill past Mistral's window,
 /// decode of two sequences at different positions.
 TEST_CASE("the model families' layer kernels match the reference (Llama-3.1 RoPE, window, QKV bias, q/k norm)", "[gpu][membound]") {

@@ -1,8 +1,7 @@
 // The tensor-core GEMV on 4-bit weights (sm_80+): y[m, n] = sum_k x[m, k] * w[n, k] where W is the
 // group-wise dequantize of packed codes q [N, K] (two per byte, element 2j in the low nibble), scales
-// s [N, K / G] and optional zero points z, w = (q - z) * s rounded to x's 16-bit type, exactly as the
-// IR's dequantize defines it; mma.sync.m16n8k16 with fp32 accumulators, as the fp8 GEMV
-// (gemv_mma.cuh) with 16 rows of W as A and up to 8 rows of x as B.
+// s [N, K / G] and optional zero points z, w = (q - z) * s; mma.sync.m16n8k16 with fp32 accumulators,
+// as the fp8 GEMV (gemv_mma.cuh) with 16 rows of W as A and up to 8 rows of x as B.
 //
 // Which k a fragment register holds does not matter as long as A and B agree and the mapping depends
 // on the lane's t alone: lane 4g + t takes the 16 bytes of codes at k = 128 s + 32 t of its W rows a and
@@ -11,14 +10,25 @@
 // e_{i+4} in the two halves of a register, so the pairs a 16-bit operand register holds are
 // (e0, e4), (e1, e5), (e2, e6), (e3, e7) and x's pairs are permuted to match (prmt): one word and
 // 16 bytes of x feed two mmas. OR-ing the exponent of 2^7 (bf16) or 2^10 (f16) into a nibble makes
-// the 16-bit value 2^7 + q exactly (no conversion instruction); subtracting 2^7 + z and multiplying by
-// s in packed 16-bit FMAs gives (q - z) * s rounded once, the reference's value bit for bit when s
-// has x's type (the product is exact in f32 there). Scales of another type go through f32 instead.
+// the 16-bit value 2^7 + q exactly (no conversion instruction); adding -(2^7 + z) in a packed FMA
+// leaves q - z, exact.
+//
+// Two ways to apply the scale. G a multiple of 128 (the usual 128): a k step's 128 elements lie in
+// one group, so its 8 mmas multiply the integers q - z by x into fresh fp32 sums, which are scaled
+// once per row and added to the total (lj_gemv_q4_share_scaled: one packed FMA per two weights).
+// The weights are then never rounded to 16 bits: the result is the exact (q - z) * s products'
+// sum, where the reference rounds each w to x's type first (a difference of at most half a 16-bit
+// ulp per weight, inside the matmul tolerance). G of 32 or 64: the groups change inside a step, so
+// each pair is multiplied by its scale in a second packed FMA, (q - z) * s rounded once, the
+// reference's value bit for bit when s has x's type (the product is exact in f32 there); scales of
+// another type go through f32 (lj_gemv_q4_share_rounded).
 //
 // A chunk of 32 elements lies in one group (G is a multiple of 32, the planner's rule), so each
 // lane reads one scale (and zero point) per row per k step. K % 32 == 0: a chunk is wholly inside
-// k < K or wholly past it, and chunks past K (or rows past N or M) load zeros for x, so they add
-// nothing whatever W's codes decode to there.
+// k < K or wholly past it; chunks past K load zeros for x, so they add nothing whatever W's codes
+// decode to there. Rows past N or M are read at a clamped (valid) row and never stored: an A row
+// reaches only its own C row and a B column only its own C column. EVEN (K a multiple of 128 and
+// every warp's share a multiple of U steps): no chunk is past K and the loads need no predicates.
 #pragma once
 #include "layerjit/gemv_mma.cuh"
 #include "layerjit/mma.cuh"
@@ -37,6 +47,7 @@ struct lj_half2<lj_bf16> {
   static constexpr unsigned MAGIC = 0x43004300u;  // bf16 128.0 in both halves: 8 bits of mantissa hold 128 + 0..255
   static constexpr float BIAS = 128.f;
   static constexpr unsigned ONE = 0x3f803f80u;
+  static constexpr unsigned NEG = 0xc300c300u;  // -128.0: OR-ing z (< 128) into the mantissa makes -(128 + z)
   static __device__ __forceinline__ unsigned fma2(unsigned a, unsigned b, unsigned c) {
     unsigned d;
     asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -53,6 +64,7 @@ struct lj_half2<lj_f16> {
   static constexpr unsigned MAGIC = 0x64006400u;  // f16 1024.0: 11 bits of mantissa
   static constexpr float BIAS = 1024.f;
   static constexpr unsigned ONE = 0x3c003c00u;
+  static constexpr unsigned NEG = 0xe400e400u;  // -1024.0: OR-ing z (< 1024) into the mantissa makes -(1024 + z)
   static __device__ __forceinline__ unsigned fma2(unsigned a, unsigned b, unsigned c) {
     unsigned d;
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
@@ -66,89 +78,175 @@ struct lj_half2<lj_f16> {
 };
 
 
-// One row's dequantization constants for the chunk in hand: the group's scale and zero point.
-// PACKED (the scale has the operands' type): 2^E + z and s in both halves of a register; else
-// floats for the f32 path.
-template <class T, class TS, bool PACKED>
+// A zero point: u4 packed along the row (element j of the row in nibble j % 2 of byte j / 2; rows
+// hold an even number of groups, the IR's rule), or i8.
+__device__ __forceinline__ int lj_q4_zero(const unsigned char* z, lj_i64 j) { return (z[j >> 1] >> ((j & 1) * 4)) & 15; }
+__device__ __forceinline__ int lj_q4_zero(const signed char* z, lj_i64 j) { return z[j]; }
+
+// -(2^E + z) in both halves of a register: the bits of -2^E with z in the mantissa when z is a u4
+// code (or the i4 codes' 8, or none: 0), else one conversion (exact: 2^E + z is an integer in
+// [0, 2^(E+1)) for an i8 z, inside T's significand).
+template <class T, class TZ>
+__device__ __forceinline__ unsigned lj_q4_neg_base(int z) {
+  if constexpr (lj_same<TZ, signed char>::value) {
+    const float nb = -(lj_half2<T>::BIAS + (float)z);
+    return lj_half2<T>::pack(nb, nb);
+  } else {
+    return lj_half2<T>::NEG | ((unsigned)z * 0x00010001u);
+  }
+}
+
+// The chunk's x (8 elements per word of codes) as the B registers of its two mmas: x's pairs
+// (0,1) (2,3) (4,5) (6,7) permuted to the codes' (e0, e4), (e1, e5) and (e2, e6), (e3, e7).
+__device__ __forceinline__ void lj_q4_x_pairs(uint4 xv, unsigned (&b0)[2], unsigned (&b1)[2]) {
+  b0[0] = __byte_perm(xv.x, xv.z, 0x5410), b0[1] = __byte_perm(xv.x, xv.z, 0x7632);
+  b1[0] = __byte_perm(xv.y, xv.w, 0x5410), b1[1] = __byte_perm(xv.y, xv.w, 0x7632);
+}
+
+// Pair i of a word of codes (elements i and i + 4) as 2^E + q in the two halves of a register, one
+// LOP3: the nibbles masked out and the exponent of 2^E put in by xor (its low 4 bits are zero), and
+// for i4 codes their sign bits flipped by the same xor (q + 8: a zero point of 8).
+template <class T, bool SIGNED>
+__device__ __forceinline__ unsigned lj_q4_biased(unsigned word, int i) {
+  return ((word >> (4 * i)) & 0x000f000fu) ^ (lj_half2<T>::MAGIC | (SIGNED ? 0x00080008u : 0u));
+}
+
+// One row's dequantization constants for a chunk of lj_gemv_q4_share_rounded: the group's scale and
+// zero point. PACKED (the scale has the operands' type): -(2^E + z) and s in both halves of a
+// register; else floats for the f32 path.
+template <class T, class TS, class TZ, bool SIGNED, bool PACKED>
 struct lj_q4_group {
   unsigned neg_base2, s2;  // -(2^E + z), s
   float base, s;           // 2^23 + z, s (f32 path)
-  __device__ __forceinline__ void set(TS scale, float z) {
-    if constexpr (PACKED) {  // per row and k step: one conversion (exact: 2^E + z fits T's mantissa) and the scale's bits twice
-      const float nb = -(lj_half2<T>::BIAS + z);
-      neg_base2 = lj_half2<T>::pack(nb, nb);
+  __device__ __forceinline__ void set(TS scale, int z) {
+    if constexpr (PACKED) {
+      neg_base2 = lj_q4_neg_base<T, TZ>(z);
       s2 = (unsigned)scale.bits | ((unsigned)scale.bits << 16);
     } else {
-      base = 8388608.f + z;
+      base = 8388608.f + (float)z;
       s = lj_to_float(scale);
     }
   }
   // Pair i of a word: elements i and i + 4, dequantized, as one 16-bit pair.
   __device__ __forceinline__ unsigned pair(unsigned word, int i) const {
     if constexpr (PACKED) {
-      const unsigned v = ((word >> (4 * i)) & 0x000f000fu) | lj_half2<T>::MAGIC;  // 2^E + q in each half
+      const unsigned v = lj_q4_biased<T, SIGNED>(word, i);
       return lj_half2<T>::fma2(lj_half2<T>::fma2(v, lj_half2<T>::ONE, neg_base2), s2, 0x80008000u);  // (q - z) * s (+ -0)
     } else {
-      const float lo = __uint_as_float(0x4b000000u | ((word >> (4 * i)) & 15u)) - base;  // q - z, exact
-      const float hi = __uint_as_float(0x4b000000u | ((word >> (4 * i + 16)) & 15u)) - base;
+      constexpr unsigned F = 0x4b000000u | (SIGNED ? 8u : 0u);  // 2^23 + q
+      const float lo = __uint_as_float(((word >> (4 * i)) & 15u) ^ F) - base;  // q - z, exact
+      const float hi = __uint_as_float(((word >> (4 * i + 16)) & 15u) ^ F) - base;
       return lj_half2<T>::pack(lo * s, hi * s);  // f32((q - z) * s), then rounded to T
     }
   }
 };
 
-// A zero point: u4 packed along the row (element j of the row in nibble j % 2 of byte j / 2; rows
-// hold an even number of groups, the IR's rule), or i8.
-__device__ __forceinline__ float lj_q4_zero(const unsigned char* z, lj_i64 j) { return (float)((z[j >> 1] >> ((j & 1) * 4)) & 15); }
-__device__ __forceinline__ float lj_q4_zero(const signed char* z, lj_i64 j) { return (float)z[j]; }
+// One lane's k chunk of U steps: the codes of W rows a and b, their scales and zero points, loaded
+// together before the first mma that needs them. in: the chunk lies inside K (else codes and x are
+// zeros and the group index 0, read and never used).
+template <class TS, int U>
+struct lj_q4_batch {
+  uint4 a[U], b[U];
+  TS sa[U], sb[U];
+  int za[U], zb[U];
+};
+template <class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
+__device__ __forceinline__ void lj_q4_load(lj_q4_batch<TS, U>& v, const unsigned char* __restrict__ qa,
+                                           const unsigned char* __restrict__ qb, const TS* __restrict__ sa,
+                                           const TS* __restrict__ sb, const TZ* za, const TZ* zb, lj_i64 s, lj_i64 s1, int t) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const lj_i64 k = (s + u) * 128 + 32 * t;
+    const bool in = EVEN || (s + u < s1 && k < K);
+    const lj_i64 j = in ? k / G : 0;  // the chunk's group
+    v.a[u] = EVEN ? *reinterpret_cast<const uint4*>(qa + k / 2) : lj_load16_or_zero(qa + k / 2, in);
+    v.b[u] = EVEN ? *reinterpret_cast<const uint4*>(qb + k / 2) : lj_load16_or_zero(qb + k / 2, in);
+    v.sa[u] = sa[j], v.sb[u] = sb[j];
+    if constexpr (!lj_same<TZ, void>::value) {
+      v.za[u] = lj_q4_zero(za, j), v.zb[u] = lj_q4_zero(zb, j);
+    } else {
+      v.za[u] = v.zb[u] = SIGNED ? 8 : 0;
+    }
+  }
+}
 
-// One warp's share of k, steps [s0, s1) of 128 elements, added to c. qa/qb: the codes of W rows a and
-// b (bytes); sa/sb their scales, za/zb their zero points (TZ void: none); xr the x row. SIGNED: i4
-// codes, whose sign bits are flipped to make q + 8 (a zero point of 8). U steps' codes, scales and
-// zero points are loaded before the first of their mmas; x is read as it is used (L1 or L2: every
-// CTA reads the same rows). (Loading the next U steps while this batch computes was measured 11 %
-// slower on the H200: more registers, fewer warps; docs/perf.md.)
-template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G>
-__device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
-                                                 const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
-                                                 const T* __restrict__ xr, bool a_in, bool b_in, bool x_in, lj_i64 s0, lj_i64 s1,
-                                                 int t, float (&c)[4]) {
-  static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
-  constexpr bool PACKED = lj_same<TS, T>::value;
-  constexpr bool ZEROS = !lj_same<TZ, void>::value;
+// The chunk's x words (8 elements each), zeros past K.
+template <bool EVEN, class T>
+__device__ __forceinline__ uint4 lj_q4_x(const T* __restrict__ xr, lj_i64 k, bool in) {
+  return EVEN ? *reinterpret_cast<const uint4*>(xr + k) : lj_load16_or_zero(xr + k, in);
+}
+
+// One warp's share of k, steps [s0, s1) of 128 elements, added to c: qa/qb the codes of W rows a and
+// b (bytes), sa/sb their scales, za/zb their zero points (TZ void: none), xr the x row. SIGNED: i4
+// codes (lj_q4_biased). x is read as it is used (L1
+// or L2: every CTA reads the same rows). (Loading the next U steps while a batch computes was
+// measured 11 % slower on the H200: more registers, fewer warps; docs/perf.md.)
+//
+// G a multiple of 128: each step's mmas sum (q - z) * x into fresh accumulators (U independent
+// chains of 8 mmas), scaled by the row's s in f32 and added to c.
+template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
+__device__ __forceinline__ void lj_gemv_q4_share_scaled(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
+                                                        const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za,
+                                                        const TZ* zb, const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t,
+                                                        float (&c)[4]) {
+  static_assert(G % 128 == 0, "a step's 128 elements lie in one group");
 #pragma unroll 1
   for (lj_i64 s = s0; s < s1; s += U) {
-    uint4 a[U], b[U];
-    TS sca[U], scb[U];
-    float zra[U], zrb[U];
+    lj_q4_batch<TS, U> v;
+    lj_q4_load<TS, TZ, SIGNED, U, K, G, EVEN>(v, qa, qb, sa, sb, za, zb, s, s1, t);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const lj_i64 k = (s + u) * 128 + 32 * t;
-      const bool in = s + u < s1 && k < K;
-      const lj_i64 j = in ? k / G : 0;  // the chunk's group (0 past K: read, never used)
-      a[u] = lj_load16_or_zero(qa + k / 2, in && a_in);
-      b[u] = lj_load16_or_zero(qb + k / 2, in && b_in);
-      sca[u] = sa[j], scb[u] = sb[j];
-      if constexpr (ZEROS) {
-        zra[u] = lj_q4_zero(za, j), zrb[u] = lj_q4_zero(zb, j);
-      } else {
-        zra[u] = zrb[u] = SIGNED ? 8.f : 0.f;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const lj_i64 k = (s + u) * 128 + 32 * t;
-      const bool in = s + u < s1 && k < K;
-      lj_q4_group<T, TS, PACKED> ga, gb;
-      ga.set(sca[u], zra[u]);
-      gb.set(scb[u], zrb[u]);
-      const unsigned flip = SIGNED ? 0x88888888u : 0u;
-      const unsigned wa[4] = {a[u].x ^ flip, a[u].y ^ flip, a[u].z ^ flip, a[u].w ^ flip};
-      const unsigned wb[4] = {b[u].x ^ flip, b[u].y ^ flip, b[u].z ^ flip, b[u].w ^ flip};
+      const bool in = EVEN || (s + u < s1 && k < K);
+      const unsigned nba = lj_q4_neg_base<T, TZ>(v.za[u]), nbb = lj_q4_neg_base<T, TZ>(v.zb[u]);
+      const unsigned wa[4] = {v.a[u].x, v.a[u].y, v.a[u].z, v.a[u].w};
+      const unsigned wb[4] = {v.b[u].x, v.b[u].y, v.b[u].z, v.b[u].w};
+      // q - z of pair i of a word, exact.
+      auto qz = [](unsigned word, int i, unsigned nb) {
+        return lj_half2<T>::fma2(lj_q4_biased<T, SIGNED>(word, i), lj_half2<T>::ONE, nb);
+      };
+      float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // word q: elements k + 8q .. k + 8q + 7
-        const uint4 xv = lj_load16_or_zero(xr + k + 8 * q, in && x_in);  // x pairs (0,1) (2,3) (4,5) (6,7)
-        const unsigned b0[2] = {__byte_perm(xv.x, xv.z, 0x5410), __byte_perm(xv.x, xv.z, 0x7632)};  // (x0, x4), (x1, x5)
-        const unsigned b1[2] = {__byte_perm(xv.y, xv.w, 0x5410), __byte_perm(xv.y, xv.w, 0x7632)};  // (x2, x6), (x3, x7)
+        unsigned b0[2], b1[2];
+        lj_q4_x_pairs(lj_q4_x<EVEN>(xr, k + 8 * q, in), b0, b1);
+        const unsigned a0[4] = {qz(wa[q], 0, nba), qz(wb[q], 0, nbb), qz(wa[q], 1, nba), qz(wb[q], 1, nbb)};
+        const unsigned a1[4] = {qz(wa[q], 2, nba), qz(wb[q], 2, nbb), qz(wa[q], 3, nba), qz(wb[q], 3, nbb)};
+        lj_mma<T>::m16n8k16(d, a0, b0);
+        lj_mma<T>::m16n8k16(d, a1, b1);
+      }
+      const float fa = lj_to_float(v.sa[u]), fb = lj_to_float(v.sb[u]);  // C rows g (row a) and g + 8 (row b)
+      c[0] = fmaf(d[0], fa, c[0]), c[1] = fmaf(d[1], fa, c[1]);
+      c[2] = fmaf(d[2], fb, c[2]), c[3] = fmaf(d[3], fb, c[3]);
+    }
+  }
+}
+
+// G of 32 or 64: every pair is dequantized whole, (q - z) * s rounded to T, and multiplied in one
+// accumulator chain.
+template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
+__device__ __forceinline__ void lj_gemv_q4_share_rounded(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
+                                                         const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za,
+                                                         const TZ* zb, const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t,
+                                                         float (&c)[4]) {
+  constexpr bool PACKED = lj_same<TS, T>::value;
+#pragma unroll 1
+  for (lj_i64 s = s0; s < s1; s += U) {
+    lj_q4_batch<TS, U> v;
+    lj_q4_load<TS, TZ, SIGNED, U, K, G, EVEN>(v, qa, qb, sa, sb, za, zb, s, s1, t);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const lj_i64 k = (s + u) * 128 + 32 * t;
+      const bool in = EVEN || (s + u < s1 && k < K);
+      lj_q4_group<T, TS, TZ, SIGNED, PACKED> ga, gb;
+      ga.set(v.sa[u], v.za[u]);
+      gb.set(v.sb[u], v.zb[u]);
+      const unsigned wa[4] = {v.a[u].x, v.a[u].y, v.a[u].z, v.a[u].w};
+      const unsigned wb[4] = {v.b[u].x, v.b[u].y, v.b[u].z, v.b[u].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        unsigned b0[2], b1[2];
+        lj_q4_x_pairs(lj_q4_x<EVEN>(xr, k + 8 * q, in), b0, b1);
         const unsigned a0[4] = {ga.pair(wa[q], 0), gb.pair(wb[q], 0), ga.pair(wa[q], 1), gb.pair(wb[q], 1)};
         const unsigned a1[4] = {ga.pair(wa[q], 2), gb.pair(wb[q], 2), ga.pair(wa[q], 3), gb.pair(wb[q], 3)};
         lj_mma<T>::m16n8k16(c, a0, b0);
@@ -156,5 +254,32 @@ __device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict
       }
     }
   }
+}
+
+// The rest of the warp's share of its two rows of codes (the steps after the first batch), asked of
+// L2 at once: a warp loads U steps at a time and waits for each batch, so without this every batch
+// waits at DRAM latency, with it only the first. Each lane names its own 16 bytes of every other
+// step (a 128-byte line holds two steps of a row's 4 lanes; prefetch takes no registers).
+template <int U, long long K>
+__device__ __forceinline__ void lj_q4_prefetch(const unsigned char* qa, const unsigned char* qb, lj_i64 s0, lj_i64 s1, int t) {
+#pragma unroll 1
+  for (lj_i64 s = s0 + U; s < s1; s += 2) {
+    const lj_i64 k = s * 128 + 32 * t;
+    if (k >= K) break;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(qa + k / 2));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(qb + k / 2));
+  }
+}
+
+template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
+__device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
+                                                 const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
+                                                 const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
+  static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
+  lj_q4_prefetch<U, K>(qa, qb, s0, s1, t);
+  if constexpr (G % 128 == 0)
+    lj_gemv_q4_share_scaled<T, TS, TZ, SIGNED, U, K, G, EVEN>(qa, qb, sa, sb, za, zb, xr, s0, s1, t, c);
+  else
+    lj_gemv_q4_share_rounded<T, TS, TZ, SIGNED, U, K, G, EVEN>(qa, qb, sa, sb, za, zb, xr, s0, s1, t, c);
 }
 #endif
