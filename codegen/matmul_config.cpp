@@ -307,6 +307,11 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (!p.aligned || p.k % 32 != 0)
       return fmt::format("gemv mma on 4-bit codes loads 16 bytes of codes and 64 of x per lane: rows of x must start 16-byte aligned and K (= {}) be a multiple of 32", p.k);
     if (c.loads_in_flight > 4) return "more than 4 k steps of codes in flight per lane";
+    // One batch per warp: no loop, ptxas hoists all of it, and at u=4 the 128 registers spill (CUDA
+    // 13.0: K = 2048 with 4 warps, tests/codegen/test_weight_prologue.cpp); the batches that overlap
+    // need two or more per warp.
+    if (c.loads_in_flight == 4 && p.k > 0 && (p.k + 127) / 128 < 2 * 4 * c.warps)
+      return fmt::format("u=4 with {} warps: fewer than two batches of 4 k steps per warp (K = {})", c.warps, p.k);
     if (c.warps > 16) return "more than 16 warps per CTA";
     return "";
   }

@@ -220,7 +220,7 @@ graph @dequant_i8_groups(%q: i8[T, 64], %s: f32[T, 2]) {
 // and a QKV projection with RoPE and cache writes in the epilogue. Groups of 128 or more take the
 // scaled path (each k step's sums scaled in f32); K = 1024 and 2048 give every warp whole batches of
 // steps at the default config (EVEN: loads without predicates), with u4 zeros and bf16 scales, and
-// with i4 codes and one f16 scale per row on bf16 x.
+// with i4 codes and one f16 scale per row on bf16 x; K = 4096 (Llama's) is long enough for u=4.
 inline const char* kWeightPrologueGraphs = R"(
 graph @q4_packed(%x: bf16[T, 416], %w: param u4[37, 416], %s: param bf16[37, 13], %z: param i8[37, 13]) {
   %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
@@ -244,6 +244,11 @@ graph @q4_even(%x: bf16[T, 1024], %w: param u4[45, 1024], %s: param bf16[45, 8],
 }
 graph @q4_even_i4(%x: bf16[T, 2048], %w: param i4[19, 2048], %s: param f16[19, 1]) {
   %d = dequantize(%w, %s) {dtype = bf16, group = 2048}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_k4096(%x: bf16[T, 4096], %w: param u4[21, 4096], %s: param bf16[21, 32], %z: param u4[21, 32]) {
+  %d = dequantize(%w, %s, %z) {dtype = bf16, group = 128}
   %y = matmul(%x, %d)
   return %y
 }

@@ -208,7 +208,13 @@ std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, 
     for (ValueId o : dn.operands) ops.push_back(&evaluate(g, o, c.bind, known));
     TensorType exact = g.value(dn.results[0]).type;
     exact.dtype = DType::F32;
-    known[dn.results[0]] = std::move(reference_op(dn.kind, ops, dn.attrs, {exact}, c.bind).at(0));
+    Attrs attrs = dn.attrs;
+    attrs.set("dtype", DType::F32);
+    HostTensor w = std::move(reference_op(dn.kind, ops, attrs, {exact}, c.bind).at(0));
+    // Labelled with the node's type again (the matmul's operands share a dtype), the values left
+    // unrounded: the reference matmul sums them in fp64 as they are.
+    w.dtype = g.value(dn.results[0]).type.dtype;
+    known[dn.results[0]] = std::move(w);
   }
   for (NodeId n : grp.nodes)
     for (ValueId r : g.node(n).results) evaluate(g, r, c.bind, known);

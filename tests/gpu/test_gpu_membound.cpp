@@ -127,7 +127,7 @@ TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu
       }
     }
   }
-  CHECK(checked >= 6 * 2 * 9);
+  CHECK(checked >= 7 * 2 * 6);  // u=1 and u=2 with 4, 8 and 16 warps on every graph, u=4 where K allows
 }
 
 /// The model families' layers, every kernel against the reference: prefill past Mistral's window,

@@ -179,8 +179,9 @@ __device__ __forceinline__ uint4 lj_q4_x(const T* __restrict__ xr, lj_i64 k, boo
 // One warp's share of k, steps [s0, s1) of 128 elements, added to c: qa/qb the codes of W rows a and
 // b (bytes), sa/sb their scales, za/zb their zero points (TZ void: none), xr the x row. SIGNED: i4
 // codes (lj_q4_biased). x is read as it is used (L1
-// or L2: every CTA reads the same rows). (Loading the next U steps while a batch computes was
-// measured 11 % slower on the H200: more registers, fewer warps; docs/perf.md.)
+// or L2: every CTA reads the same rows). (Measured slower on the H200, docs/perf.md: loading the next
+// U steps while a batch computes, 11 %: more registers, fewer warps; an L2 prefetch of the warp's
+// whole share at its start, 7-20 %: a second request per line for L2.)
 //
 // G a multiple of 128: each step's mmas sum (q - z) * x into fresh accumulators (U independent
 // chains of 8 mmas), scaled by the row's s in f32 and added to c.
@@ -256,27 +257,11 @@ __device__ __forceinline__ void lj_gemv_q4_share_rounded(const unsigned char* __
   }
 }
 
-// The rest of the warp's share of its two rows of codes (the steps after the first batch), asked of
-// L2 at once: a warp loads U steps at a time and waits for each batch, so without this every batch
-// waits at DRAM latency, with it only the first. Each lane names its own 16 bytes of every other
-// step (a 128-byte line holds two steps of a row's 4 lanes; prefetch takes no registers).
-template <int U, long long K>
-__device__ __forceinline__ void lj_q4_prefetch(const unsigned char* qa, const unsigned char* qb, lj_i64 s0, lj_i64 s1, int t) {
-#pragma unroll 1
-  for (lj_i64 s = s0 + U; s < s1; s += 2) {
-    const lj_i64 k = s * 128 + 32 * t;
-    if (k >= K) break;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(qa + k / 2));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(qb + k / 2));
-  }
-}
-
 template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
 __device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
                                                  const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
                                                  const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
   static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
-  lj_q4_prefetch<U, K>(qa, qb, s0, s1, t);
   if constexpr (G % 128 == 0)
     lj_gemv_q4_share_scaled<T, TS, TZ, SIGNED, U, K, G, EVEN>(qa, qb, sa, sb, za, zb, xr, s0, s1, t, c);
   else
