@@ -159,20 +159,26 @@ void DiskCache::remove_corrupt(int shard_fd, const Acquired& a, const CacheKey& 
   std::string ignored;
   std::optional<Manifest> m;
   if (read_all(a.fd.get(), text, kManifestLimit) == 0) m = manifest_from_json(text, ignored);
+  int err = 0;
   {
     FlockGuard dir_lock(shard_fd, LOCK_EX);
     if (!still_current(shard_fd, a.fd.get(), name)) return;  // already replaced by a writer: not ours to remove
-    ::unlinkat(shard_fd, name.c_str(), 0);
+    err = remove_at(shard_fd, name);  // a directory in the manifest's place too
   }
-  // Payload names were validated by the parser (they belong to this key), so unlinking them cannot
-  // touch anything else; unreadable manifests leave their payloads to the orphan sweep.
+  // Payload names were validated by the parser (they belong to this key), so removing them cannot
+  // touch anything else; unreadable manifests leave their payloads to the orphan sweep. The
+  // payload a load found corrupt may be a directory: removed whole, like the manifest.
   if (m && m->key == key) {
-    ::unlinkat(shard_fd, m->cubin.file.c_str(), 0);
-    ::unlinkat(shard_fd, m->source.file.c_str(), 0);
+    remove_at(shard_fd, m->cubin.file);
+    remove_at(shard_fd, m->source.file);
   }
-  if (first_report(fmt::format("corrupt:{}:{}", root_path_.string(), key.hex())))
-    warn(fmt::format("kernel cache entry {} is corrupt ({}); removed it, the kernel will be recompiled", key.hex(),
-                     why));
+  if (!first_report(fmt::format("corrupt:{}:{}", root_path_.string(), key.hex()))) return;
+  if (err == 0)
+    warn(fmt::format("kernel cache entry {} is corrupt ({}); removed it, the kernel will be recompiled", key.hex(), why));
+  else
+    warn(fmt::format("kernel cache entry {} is corrupt ({}) and could not be removed ({}): remove {} by hand; the "
+                     "kernel is recompiled and not cached until then", key.hex(), why, errno_text(err),
+                     (root_->version_dir / "kernels" / key.hex().substr(0, 2) / name).string()));
 }
 
 LoadResult DiskCache::load(const CacheKey& key, bool touch) {
@@ -378,13 +384,13 @@ bool DiskCache::try_evict(const CacheKey& key, uint64_t& freed) {
     FlockGuard dir_lock(sfd, LOCK_EX);
     if (!still_current(sfd, a.fd.get(), name)) return false;
     uint64_t bytes = file_size_at(sfd, name);
-    if (::unlinkat(sfd, name.c_str(), 0) != 0) return false;
+    if (remove_at(sfd, name) != 0) return false;
     freed += bytes;
   }
   if (m && m->key == key) {
     for (const std::string& f : {m->cubin.file, m->source.file}) {
       uint64_t bytes = file_size_at(sfd, f);
-      if (::unlinkat(sfd, f.c_str(), 0) == 0) freed += bytes;
+      if (remove_at(sfd, f) == 0) freed += bytes;
     }
   }
   return true;
@@ -401,8 +407,12 @@ Usage DiskCache::scan() {
   if (!enabled()) return u;
   for (const std::string& shard : list_dir(kernels_fd_.get())) {
     UniqueFd sfd;
-    if (shard.size() != 2 || !is_hex(shard) || open_dir_at(kernels_fd_.get(), shard, sfd) != 0) {
+    if (shard.size() != 2 || !is_hex(shard)) {
       u.other_files += 1;
+      continue;
+    }
+    if (open_dir_at(kernels_fd_.get(), shard, sfd) != 0) {  // O_NOFOLLOW: a symlink fails here
+      u.refused_shards.push_back(shard);
       continue;
     }
     struct Seen {
@@ -456,6 +466,19 @@ Usage DiskCache::scan() {
     return a.last_used_unix != b.last_used_unix ? a.last_used_unix < b.last_used_unix : a.key < b.key;
   });
   return u;
+}
+
+uint64_t DiskCache::remove_refused_shards(Usage& usage) {
+  if (options_.mode != CacheMode::ReadWrite) return 0;
+  uint64_t removed = 0;
+  std::vector<std::string> kept;
+  for (const std::string& shard : usage.refused_shards) {
+    // unlinkat never follows a symlink: the link goes, whatever it points at stays.
+    if (::unlinkat(kernels_fd_.get(), shard.c_str(), 0) == 0) removed += 1;
+    else kept.push_back(shard);
+  }
+  usage.refused_shards = std::move(kept);
+  return removed;
 }
 
 uint64_t DiskCache::remove_stale_files(Usage& usage, bool everything_dead) {
@@ -534,6 +557,7 @@ PruneReport DiskCache::prune(bool verify) {
   {
     std::lock_guard<std::mutex> lock(evict_mutex_);
     Usage u = scan();
+    r.refused_shards_removed = remove_refused_shards(u);
     uint64_t before = u.temp_bytes + u.orphan_bytes;
     r.stale_files_removed = remove_stale_files(u, false);
     r.stale_bytes = before - (u.temp_bytes + u.orphan_bytes);
@@ -554,6 +578,7 @@ EvictReport DiskCache::clear() {
   if (!enabled()) return r;
   std::lock_guard<std::mutex> lock(evict_mutex_);
   Usage u = scan();
+  r.refused_shards_removed = remove_refused_shards(u);
   uint64_t loose_before = u.temp_bytes + u.orphan_bytes;
   remove_stale_files(u, true);
   r.bytes_freed = loose_before - (u.temp_bytes + u.orphan_bytes);

@@ -92,10 +92,15 @@ struct Usage {
   uint64_t temp_files = 0, temp_bytes = 0;      ///< in-flight or abandoned ".tmp-*" files
   uint64_t orphan_files = 0, orphan_bytes = 0;  ///< payloads of keys with no manifest
   uint64_t other_files = 0, other_bytes = 0;    ///< names layerjit never writes
+  /// Shard names ("00".."ff") that are not real directories: a symlink (never followed: its entries
+  /// would be read and written outside the private root) or a file. Their entries are invisible, so
+  /// `stats` and `ls` name them and `clear` and `prune` remove them (the link, never its target).
+  std::vector<std::string> refused_shards;
   uint64_t total_bytes() const { return entry_bytes + temp_bytes + orphan_bytes + other_bytes; }
 };
 
 struct EvictReport {
+  uint64_t refused_shards_removed = 0;  ///< clear only: Usage::refused_shards removed
   uint64_t evicted = 0;
   uint64_t skipped_in_use = 0;
   uint64_t bytes_freed = 0;
@@ -103,6 +108,7 @@ struct EvictReport {
 };
 
 struct PruneReport {
+  uint64_t refused_shards_removed = 0;  ///< Usage::refused_shards removed
   uint64_t stale_files_removed = 0;  ///< temp files and orphan payloads of dead or old writers
   uint64_t stale_bytes = 0;
   uint64_t corrupt_removed = 0;      ///< entries that failed verification (verify only)
@@ -159,6 +165,7 @@ class DiskCache {
   int acquire(int shard_fd, const CacheKey& key, int lock_op, Acquired& out);
   void remove_corrupt(int shard_fd, const Acquired& a, const CacheKey& key, const std::string& why);
   bool try_evict(const CacheKey& key, uint64_t& freed);
+  uint64_t remove_refused_shards(Usage& usage);
   uint64_t remove_stale_files(Usage& usage, bool everything_dead);
   EvictReport evict_locked(uint64_t target_bytes);
   void after_store(uint64_t bytes_written);

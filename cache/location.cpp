@@ -125,8 +125,21 @@ int open_private_subdir(int parent_fd, const std::string& name, UniqueFd& out, s
   return refusal.empty() ? 0 : EPERM;
 }
 
-std::optional<OpenedRoot> open_cache_root(const std::filesystem::path& root, std::string& refusal) {
+// The path without trailing "/" and "/." (kept: a lone "/"): with them, open() and lstat() resolve
+// the last component before looking at it, so "link/" followed the symlink "link" is refused for.
+static std::filesystem::path without_trailing_separators(const std::filesystem::path& p) {
+  std::string s = p.string();
+  for (;;) {
+    if (s.size() > 1 && s.back() == '/') s.pop_back();
+    else if (s.size() > 2 && s.compare(s.size() - 2, 2, "/.") == 0) s.resize(s.size() - 2);
+    else break;
+  }
+  return s;
+}
+
+std::optional<OpenedRoot> open_cache_root(const std::filesystem::path& given, std::string& refusal) {
   OpenedRoot r;
+  const std::filesystem::path root = without_trailing_separators(given);
   r.root = root;
   if (root.empty()) {
     refusal = "the cache directory is an empty path";

@@ -188,4 +188,23 @@ std::vector<std::string> list_dir(int dirfd) {
   return names;
 }
 
+namespace {
+
+int remove_at_depth(int dirfd, const std::string& name, int depth) {
+  if (::unlinkat(dirfd, name.c_str(), 0) == 0) return 0;
+  if (errno != EISDIR && errno != EPERM) return errno;  // EPERM: what POSIX allows for a directory
+  if (depth >= 16) return ELOOP;
+  UniqueFd sub;
+  if (int err = open_dir_at(dirfd, name, sub); err != 0) return err;  // O_NOFOLLOW: a symlink is never entered
+  int first = 0;
+  for (const std::string& n : list_dir(sub.get()))
+    if (int err = remove_at_depth(sub.get(), n, depth + 1); err != 0 && first == 0) first = err;
+  if (::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR) != 0 && first == 0) first = errno;
+  return first;
+}
+
+}  // namespace
+
+int remove_at(int dirfd, const std::string& name) { return remove_at_depth(dirfd, name, 0); }
+
 }  // namespace lj::cache

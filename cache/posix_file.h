@@ -87,6 +87,13 @@ class FlockGuard {
   int fd_ = -1;
 };
 
+/// Removes `name` in `dirfd`: a file or symlink is unlinked; a directory (never followed through a
+/// symlink) is removed with everything under it, at most 16 levels deep. For what a hostile or
+/// careless hand leaves in the cache's own private directories (a directory where a manifest or
+/// payload belongs): `unlinkat` alone fails on it, and the entry would be "removed" on every run.
+/// Returns 0 or the first errno.
+int remove_at(int dirfd, const std::string& name);
+
 /// "No such file or directory" style text for an errno value.
 std::string errno_text(int err);
 

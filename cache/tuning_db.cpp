@@ -235,17 +235,21 @@ std::optional<TuningRecord> TuningDb::read_record(int shard_fd, const TuningKey&
   if (err != 0) error = fmt::format("cannot read it: {}", errno_text(err));
   else r = record_from_json(text, key, error);
   if (r) return r;
+  int removal = 0;
   {
     // Remove the very file that failed (a writer may have replaced it meanwhile: keep theirs). A
     // caller already holding the shard lock passes shard_locked: flock on a second descriptor of the
     // same directory would wait for ourselves.
     FlockGuard dir_lock;
     if (!shard_locked) dir_lock = FlockGuard(shard_fd, LOCK_EX);
-    if (same_file_at(shard_fd, fd.get(), name)) ::unlinkat(shard_fd, name.c_str(), 0);
+    if (same_file_at(shard_fd, fd.get(), name)) removal = remove_at(shard_fd, name);  // a directory in its place too
   }
   if (first_report(fmt::format("tuning-corrupt:{}:{}", root_->root.string(), hash.hex())))
-    options_.warn(fmt::format("tuning record {} is corrupt ({}); removed it, the group will be tuned again",
-                              hash.hex(), error));
+    options_.warn(removal == 0 ? fmt::format("tuning record {} is corrupt ({}); removed it, the group will be tuned again",
+                                         hash.hex(), error)
+                           : fmt::format("tuning record {} is corrupt ({}) and could not be removed ({}): the group "
+                                         "will be tuned again, and its result not stored until the file is removed by hand",
+                                         hash.hex(), error, errno_text(removal)));
   return std::nullopt;
 }
 
@@ -361,7 +365,7 @@ size_t TuningDb::clear() {
     if (open_dir_at(tuning_fd_.get(), shard, sfd) != 0) continue;
     FlockGuard dir_lock(sfd.get(), LOCK_EX);
     for (const std::string& name : list_dir(sfd.get()))
-      if (::unlinkat(sfd.get(), name.c_str(), 0) == 0) removed += 1;
+      if (remove_at(sfd.get(), name) == 0) removed += 1;
   }
   return removed;
 }

@@ -114,6 +114,14 @@ std::unique_ptr<cache::DiskCache> open_or_fail(const CacheArgs& a) {
   return c;
 }
 
+// Shard names that are not real directories (a symlink, a file): their entries are invisible to
+// every command, so each listing says so instead of counting them as foreign files.
+void print_refused_shards(const cache::DiskCache& c, const cache::Usage& u) {
+  for (const std::string& shard : u.refused_shards)
+    std::fprintf(stderr, "warning: ignoring %s: a symlink or a file in place of a shard directory (never followed); "
+                 "`layerjit cache prune` or `clear` removes it\n", (c.version_dir() / "kernels" / shard).c_str());
+}
+
 int stats(const CacheArgs& a) {
   auto c = open_or_fail(a);
   auto db = cache::TuningDb::open(options_for(a));
@@ -134,6 +142,7 @@ int stats(const CacheArgs& a) {
   if (u.other_files > 0)
     std::printf("other files    %llu (%s), not written by layerjit\n", static_cast<unsigned long long>(u.other_files),
                 format_bytes(static_cast<double>(u.other_bytes)).c_str());
+  print_refused_shards(*c, u);
   if (db->enabled()) std::printf("tuning records %zu\n", db->list().size());
   return kExitOk;
 }
@@ -141,6 +150,7 @@ int stats(const CacheArgs& a) {
 int ls(const CacheArgs& a) {
   auto c = open_or_fail(a);
   cache::Usage u = c->scan();
+  print_refused_shards(*c, u);
   std::printf("%-32s  %10s  %-9s  %-8s  %s\n", "KEY", "SIZE", "LAST USED", "ARCH", "KERNEL");
   for (auto it = u.entries.rbegin(); it != u.entries.rend(); ++it) {
     auto m = c->peek_manifest(it->key);
@@ -199,6 +209,9 @@ int show(const CacheArgs& a) {
 int clear(const CacheArgs& a) {
   auto c = open_or_fail(a);
   cache::EvictReport r = c->clear();
+  if (r.refused_shards_removed > 0)
+    std::printf("removed %llu shard link(s) or file(s) in place of a shard directory (their targets untouched)\n",
+                static_cast<unsigned long long>(r.refused_shards_removed));
   std::printf("removed %llu entr%s (%s)", static_cast<unsigned long long>(r.evicted), r.evicted == 1 ? "y" : "ies",
               format_bytes(static_cast<double>(r.bytes_freed)).c_str());
   if (r.skipped_in_use > 0) std::printf(", kept %llu in use by a running process", static_cast<unsigned long long>(r.skipped_in_use));
@@ -213,6 +226,9 @@ int clear(const CacheArgs& a) {
 int prune(const CacheArgs& a) {
   auto c = open_or_fail(a);
   cache::PruneReport r = c->prune(/*verify=*/true);
+  if (r.refused_shards_removed > 0)
+    std::printf("removed %llu shard link(s) or file(s) in place of a shard directory (their targets untouched)\n",
+                static_cast<unsigned long long>(r.refused_shards_removed));
   std::printf("removed %llu stale file(s) (%s)\n", static_cast<unsigned long long>(r.stale_files_removed),
               format_bytes(static_cast<double>(r.stale_bytes)).c_str());
   std::printf("verified %llu entr%s, removed %llu corrupt\n", static_cast<unsigned long long>(r.verified),

@@ -94,6 +94,18 @@ TEST_CASE("disk cache: a corrupt entry is detected, reported once, removed and r
     fs::remove(f.cubin);
     REQUIRE(::mkfifo(f.cubin.c_str(), 0600) == 0);
   }
+  // A directory where a file belongs: unlink alone fails on it, so the entry was reported "removed"
+  // on every run and never was. Removed whole, the files under it included.
+  SECTION("a directory in place of the manifest") {
+    fs::remove(f.manifest);
+    fs::create_directories(f.manifest / "sub");
+    std::ofstream(f.manifest / "sub" / "file") << "x";
+  }
+  SECTION("a directory in place of the cubin") {
+    fs::remove(f.cubin);
+    fs::create_directories(f.cubin);
+    std::ofstream(f.cubin / "file") << "x";
+  }
   SECTION("manifest checksum edited") { flip_bit(f.manifest, static_cast<long>(std::string(
       std::istreambuf_iterator<char>(std::ifstream(f.manifest).rdbuf()), {}).find("xxh3_128") + 12)); }
 
@@ -103,7 +115,9 @@ TEST_CASE("disk cache: a corrupt entry is detected, reported once, removed and r
   CHECK_FALSE(first.detail.empty());
   REQUIRE(warnings->size() == 1);
   CHECK_THAT(warnings->front(), Catch::Contains(key.hex()) && Catch::Contains("corrupt"));
+  CHECK_THAT(warnings->front(), Catch::Contains("removed it"));
   CHECK_FALSE(fs::exists(f.manifest));
+  CHECK_FALSE(fs::is_directory(f.cubin));  // a corrupt payload directory goes with its entry
   // Removed: the next lookup is a plain miss, and a rebuild is loadable again.
   CHECK(cache->load(key).status == LoadStatus::kMiss);
   REQUIRE(cache->store(c, cubin, {"sample_11"}).ok);

@@ -77,6 +77,8 @@ TEST_CASE("security: a root reached through a symlink is refused", "[cache][secu
   ::chmod((dir / "real").c_str(), 0700);
   fs::create_directory_symlink(dir / "real", dir / "link");
   expect_refused(dir / "link", "symlink");
+  // Trailing separators made open() resolve the link before the check saw it: the same refusal.
+  for (const char* tail : {"/", "//", "/.", "/./"}) expect_refused(fs::path((dir / "link").string() + tail), "symlink");
   // A symlink to a directory that does not exist yet is not followed to create it either.
   fs::create_directory_symlink(dir / "not-yet", dir / "dangling");
   expect_refused(dir / "dangling", "symlink");
@@ -109,6 +111,32 @@ TEST_CASE("security: a manifest or payload that is a symlink is never loaded", "
   fs::create_symlink(dir / "elsewhere.json", f.manifest);
   LoadResult l = cache->load(key);
   CHECK(l.status != LoadStatus::kHit);
+}
+
+TEST_CASE("security: a shard directory swapped for a symlink is named, never followed, and removed by prune and clear", "[cache][security]") {
+  TempDir dir;
+  auto warnings = std::make_shared<std::vector<std::string>>();
+  auto cache = DiskCache::open(options_at(dir / "root", warnings));
+  KeyComponents c = sample_components(12);
+  CacheKey key = compute_key(c);
+  REQUIRE(cache->store(c, sample_cubin(12), {"k"}).ok);
+  const fs::path shard = entry_files(*cache, key).manifest.parent_path();
+  fs::rename(shard, dir / "moved");
+  fs::create_directory_symlink(dir / "moved", shard);
+  // Its entries were skipped with nothing said: now the scan names the shard (stats and ls print it).
+  Usage u = cache->scan();
+  CHECK(u.entries.empty());
+  CHECK(u.other_files == 0);
+  REQUIRE(u.refused_shards.size() == 1);
+  CHECK(u.refused_shards[0] == shard.filename().string());
+  CHECK(cache->load(key).status != LoadStatus::kHit);  // never read through the link
+  SECTION("prune") { CHECK(cache->prune(false).refused_shards_removed == 1); }
+  SECTION("clear") { CHECK(cache->clear().refused_shards_removed == 1); }
+  CHECK_FALSE(fs::is_symlink(shard));
+  CHECK(fs::exists(dir / "moved" / (key.hex() + ".json")));  // the target untouched
+  CHECK(cache->scan().refused_shards.empty());
+  REQUIRE(cache->store(c, sample_cubin(12), {"k"}).ok);  // the shard is made again, a real directory
+  CHECK(cache->load(key).status == LoadStatus::kHit);
 }
 
 TEST_CASE("security: directories 0700 and files 0600 even under umask 0", "[cache][security]") {
