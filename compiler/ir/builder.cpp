@@ -12,9 +12,12 @@ namespace lj {
 
 namespace {
 
-// A tensor whose constant dimensions alone hold more bytes than int64 counts is refused where it is
-// declared, naming it (symbolic dimensions are checked when bound: resolve, tensor_bytes).
+// A tensor of more than kMaxRank dimensions, or whose constant dimensions alone hold more bytes than
+// int64 counts, is refused where it is declared, naming it (symbolic dimensions are checked when
+// bound: resolve, tensor_bytes).
 void check_constant_size(const TensorType& t, const std::string& what, const SourceLoc& loc) {
+  if (t.shape.size() > kMaxRank)
+    throw UserError(fmt::format("{}: {} dimensions, more than the {} layerjit's kernels index", what, t.shape.size(), kMaxRank), loc);
   std::vector<int64_t> dims;
   for (const Dim& d : t.shape) dims.push_back(d.is_const() ? d.value() : 1);
   try {

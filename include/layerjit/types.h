@@ -5,6 +5,7 @@
 // step whose context grows by one token never recompiles.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ int64_t storage_bytes(DType t, int64_t numel);
 /// element size. Throws UserError naming the shape when the count overflows int64 or when a 4-bit
 /// tensor's last dimension is odd (or it has none), which would split a byte between rows.
 int64_t tensor_bytes(DType t, const std::vector<int64_t>& dims);
+/// The most dimensions a tensor may have. Every kernel family indexes each dimension of a view in
+/// its generated source, so a rank in the thousands made NVRTC run for minutes; 8 is what TensorRT
+/// allows and more than any layer here needs (the KV caches are rank 4).
+inline constexpr size_t kMaxRank = 8;
 bool is_float(DType t);
 bool is_fp8(DType t);
 /// u4 or i4: two elements per byte.
