@@ -242,7 +242,11 @@ std::vector<TensorType> infer_reshape(OpKind k, const std::vector<TensorType>& o
     if (d.is_const() && d.value() <= 0) fail(fmt::format("{}: bad dimension {} in shape {}: dimensions must be positive", nm(k), d.value(), shape_str(s)));
   DimProduct from = dim_product(ops[0].shape);
   DimProduct to = dim_product(s);
-  if (from.overflow || to.overflow || !(from == to))
+  // An overflowed product's text would be a wrapped count ("0*T elements"): name the shape instead.
+  for (const auto& [shape, p] : {std::pair{ops[0].shape, from}, std::pair{s, to}})
+    if (p.overflow)
+      fail(fmt::format("{}: the shape {} has more elements than int64 counts", nm(k), shape_str(shape)));
+  if (!(from == to))
     fail(fmt::format("{}: shape mismatch: cannot reshape {} ({} elements) to {} ({} elements)", nm(k), ops[0].str(),
                      from.str(), shape_str(s), to.str()));
   return {{ops[0].dtype, s}};
