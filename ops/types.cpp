@@ -152,7 +152,11 @@ std::vector<int64_t> resolve(const Shape& s, const Bindings& b) {
 
 int64_t numel(const std::vector<int64_t>& dims) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (d > 0 && n > INT64_MAX / d)  // checked: a wrapped product was undefined behaviour (UBSan)
+      throw UserError(fmt::format("a [{}] tensor has more elements than int64 counts", fmt::join(dims, ", ")));
+    n *= d;
+  }
   return n;
 }
 

@@ -121,6 +121,7 @@ struct Bindings {
 /// Resolve a dimension or shape against bindings; throws UserError naming the unbound symbol.
 int64_t resolve(const Dim& d, const Bindings& b);
 std::vector<int64_t> resolve(const Shape& s, const Bindings& b);
+/// The product of `dims`; throws UserError naming them when it overflows int64.
 int64_t numel(const std::vector<int64_t>& dims);
 
 }  // namespace lj

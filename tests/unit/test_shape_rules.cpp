@@ -341,6 +341,10 @@ TEST_CASE("sizes that overflow int64 are an error, not undefined behaviour", "[s
         "%wide: 9223372036854775807 elements of f32 are more bytes than int64 counts");
   CHECK(error_of([&] { b.input("square", DType::BF16, {Dim::sym("T"), 1LL << 32, 1LL << 32}); }) ==
         "%square: a bf16[1, 4294967296, 4294967296] tensor has more elements than int64 counts");
+  // numel itself is checked (its wrapped product was undefined behaviour under UBSan).
+  CHECK(numel({1LL << 31, 1LL << 31}) == 1LL << 62);
+  CHECK(numel({0, INT64_MAX, 3}) == 0);
+  CHECK(error_of([&] { (void)numel({1LL << 32, 1LL << 32}); }) == "a [4294967296, 4294967296] tensor has more elements than int64 counts");
 }
 
 TEST_CASE("bindings that make a value's bytes overflow int64 are refused naming the value", "[shape]") {
