@@ -9,16 +9,16 @@
 // word of codes holds 8 elements e0..e7 in nibbles 0..7; (word >> 4i) & 0x000F000F puts e_i and
 // e_{i+4} in the two halves of a register, so the pairs a 16-bit operand register holds are
 // (e0, e4), (e1, e5), (e2, e6), (e3, e7) and x's pairs are permuted to match (prmt): one word and
-// 16 bytes of x feed two mmas. OR-ing the exponent of 2^7 (bf16) or 2^10 (f16) into a nibble makes
-// the 16-bit value 2^7 + q exactly (no conversion instruction); adding -(2^7 + z) in a packed FMA
+// 16 bytes of x feed two mmas. Xor-ing the exponent of 2^7 (bf16) or 2^10 (f16) into a nibble makes
+// the 16-bit value 2^E + q exactly (no conversion instruction); adding -(2^E + z) in a packed FMA
 // leaves q - z, exact.
 //
 // Two ways to apply the scale. G a multiple of 128 (the usual 128): a k step's 128 elements lie in
 // one group, so its 8 mmas multiply the integers q - z by x into fresh fp32 sums, which are scaled
 // once per row and added to the total (lj_gemv_q4_share_scaled: one packed FMA per two weights).
 // The weights are then never rounded to 16 bits: the result is the exact (q - z) * s products'
-// sum, where the reference rounds each w to x's type first (a difference of at most half a 16-bit
-// ulp per weight, inside the matmul tolerance). G of 32 or 64: the groups change inside a step, so
+// sum, where the reference rounds each w to x's type first (the GPU tests compare such kernels with
+// the matmul over the exact weights: tests/gpu/group_check.cpp). G of 32 or 64: groups change, so
 // each pair is multiplied by its scale in a second packed FMA, (q - z) * s rounded once, the
 // reference's value bit for bit when s has x's type (the product is exact in f32 there); scales of
 // another type go through f32 (lj_gemv_q4_share_rounded).
