@@ -3,7 +3,7 @@
 #   1. build with -Werror and run every CPU test (unit, errors, filecheck, cli) — GPU tests are
 #      labelled `gpu` and excluded here; they run on a GPU machine through scripts/gpu-check.sh;
 #   2. build with ASan+UBSan and run the unit tests again (but the NVRTC compile sweeps);
-#   3. fuzz the text parser for a bounded number of inputs.
+#   3. fuzz the text parser, and the planner past it, for a bounded number of inputs each.
 # Any failure fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ cmake --build --preset asan -j "$jobs"
 ctest --test-dir build-asan --label-regex unit --exclude-regex "compiles for sm_|every accepted wgmma config compiles" --output-on-failure --no-tests=error -j "$jobs"
 
 if [ -x scripts/fuzz.sh ]; then
-  echo "== parser fuzzing"
+  echo "== fuzzing: the parser, then the planner"
   scripts/fuzz.sh
 fi
 echo "== all CPU tests passed"
