@@ -5,28 +5,36 @@
 # through ctest, so a build made on another machine of the same CPU architecture and copied over works
 # (ctest files hold the build machine's absolute paths).
 #
-#   scripts/gpu-check.sh [--memcheck] [--no-bench] [--log FILE] BUILD_DIR
+#   scripts/gpu-check.sh [--memcheck] [--no-bench] [--jobs N] [--log FILE] BUILD_DIR
+#
+# --jobs N runs each of the long correctness binaries (test_gpu_gemm, test_gpu_attention,
+# test_gpu_membound: ~15 min in a row, mostly NVRTC and the CPU reference) as N processes at once, its
+# test cases dealt among them (Catch2 2 has no sharding), on one GPU: on the H200 machine's 16 cores
+# the longest shard took 333 s (2026-12-04). The binaries that time things (runtime, autotune) and
+# the rest stay one process.
 #
 # Exit status: 0 all passed; 77 skipped (no CUDA driver or GPU: never a pass); 1 something failed.
 set -uo pipefail
 
 memcheck=0
 bench=1
+jobs=1
 log=""
 build=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --memcheck) memcheck=1 ;;
     --no-bench) bench=0 ;;
+    --jobs) jobs="$2"; shift ;;
     --log) log="$2"; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1" >&2; exit 2 ;;
     *) build="$1" ;;
   esac
   shift
 done
 if [[ -z "$build" || ! -d "$build" ]]; then
-  echo "gpu-check: usage: $0 [--memcheck] [--no-bench] [--log FILE] BUILD_DIR" >&2
+  echo "gpu-check: usage: $0 [--memcheck] [--no-bench] [--jobs N] [--log FILE] BUILD_DIR" >&2
   exit 2
 fi
 build="$(cd "$build" && pwd)"
@@ -90,7 +98,39 @@ run() {  # run NAME CMD...: logs output and records the outcome
   esac
 }
 
+# run_sharded NAME BIN: BIN's test cases dealt round-robin among $jobs processes (each name escaped
+# for a Catch2 test spec), run at once; their logs appended in order; one outcome for the binary.
+run_sharded() {
+  local name="$1" bin="$2"
+  local names=() pids=() i j spec e rc failed=0 nodriver=0 t0=$SECONDS dir
+  mapfile -t names < <("$bin" --list-test-names-only | grep -v '^$')
+  dir=$(mktemp -d)
+  say "-- $name: $bin, ${#names[@]} cases in $jobs processes"
+  for ((i = 0; i < jobs && i < ${#names[@]}; i++)); do
+    spec=""
+    for ((j = i; j < ${#names[@]}; j += jobs)); do
+      e=$(printf '%s' "${names[$j]}" | sed -e 's/\\/\\\\/g' -e 's/,/\\,/g' -e 's/\[/\\[/g' -e 's/\]/\\]/g')
+      spec="${spec:+$spec,}$e"
+    done
+    "$bin" "$spec" --durations yes >"$dir/$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((i = 0; i < ${#pids[@]}; i++)); do
+    wait "${pids[$i]}"
+    rc=$?
+    cat "$dir/$i.log" >>"$log"
+    case $rc in 0) ;; 77) nodriver=1 ;; *) failed=1 ;; esac
+  done
+  rm -rf "$dir"
+  if [[ $failed -eq 1 ]]; then say "-- $name: FAIL ($((SECONDS - t0)) s)"; status=1
+  elif [[ $nodriver -eq 1 ]]; then say "-- $name: SKIPPED (no CUDA driver)"; skipped=1
+  else say "-- $name: PASS ($((SECONDS - t0)) s)"; fi
+}
 for t in "${tests[@]}"; do
+  case "$(basename "$t")" in
+    test_gpu_gemm|test_gpu_attention|test_gpu_membound)
+      if [[ $jobs -gt 1 ]]; then run_sharded "$(basename "$t")" "$t"; continue; fi ;;
+  esac
   run "$(basename "$t")" "$t" --durations yes
 done
 # Whole layers end to end (`layerjit run`): the small layer against the CPU reference, the
