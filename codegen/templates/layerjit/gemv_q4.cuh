@@ -111,6 +111,12 @@ __device__ __forceinline__ unsigned lj_q4_biased(unsigned word, int i) {
   return ((word >> (4 * i)) & 0x000f000fu) ^ (lj_half2<T>::MAGIC | (SIGNED ? 0x00080008u : 0u));
 }
 
+// q - z of pair i of a word, exact, in both halves: 2^E + q plus -(2^E + z) (lj_q4_neg_base).
+template <class T, bool SIGNED>
+__device__ __forceinline__ unsigned lj_q4_minus_zero(unsigned word, int i, unsigned neg_base2) {
+  return lj_half2<T>::fma2(lj_q4_biased<T, SIGNED>(word, i), lj_half2<T>::ONE, neg_base2);
+}
+
 // One row's dequantization constants for a chunk of lj_gemv_q4_share_rounded: the group's scale and
 // zero point. PACKED (the scale has the operands' type): -(2^E + z) and s in both halves of a
 // register; else floats for the f32 path.
@@ -130,8 +136,7 @@ struct lj_q4_group {
   // Pair i of a word: elements i and i + 4, dequantized, as one 16-bit pair.
   __device__ __forceinline__ unsigned pair(unsigned word, int i) const {
     if constexpr (PACKED) {
-      const unsigned v = lj_q4_biased<T, SIGNED>(word, i);
-      return lj_half2<T>::fma2(lj_half2<T>::fma2(v, lj_half2<T>::ONE, neg_base2), s2, 0x80008000u);  // (q - z) * s (+ -0)
+      return lj_half2<T>::fma2(lj_q4_minus_zero<T, SIGNED>(word, i, neg_base2), s2, 0x80008000u);  // (q - z) * s (+ -0)
     } else {
       constexpr unsigned F = 0x4b000000u | (SIGNED ? 8u : 0u);  // 2^23 + q
       const float lo = __uint_as_float(((word >> (4 * i)) & 15u) ^ F) - base;  // q - z, exact
@@ -178,10 +183,10 @@ __device__ __forceinline__ uint4 lj_q4_x(const T* __restrict__ xr, lj_i64 k, boo
 
 // One warp's share of k, steps [s0, s1) of 128 elements, added to c: qa/qb the codes of W rows a and
 // b (bytes), sa/sb their scales, za/zb their zero points (TZ void: none), xr the x row. SIGNED: i4
-// codes (lj_q4_biased). x is read as it is used (L1
-// or L2: every CTA reads the same rows). (Measured slower on the H200, docs/perf.md: loading the next
-// U steps while a batch computes, 11 %: more registers, fewer warps; an L2 prefetch of the warp's
-// whole share at its start, 7-20 %: a second request per line for L2.)
+// codes (lj_q4_biased). x is read as it is used (L1 or L2: every CTA reads the same rows). Measured
+// slower on the H200 (docs/perf.md): loading the next U steps while a batch computes, 11 % (more
+// registers, fewer warps); an L2 prefetch of the warp's whole share at its start, 7-20 % (a second
+// request per line for L2).
 //
 // G a multiple of 128: each step's mmas sum (q - z) * x into fresh accumulators (U independent
 // chains of 8 mmas), scaled by the row's s in f32 and added to c.
@@ -202,10 +207,7 @@ __device__ __forceinline__ void lj_gemv_q4_share_scaled(const unsigned char* __r
       const unsigned nba = lj_q4_neg_base<T, TZ>(v.za[u]), nbb = lj_q4_neg_base<T, TZ>(v.zb[u]);
       const unsigned wa[4] = {v.a[u].x, v.a[u].y, v.a[u].z, v.a[u].w};
       const unsigned wb[4] = {v.b[u].x, v.b[u].y, v.b[u].z, v.b[u].w};
-      // q - z of pair i of a word, exact.
-      auto qz = [](unsigned word, int i, unsigned nb) {
-        return lj_half2<T>::fma2(lj_q4_biased<T, SIGNED>(word, i), lj_half2<T>::ONE, nb);
-      };
+      auto qz = lj_q4_minus_zero<T, SIGNED>;
       float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // word q: elements k + 8q .. k + 8q + 7
