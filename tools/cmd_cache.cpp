@@ -114,6 +114,12 @@ std::unique_ptr<cache::DiskCache> open_or_fail(const CacheArgs& a) {
   return c;
 }
 
+void print_refused_shards_removed(uint64_t n) {
+  if (n > 0)
+    std::printf("removed %llu shard link(s) or file(s) in place of a shard directory (their targets untouched)\n",
+                static_cast<unsigned long long>(n));
+}
+
 // Shard names that are not real directories (a symlink, a file): their entries are invisible to
 // every command, so each listing says so instead of counting them as foreign files.
 void print_refused_shards(const cache::DiskCache& c, const cache::Usage& u) {
@@ -209,9 +215,7 @@ int show(const CacheArgs& a) {
 int clear(const CacheArgs& a) {
   auto c = open_or_fail(a);
   cache::EvictReport r = c->clear();
-  if (r.refused_shards_removed > 0)
-    std::printf("removed %llu shard link(s) or file(s) in place of a shard directory (their targets untouched)\n",
-                static_cast<unsigned long long>(r.refused_shards_removed));
+  print_refused_shards_removed(r.refused_shards_removed);
   std::printf("removed %llu entr%s (%s)", static_cast<unsigned long long>(r.evicted), r.evicted == 1 ? "y" : "ies",
               format_bytes(static_cast<double>(r.bytes_freed)).c_str());
   if (r.skipped_in_use > 0) std::printf(", kept %llu in use by a running process", static_cast<unsigned long long>(r.skipped_in_use));
@@ -226,9 +230,7 @@ int clear(const CacheArgs& a) {
 int prune(const CacheArgs& a) {
   auto c = open_or_fail(a);
   cache::PruneReport r = c->prune(/*verify=*/true);
-  if (r.refused_shards_removed > 0)
-    std::printf("removed %llu shard link(s) or file(s) in place of a shard directory (their targets untouched)\n",
-                static_cast<unsigned long long>(r.refused_shards_removed));
+  print_refused_shards_removed(r.refused_shards_removed);
   std::printf("removed %llu stale file(s) (%s)\n", static_cast<unsigned long long>(r.stale_files_removed),
               format_bytes(static_cast<double>(r.stale_bytes)).c_str());
   std::printf("verified %llu entr%s, removed %llu corrupt\n", static_cast<unsigned long long>(r.verified),
