@@ -16,13 +16,14 @@ GemmKernel::GemmKernel(KernelContext& c, const MatmulOperands& o, const MatmulCo
   stored = rope ? op.y : op.out;
   hopper = cfg.family == MatmulConfig::Family::Wgmma;
   const bool sixteen = op.xt == DType::BF16 || op.xt == DType::F16;
-  LJ_CHECK(op.xt == op.wt && (sixteen || (hopper && is_fp8(op.xt))), g.node(op.node).loc,
-           "{}: the tensor-core GEMM multiplies bf16 or f16 operands of one dtype (the Hopper GEMM also f8e4m3 or f8e5m2), got %{}: {} "
+  LJ_CHECK(op.xt == op.wt && (sixteen || op.xt == DType::I8 || (hopper && is_fp8(op.xt))), g.node(op.node).loc,
+           "{}: the tensor-core GEMM multiplies bf16, f16 or i8 operands of one dtype (the Hopper GEMM also f8e4m3 or f8e5m2), got %{}: {} "
            "and %{}: {}",
            ctx.kernel_name(), g.value(op.x).name, dtype_name(op.xt), g.value(op.w).name, dtype_name(op.wt));
   kt = cfg.k_tile(dtype_bytes(op.xt));
   pairs = rope && !op.rope_interleaved && cfg.bn % op.rope_dim != 0;
-  async = ctx.vector_width({op.x, op.w}, g.value(op.x).type.shape, 8) == 8;
+  const int chunk = 16 / dtype_bytes(op.xt);  // elements per 16-byte cp.async
+  async = ctx.vector_width({op.x, op.w}, g.value(op.x).type.shape, chunk) == chunk;
   split = cfg.split_k > 1;
   virtual_n = op.glu ? (op.n_out + 7) / 8 * 16 : op.n;
 

@@ -99,9 +99,20 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
 
 namespace {
 
-// mma.sync here multiplies 16-bit operands; wgmma also fp8 (e4m3 or e5m2, k32 steps).
+// The 16-bit dtypes (the tensor-core GEMV's x for 4-bit codes, the tuned GEMV defaults); mma.sync
+// here multiplies those (m16n8k16) and i8 (m16n8k32, exact s32 sums: W8A8); wgmma also fp8 (e4m3 or
+// e5m2, k32 steps).
 bool tensor_core_dtype(DType t) { return t == DType::BF16 || t == DType::F16; }
-bool wgmma_dtype(DType t) { return tensor_core_dtype(t) || t == DType::F8E4M3 || t == DType::F8E5M2; }
+bool mma_dtype(DType t) { return tensor_core_dtype(t) || t == DType::I8; }
+bool wgmma_dtype(DType t) { return mma_dtype(t) || t == DType::F8E4M3 || t == DType::F8E5M2; }
+
+// An i8 mma.sync tile holds the bytes of the 16-bit tile with the same bk: twice the elements along
+// K. The defaults and candidates below name bk in 16-bit elements and go through this.
+int bk_scale(const MatmulProblem& p) { return p.dtype == DType::I8 ? 2 : 1; }
+MatmulConfig in_elements(MatmulConfig c, const MatmulProblem& p) {
+  if (c.family == MatmulConfig::Family::Mma) c.bk *= bk_scale(p);
+  return c;
+}
 
 MatmulConfig gemv_default(const MatmulProblem& p) {
   MatmulConfig c;
@@ -221,18 +232,19 @@ MatmulConfig default_for(const MatmulProblem& p) {
   }
   // One-row prologues: the GEMV computes them (reject_reason refuses the tiles).
   if (p.m == 1 || p.sm < 80 || p.rms_in_kernel || p.angles_in_kernel) return gemv_default(p);
-  // mma.sync here is 16-bit: fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1, W read
-  // once per column tile where the GEMV reads it once per 4 rows); anything else takes the GEMV.
-  if (!tensor_core_dtype(p.dtype)) return wgmma_available(p) ? wgmma_large(p) : gemv_default(p);
+  // mma.sync here is 16-bit or i8: fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1, W
+  // read once per column tile where the GEMV reads it once per 4 rows); anything else takes the GEMV.
+  // i8 takes the 16-bit tiles below, bk doubled (in_elements): the same bytes per stage.
+  if (!mma_dtype(p.dtype)) return wgmma_available(p) ? wgmma_large(p) : gemv_default(p);
+  const int64_t k_tiles64 = (p.k + 64 * bk_scale(p) - 1) / (64 * bk_scale(p));  // k tiles of 128 bytes
   // 2-16 rows: one 16-row tile reads W once for all of them, split along K so that enough CTAs
   // stream it (H200, ninth session, bench_gemm --m 16 against the unsplit 6-stage tile: o 0.0201 ->
   // 0.0150 ms, down 0.0571 -> 0.0347, gate_up 0.0720 -> 0.0665 with 4 ways; qkv, where K < N and
   // the column tiles alone are 96, 0.0211 -> 0.0185 with 2 ways, 0.0193 with 4).
   if (p.m > 0 && p.m <= 16) {
     MatmulConfig c = mma(16, 64, 64, 1, 2, 6);
-    const int64_t k_tiles = (p.k + 63) / 64;
     c.split_k = p.k < p.n && (p.n + 63) / 64 < 3 * p.sm_count ? 2 : 4;
-    while (c.split_k > 1 && c.split_k * 4 > k_tiles) c.split_k /= 2;  // a split CTA keeps 4 k tiles
+    while (c.split_k > 1 && c.split_k * 4 > k_tiles64) c.split_k /= 2;  // a split CTA keeps 4 k tiles
     return c;
   }
   // 17-32 rows (decode at B = 32; `layerjit tune` and `layerjit bench` on the H200, sixth session,
@@ -243,7 +255,7 @@ MatmulConfig default_for(const MatmulProblem& p) {
   // W is read once and the grid still has 4 CTAs per column tile.
   if (p.m > 0 && p.m <= 32) {
     if ((p.n + 63) / 64 >= 3 * p.sm_count) return mma(64, 64, 64, 2, 2, 3);
-    if ((p.k + 63) / 64 < 4 * 4) return mma(16, 64, 64, 1, 2, 6);  // split CTAs need 4 k tiles each
+    if (k_tiles64 < 4 * 4) return mma(16, 64, 64, 1, 2, 6);  // split CTAs need 4 k tiles each
     MatmulConfig c = p.k < p.n ? mma(32, 64, 64, 2, 2, 4) : mma(16, 64, 64, 1, 2, 4);
     c.split_k = 4;
     return c;
@@ -261,7 +273,7 @@ bool holds_rope_pairs(const MatmulConfig& c, int64_t d) { return d <= 0 || c.bn 
 }  // namespace
 
 MatmulConfig default_matmul_config(const MatmulProblem& p) {
-  const MatmulConfig c = default_for(p);
+  const MatmulConfig c = in_elements(default_for(p), p);
   const int64_t d = p.rope_pair_dim;
   if (c.family == MatmulConfig::Family::Gemv || holds_rope_pairs(c, d)) return c;
   // Half-style RoPE in the epilogue needs column tiles of whole heads or of a divisor of one: every
@@ -275,7 +287,7 @@ MatmulConfig default_matmul_config(const MatmulProblem& p) {
       if (w.pingpong && bn != 128) w.pingpong = w.persistent = w.stream_k = false;
       if (holds_rope_pairs(w, d) && reject_reason(w, p).empty()) return w;
     }
-  MatmulConfig m = c.family == MatmulConfig::Family::Mma ? c : mma(128, 128, 32, 2, 2, 4);
+  MatmulConfig m = c.family == MatmulConfig::Family::Mma ? c : in_elements(mma(128, 128, 32, 2, 2, 4), p);
   while (m.bn > 16 && !holds_rope_pairs(m, d)) {
     m.bn /= 2;
     if (m.bn % (16 * m.warps_n) != 0) m.warps_n = std::max(1, m.warps_n / 2);
@@ -337,7 +349,7 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   if (c.family == MatmulConfig::Family::Wgmma) {
     if (p.sm != 90 || !p.arch_specific)
       return fmt::format("wgmma needs the sm_90a target, target is sm_{}{}", p.sm, p.arch_specific ? "a" : "");
-    if (!wgmma_dtype(p.dtype)) return fmt::format("wgmma takes bf16, f16, f8e4m3 or f8e5m2 operands of one dtype, not {}", dtype_name(p.dtype));
+    if (!wgmma_dtype(p.dtype)) return fmt::format("wgmma takes bf16, f16, f8e4m3, f8e5m2 or i8 operands of one dtype, not {}", dtype_name(p.dtype));
     if (!p.tma) return "x or W rows are not a 2-D tensor with a 16-byte aligned start and row stride (TMA)";
     if (c.bm != 128 && c.bm != 64) return fmt::format("bm={} (128: two consumer warpgroups of 64 rows; or 64: one)", c.bm);
     if (c.bm == 64 && (c.persistent || c.pingpong || c.stream_k))
@@ -357,13 +369,15 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     return "";
   }
   if (p.sm < 80) return fmt::format("mma.sync m16n8k16 needs sm_80 or newer, target is sm_{}", p.sm);
-  if (!tensor_core_dtype(p.dtype)) return fmt::format("mma.sync takes bf16/f16 operands, not {}", dtype_name(p.dtype));
-  if (c.bk != 16 && c.bk != 32 && c.bk != 64) return fmt::format("bk={} (16, 32 or 64)", c.bk);
+  if (!mma_dtype(p.dtype)) return fmt::format("mma.sync takes bf16/f16/i8 operands, not {}", dtype_name(p.dtype));
+  const int row_bytes = c.bk * dtype_bytes(p.dtype);  // of a tile row per k tile
+  if (row_bytes != 32 && row_bytes != 64 && row_bytes != 128)
+    return p.dtype == DType::I8 ? fmt::format("bk={} (32, 64 or 128 for i8)", c.bk) : fmt::format("bk={} (16, 32 or 64)", c.bk);
   const int threads = c.threads();
   if (threads > 1024) return fmt::format("{} threads per CTA", threads);
   if (c.bm % (16 * c.warps_m) != 0 || c.bn % (16 * c.warps_n) != 0)
     return "warp tile is not whole 16x16 blocks";
-  const int chunks = c.bk / 8;
+  const int chunks = row_bytes / 16;
   if (c.bm * chunks % threads != 0 || c.bn * chunks % threads != 0)
     return "tile rows x 16-byte chunks do not divide among the threads";
   // fp32 accumulators plus one k step of A and B fragments, with ~40 registers of addressing: the
@@ -416,7 +430,7 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
     return pruned(all, p, rejected);
   }
   const bool small_m = p.m > 0 && p.m <= 16;
-  if (small_m || !tensor_core_dtype(p.dtype) || p.sm < 80) {
+  if (small_m || !mma_dtype(p.dtype) || p.sm < 80) {
     for (int mt : {1, 2, 4, 8, 16})
       for (int u : {2, 4, 8})
         for (int warps : {4, 8}) {
@@ -429,7 +443,7 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
   if ((small_m || p.m == 0) && is_fp8(p.dtype) && p.sm >= 89)
     for (int u : {2, 4})
       for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
-  if (tensor_core_dtype(p.dtype) && p.sm >= 80) {
+  if (mma_dtype(p.dtype) && p.sm >= 80) {
     struct Tile { int bm, bn, wm, wn; };
     for (Tile t : {Tile{64, 64, 2, 2}, Tile{64, 128, 2, 2}, Tile{128, 64, 2, 2}, Tile{128, 128, 2, 2},
                    Tile{128, 128, 2, 4}, Tile{128, 256, 2, 4}, Tile{256, 128, 4, 2}})
@@ -466,6 +480,7 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
           all.push_back(c);
         }
   }
+  for (size_t i = 1; i < all.size(); ++i) all[i] = in_elements(all[i], p);  // (the default is already)
   if (wgmma_available(p)) {
     for (int bn : {128, 256})
       for (int stages : {3, 4, 5, 6}) all.push_back(wgmma(bn, stages));

@@ -98,8 +98,9 @@ struct MatmulProblem {
 /// rows where the columns alone give 3 tiles per SM, split 4 ways along K where K >= N), 64x64 tiles up to 64 (up to 128 without
 /// the Hopper GEMM), then the Hopper GEMM where the target has it — 128 x 256 tiles where they fill the
 /// SMs, else 128 x 128 tiles split along K until they do — else 128x128 mma.sync tiles. mma.sync needs
-/// bf16/f16 operands; fp8 takes the tensor-core GEMV at M = 1 on sm_89+ ("gemv mma"), the Hopper GEMM
-/// for M > 1 where the target has it, else the GEMV.
+/// bf16/f16/i8 operands; fp8 takes the tensor-core GEMV at M = 1 on sm_89+ ("gemv mma"), the Hopper GEMM
+/// for M > 1 where the target has it, else the GEMV. i8 (W8A8) takes the mma.sync tiles of the 16-bit
+/// dtypes with bk doubled (the same bytes per stage: m16n8k32 steps) and the Hopper GEMM as fp8 does.
 MatmulConfig default_matmul_config(const MatmulProblem& p);
 
 /// Empty if `c` can run `p` on the target; else why not (shared memory, registers, divisibility,

@@ -457,7 +457,7 @@ TEST_CASE("fp8 matmuls: the Hopper GEMM with k32 wgmma on sm_90a, the GEMV elsew
   // (one 128-byte swizzle row), which split-K counts and the shared memory sizes in bytes.
   MatmulProblem h;
   h.m = 4096, h.n = 6144, h.k = 256, h.sm = 90, h.arch_specific = true, h.tma = true, h.dtype = DType::F8E4M3;
-  CHECK_THAT(reject_reason(MatmulConfig{}, h), Catch::Contains("mma.sync takes bf16/f16 operands, not f8e4m3"));
+  CHECK_THAT(reject_reason(MatmulConfig{}, h), Catch::Contains("mma.sync takes bf16/f16/i8 operands, not f8e4m3"));
   MatmulConfig w = *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 sk=2", nullptr);
   CHECK(w.k_tile(1) == 128);
   CHECK(w.k_tile(2) == 64);
@@ -487,9 +487,12 @@ TEST_CASE("fp8 matmuls: the Hopper GEMM with k32 wgmma on sm_90a, the GEMV elsew
   CHECK(default_matmul_config(m128).str() == "wgmma bm=128 bn=256 stages=4 gm=8");
   MatmulProblem int8 = h;
   int8.dtype = DType::I8;
-  w.split_k = 2;  // a split that fits, so that the dtype is what is refused
-  CHECK_THAT(reject_reason(w, int8), Catch::Contains("wgmma takes bf16, f16, f8e4m3 or f8e5m2"));
-  CHECK(default_matmul_config(int8).family == MatmulConfig::Family::Gemv);
+  w.split_k = 2;  // i8 (W8A8): k32 steps of s8, k tiles of 128 elements as for fp8
+  CHECK(reject_reason(w, int8).empty());
+  CHECK(default_matmul_config(int8).str() == "wgmma bm=128 bn=256 stages=4 gm=8");
+  MatmulProblem f32 = h;
+  f32.dtype = DType::F32;  // (mixed operands)
+  CHECK_THAT(reject_reason(w, f32), Catch::Contains("wgmma takes bf16, f16, f8e4m3, f8e5m2 or i8"));
 }
 
 TEST_CASE("RoPE in a projection's epilogue: the default tile holds whole heads or divides one, at every M and head_dim", "[codegen]") {

@@ -8,6 +8,10 @@
 // accumulators, fed by ldmatrix from shared memory. Shared-memory rows are XOR-swizzled in 16-byte
 // chunks so that neither the cp.async writes nor the ldmatrix reads conflict on banks.
 //
+// T is bf16, f16 or i8 (W8A8). Every layout is in bytes: a k step is 32 bytes of a row (m16n8k16 of
+// 16-bit elements, m16n8k32 of i8 ones, fed by the same ldmatrix), BK * sizeof(T) is 32, 64 or 128
+// bytes. i8 sums are exact int32 accumulators, converted to the float acc once after the loop.
+//
 // Edges: rows past M and columns past N are zero-filled on load (the epilogue never stores them); a K that is not a
 // multiple of BK is zero-filled in the last tile. ASYNC = false is the path for operands whose rows are
 // not 16-byte aligned (K not a multiple of 8, odd view offsets): element loads with a bound check,
@@ -59,7 +63,9 @@ struct lj_gemm {
   static constexpr int EPI_THREADS = WM * WN * 32;  // threads of the epilogue: all of them
   static __device__ __forceinline__ int epi_thread() { return threadIdx.x; }
   static constexpr int THREADS = WM * WN * 32;
-  static constexpr int CHUNKS = BK / 8;               // 16-byte chunks per tile row
+  static constexpr int CE = 16 / (int)sizeof(T);      // elements per 16-byte chunk
+  static constexpr int CHUNKS = BK / CE;              // 16-byte chunks per tile row
+  static constexpr int K_STEPS = BK / (2 * CE);       // mma k steps of 32 bytes per k tile
   static constexpr int WTM = BM / WM, WTN = BN / WN;  // the warp's tile
   static constexpr int MI = WTM / 16, NI = WTN / 8;   // mma tiles per warp
   static constexpr int A_LOADS = BM * CHUNKS / THREADS, B_LOADS = BN * CHUNKS / THREADS;
@@ -68,8 +74,8 @@ struct lj_gemm {
   static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
   static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
 
-  static_assert(sizeof(T) == 2, "mma.sync m16n8k16 takes 16-bit operands");
-  static_assert(BK == 16 || BK == 32 || BK == 64, "BK: 2, 4 or 8 chunks of 16 bytes per row");
+  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "mma.sync here takes 16-bit operands (m16n8k16) or i8 (m16n8k32)");
+  static_assert(CHUNKS == 2 || CHUNKS == 4 || CHUNKS == 8, "BK: 2, 4 or 8 chunks of 16 bytes per row");
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "a warp tile is whole 16x16 ldmatrix blocks");
   static_assert(BM * CHUNKS % THREADS == 0 && BN * CHUNKS % THREADS == 0, "every thread copies the same chunk count");
   static_assert(STAGES >= 2, "a pipeline needs two buffers");
@@ -80,7 +86,7 @@ struct lj_gemm {
   // at a time; XOR-ing the chunk index with the row's position among the 8 rows an ldmatrix reads
   // puts those 8 rows' chunks in 8 different bank groups.
   static __device__ __forceinline__ int swz(int row, int c) {
-    return row * BK + ((c ^ ((row / (8 / CHUNKS)) % CHUNKS)) << 3);
+    return row * BK + (c ^ ((row / (8 / CHUNKS)) % CHUNKS)) * CE;
   }
 
   static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) {
@@ -101,16 +107,16 @@ struct lj_gemm {
   // One 16-byte chunk of a tile row: `avail` elements of it exist in memory (<= 0: none).
   static __device__ __forceinline__ void copy_chunk(T* dst, const T* row, lj_i64 k, lj_i64 avail) {
     if (ASYNC) {
-      // Aligned rows with K % 8 == 0: a chunk is wholly inside or wholly past the end.
+      // Aligned rows with K % CE == 0: a chunk is wholly inside or wholly past the end.
       lj_cp_async16(dst, avail > 0 ? row + k : row, avail > 0 ? 16 : 0);
     } else {
-      lj_pack<T, 8> p;
+      lj_pack<T, CE> p;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        p.v[e].bits = 0;
+      for (int e = 0; e < CE; ++e) {
+        p.v[e] = T{};
         if (e < avail) p.v[e] = row[k + e];
       }
-      *reinterpret_cast<lj_pack<T, 8>*>(dst) = p;
+      *reinterpret_cast<lj_pack<T, CE>*>(dst) = p;
     }
   }
 
@@ -119,6 +125,23 @@ struct lj_gemm {
   template <class XRow, class WRow>
   static __device__ __forceinline__ void mainloop(const T* __restrict__ x, const T* __restrict__ w, XRow x_row, WRow w_row,
                                                   lj_i64 M, lj_i64 m0, lj_i64 n0, float (&acc)[MI][NI][4], T* smem, int split = 0) {
+    if constexpr (lj_int_operands<T>) {
+      int sums[MI][NI][4] = {};  // exact integer sums; one rounding to float each
+      run(x, w, x_row, w_row, M, m0, n0, sums, smem, split);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mi][ni][e] += (float)sums[mi][ni][e];
+    } else {
+      run(x, w, x_row, w_row, M, m0, n0, acc, smem, split);
+    }
+  }
+
+  template <class XRow, class WRow, class A>
+  static __device__ __forceinline__ void run(const T* __restrict__ x, const T* __restrict__ w, XRow x_row, WRow w_row, lj_i64 M,
+                                             lj_i64 m0, lj_i64 n0, A (&acc)[MI][NI][4], T* smem, int split) {
     const int tid = threadIdx.x;
     const lj_i64 kt0 = kt_begin(split), kt1 = kt_begin(split + 1);  // this CTA's k tiles
     // Each thread copies the same chunks of every k tile: row starts and masks are computed once.
@@ -147,13 +170,13 @@ struct lj_gemm {
 #pragma unroll
       for (int j = 0; j < A_LOADS; ++j) {
         const int i = tid + j * THREADS, c = i % CHUNKS;
-        const lj_i64 k = kt * BK + c * 8;
+        const lj_i64 k = kt * BK + c * CE;
         copy_chunk(sa + swz(i / CHUNKS, c), a_row[j], k, a_ok[j] ? K - k : 0);
       }
 #pragma unroll
       for (int j = 0; j < B_LOADS; ++j) {
         const int i = tid + j * THREADS, c = i % CHUNKS;
-        const lj_i64 k = kt * BK + c * 8;
+        const lj_i64 k = kt * BK + c * CE;
         copy_chunk(sb + swz(i / CHUNKS, c), b_row[j], k, b_ok[j] ? K - k : 0);
       }
     };
@@ -171,9 +194,9 @@ struct lj_gemm {
       const T* sa = smem + stage * STAGE_ELEMS + a_base;
       const T* sb = smem + stage * STAGE_ELEMS + BM * BK + b_base;
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
+      for (int kk = 0; kk < K_STEPS; ++kk) {
         unsigned a[MI][4], b[NI][2];
-        const int a_chunk = ((2 * kk) ^ a_x) << 3, b_chunk = ((2 * kk) ^ b_x) << 3;
+        const int a_chunk = ((2 * kk) ^ a_x) * CE, b_chunk = ((2 * kk) ^ b_x) * CE;
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)  // lanes 0-15: rows at k 0-7, lanes 16-31: the same rows at k 8-15
           lj_ldmatrix_x4(a[mi], sa + mi * 16 * BK + a_chunk);
@@ -189,7 +212,7 @@ struct lj_gemm {
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-          for (int ni = 0; ni < NI; ++ni) lj_mma<T>::m16n8k16(acc[mi][ni], a[mi], b[ni]);
+          for (int ni = 0; ni < NI; ++ni) lj_mma<T>::step(acc[mi][ni], a[mi], b[ni]);
       }
     };
 

@@ -5,7 +5,7 @@
 // one thread walks the k tiles, waits for a free slot of the STAGES-deep shared-memory ring ("empty"
 // barrier), announces the slot's bytes on its "full" barrier and issues the TMA loads (x: 128 rows, w:
 // two boxes of BN / 2 rows). Warpgroups 1 and 2 are the consumers, 64 rows each: they wait on "full",
-// issue 4 wgmma m64nBN per k tile of 128 bytes (k16 steps of bf16/f16, k32 steps of fp8) straight
+// issue 4 wgmma m64nBN per k tile of 128 bytes (k16 steps of bf16/f16, k32 steps of fp8 or i8) straight
 // from the swizzled shared memory, keep one group of MMAs in flight and release the previous slot
 // once its MMAs have retired (one arrival per consumer warp). setmaxnreg moves registers from the
 // producer (40) to the consumers (232), whose BN / 2 fp32 accumulators per thread stay in registers
@@ -54,7 +54,7 @@ template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU
           int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128>
 struct lj_wgmma_gemm {
   static constexpr int SPLIT = SPLIT_K;  // CTAs per output tile (split-K)
-  // BK: one 128-byte swizzle row of k, 64 16-bit or 128 fp8 elements; every size below is in bytes
+  // BK: one 128-byte swizzle row of k, 64 16-bit or 128 8-bit elements; every size below is in bytes
   // and the same for both.
   static constexpr int BM = BM_, BK = 128 / (int)sizeof(T);
   static constexpr int CONSUMER_THREADS = BM == 64 ? 128 : 256;  // one or two consumer warpgroups
@@ -71,7 +71,7 @@ struct lj_wgmma_gemm {
   static constexpr int SMEM_BYTES = 1024 + RING_BYTES + (PERSISTENT ? 128 : 2 * STAGES * 8);
   static constexpr int STAGE_LD = BN + 8;  // staged epilogue tile row, as lj_gemm's
 
-  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "wgmma here takes 16-bit or fp8 operands");
+  static_assert(sizeof(T) == 2 || sizeof(T) == 1, "wgmma here takes 16-bit, fp8 or i8 operands");
   static_assert(BN == 64 || BN == 96 || BN == 128 || BN == 256, "consumer tiles are m64n64, m64n96, m64n128 or m64n256");
   static_assert(STAGES >= 2 && 2 * STAGES * 8 <= 128, "a pipeline needs two buffers; barriers fit 128 bytes");
   static_assert(PERSISTENT || BM * STAGE_LD * 2 <= RING_BYTES, "the staged tile reuses the ring");
@@ -173,15 +173,30 @@ struct lj_wgmma_gemm {
   // too, so a persistent producer can refill it. PINGPONG: the CTA's j-th tile waits for the other
   // warpgroup's main loop of tile j - 1 (named barrier 3 + j % 2) and, when a tile j + 1 follows,
   // lets it start once this one has waited on all of its slots.
+  // i8: the MMAs add exact s32 sums, converted to acc's floats once at the end.
   static __device__ __forceinline__ void consume(float (&acc)[MI][ACC], Pipe& pipe, unsigned char* smem_raw, int j = 0,
                                                  bool more = false, int kt0 = 0, int kt1 = (int)K_TILES) {
+    if constexpr (lj_int_operands<T>) {
+      int sums[MI][ACC];
+      consume_into(sums, pipe, smem_raw, j, more, kt0, kt1);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[mi][i] = (float)sums[mi][i];
+    } else {
+      consume_into(acc, pipe, smem_raw, j, more, kt0, kt1);
+    }
+  }
+  template <class A>
+  static __device__ __forceinline__ void consume_into(A (&acc)[MI][ACC], Pipe& pipe, unsigned char* smem_raw, int j, bool more, int kt0,
+                                                      int kt1) {
     const unsigned char* smem = aligned(smem_raw);
     unsigned long long* full = full_bars(smem_raw);
     unsigned long long* empty = full + STAGES;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
-      for (int i = 0; i < ACC; ++i) acc[mi][i] = 0.f;
+      for (int i = 0; i < ACC; ++i) acc[mi][i] = 0;
       lj_wgmma_fence_acc(acc[mi]);
     }
     if (PINGPONG && j > 0) lj_named_barrier(3 + (j & 1), 256);

@@ -89,6 +89,11 @@ __device__ __forceinline__ void lj_wgmma_fence_acc(float (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+template <int R>
+__device__ __forceinline__ void lj_wgmma_fence_acc(int (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
 
 // Register budgets: the producer warpgroup gives registers back, the consumers take them. Takes
 // effect only under __launch_bounds__(threads, 1) (a register cap at entry).
@@ -112,14 +117,15 @@ __device__ __forceinline__ void lj_named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// D(64 x N, fp32 in registers) += A(64 x k, smem) * B(N x k, smem)^T, both K-major, k 32 bytes
-// (16 bf16/f16 or 32 fp8 elements). The accumulator layout per warp matches mma.sync's m16n8 C fragments: warp w of the warpgroup owns rows 16w..16w+15,
+// D(64 x N, fp32 in registers; s32 for i8) += A(64 x k, smem) * B(N x k, smem)^T, both K-major, k 32
+// bytes (16 bf16/f16 or 32 fp8 or i8 elements). The accumulator layout per warp matches mma.sync's m16n8 C fragments: warp w of the warpgroup owns rows 16w..16w+15,
 // d[4j + 2h + e] is row 16w + lane / 4 + 8h, column 8j + 2 (lane % 4) + e. Inline asm cannot take an
 // array, so the operand lists are spelled out in macros (the scale-d operand is a predicate).
 template <class T>
 struct lj_wgmma;
 
-// The accumulator operands, spelled out once for the 32-, 48-, 64- and 128-register shapes.
+// The accumulator operands, spelled out once for the 32-, 48-, 64- and 128-register shapes, with their
+// constraint C: "+f" for fp32 accumulators, "+r" for the s32 ones of i8.
 
 #define LJ_WGMMA_REGS_LO \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -141,35 +147,35 @@ struct lj_wgmma;
 #define LJ_WGMMA_REGS_64 "{" LJ_WGMMA_REGS_LO "}"
 #define LJ_WGMMA_REGS_128 "{" LJ_WGMMA_REGS_LO ", " LJ_WGMMA_REGS_HI "}"
 
-#define LJ_WGMMA_ACC_32 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define LJ_WGMMA_ACC_32(C) \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+  C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+  C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+  C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31])
 
-#define LJ_WGMMA_ACC_48 LJ_WGMMA_ACC_32, \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+#define LJ_WGMMA_ACC_48(C) LJ_WGMMA_ACC_32(C), \
+  C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
+  C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47])
 
-#define LJ_WGMMA_ACC_64 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-  "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-  "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-  "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define LJ_WGMMA_ACC_64(C) \
+  C(d[0]), C(d[1]), C(d[2]), C(d[3]), C(d[4]), C(d[5]), C(d[6]), C(d[7]), \
+  C(d[8]), C(d[9]), C(d[10]), C(d[11]), C(d[12]), C(d[13]), C(d[14]), C(d[15]), \
+  C(d[16]), C(d[17]), C(d[18]), C(d[19]), C(d[20]), C(d[21]), C(d[22]), C(d[23]), \
+  C(d[24]), C(d[25]), C(d[26]), C(d[27]), C(d[28]), C(d[29]), C(d[30]), C(d[31]), \
+  C(d[32]), C(d[33]), C(d[34]), C(d[35]), C(d[36]), C(d[37]), C(d[38]), C(d[39]), \
+  C(d[40]), C(d[41]), C(d[42]), C(d[43]), C(d[44]), C(d[45]), C(d[46]), C(d[47]), \
+  C(d[48]), C(d[49]), C(d[50]), C(d[51]), C(d[52]), C(d[53]), C(d[54]), C(d[55]), \
+  C(d[56]), C(d[57]), C(d[58]), C(d[59]), C(d[60]), C(d[61]), C(d[62]), C(d[63])
 
-#define LJ_WGMMA_ACC_128 LJ_WGMMA_ACC_64, \
-  "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-  "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-  "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-  "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-  "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-  "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-  "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-  "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+#define LJ_WGMMA_ACC_128(C) LJ_WGMMA_ACC_64(C), \
+  C(d[64]), C(d[65]), C(d[66]), C(d[67]), C(d[68]), C(d[69]), C(d[70]), C(d[71]), \
+  C(d[72]), C(d[73]), C(d[74]), C(d[75]), C(d[76]), C(d[77]), C(d[78]), C(d[79]), \
+  C(d[80]), C(d[81]), C(d[82]), C(d[83]), C(d[84]), C(d[85]), C(d[86]), C(d[87]), \
+  C(d[88]), C(d[89]), C(d[90]), C(d[91]), C(d[92]), C(d[93]), C(d[94]), C(d[95]), \
+  C(d[96]), C(d[97]), C(d[98]), C(d[99]), C(d[100]), C(d[101]), C(d[102]), C(d[103]), \
+  C(d[104]), C(d[105]), C(d[106]), C(d[107]), C(d[108]), C(d[109]), C(d[110]), C(d[111]), \
+  C(d[112]), C(d[113]), C(d[114]), C(d[115]), C(d[116]), C(d[117]), C(d[118]), C(d[119]), \
+  C(d[120]), C(d[121]), C(d[122]), C(d[123]), C(d[124]), C(d[125]), C(d[126]), C(d[127])
 
 // One wgmma with B's descriptor after A's and the scale-d predicate (1: accumulate) last. The 16-bit
 // forms also take the two transpose immediates (0: both K-major); the fp8 forms have none (fp8
@@ -186,53 +192,65 @@ struct lj_wgmma;
                : __VA_ARGS__                                                                           \
                : "l"(a), "l"(b), "r"(1))
 
+// i8 (W8A8): s32 accumulators, and neither scale nor transpose immediates (integer operands are
+// K-major).
+#define LJ_WGMMA_S8_ASM(INSTR, REGS, A, B, SCALE, ...)                                               \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\nwgmma.mma_async.sync.aligned." INSTR " " REGS \
+               ", " A ", " B ", p;\n}\n"                                                                  \
+               : __VA_ARGS__                                                                           \
+               : "l"(a), "l"(b), "r"(1))
+
 // One k step of 32 bytes of a K-major row: k16 for 16-bit operands, k32 for fp8 ones, so the
 // descriptors of a 128-byte swizzle row advance alike (+32 bytes per step) whatever the dtype.
-#define LJ_WGMMA_STEPS(ASM, TYPES)                                                                     \
-  static __device__ __forceinline__ void n64(float (&d)[32], unsigned long long a, unsigned long long b) {   \
-    ASM("m64n64" TYPES, LJ_WGMMA_REGS_32, "%32", "%33", "%34", LJ_WGMMA_ACC_32);                      \
+#define LJ_WGMMA_STEPS(ASM, TYPES, ACC_T, C)                                                          \
+  static __device__ __forceinline__ void n64(ACC_T (&d)[32], unsigned long long a, unsigned long long b) {   \
+    ASM("m64n64" TYPES, LJ_WGMMA_REGS_32, "%32", "%33", "%34", LJ_WGMMA_ACC_32(C));                   \
   }                                                                                                  \
-  static __device__ __forceinline__ void n96(float (&d)[48], unsigned long long a, unsigned long long b) {   \
-    ASM("m64n96" TYPES, LJ_WGMMA_REGS_48, "%48", "%49", "%50", LJ_WGMMA_ACC_48);                      \
+  static __device__ __forceinline__ void n96(ACC_T (&d)[48], unsigned long long a, unsigned long long b) {   \
+    ASM("m64n96" TYPES, LJ_WGMMA_REGS_48, "%48", "%49", "%50", LJ_WGMMA_ACC_48(C));                   \
   }                                                                                                  \
-  static __device__ __forceinline__ void n128(float (&d)[64], unsigned long long a, unsigned long long b) {  \
-    ASM("m64n128" TYPES, LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64);                     \
+  static __device__ __forceinline__ void n128(ACC_T (&d)[64], unsigned long long a, unsigned long long b) {  \
+    ASM("m64n128" TYPES, LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64(C));                  \
   }                                                                                                  \
-  static __device__ __forceinline__ void n256(float (&d)[128], unsigned long long a, unsigned long long b) { \
-    ASM("m64n256" TYPES, LJ_WGMMA_REGS_128, "%128", "%129", "%130", LJ_WGMMA_ACC_128);                \
+  static __device__ __forceinline__ void n256(ACC_T (&d)[128], unsigned long long a, unsigned long long b) { \
+    ASM("m64n256" TYPES, LJ_WGMMA_REGS_128, "%128", "%129", "%130", LJ_WGMMA_ACC_128(C));             \
   }
 
 template <>
 struct lj_wgmma<lj_bf16> {
-  LJ_WGMMA_STEPS(LJ_WGMMA_ASM, "k16.f32.bf16.bf16")
+  LJ_WGMMA_STEPS(LJ_WGMMA_ASM, "k16.f32.bf16.bf16", float, "+f")
 };
 template <>
 struct lj_wgmma<lj_f16> {
-  LJ_WGMMA_STEPS(LJ_WGMMA_ASM, "k16.f32.f16.f16")
+  LJ_WGMMA_STEPS(LJ_WGMMA_ASM, "k16.f32.f16.f16", float, "+f")
 };
 template <>
 struct lj_wgmma<lj_e4m3> {
-  LJ_WGMMA_STEPS(LJ_WGMMA_F8_ASM, "k32.f32.e4m3.e4m3")
+  LJ_WGMMA_STEPS(LJ_WGMMA_F8_ASM, "k32.f32.e4m3.e4m3", float, "+f")
 };
 template <>
 struct lj_wgmma<lj_e5m2> {
-  LJ_WGMMA_STEPS(LJ_WGMMA_F8_ASM, "k32.f32.e5m2.e5m2")
+  LJ_WGMMA_STEPS(LJ_WGMMA_F8_ASM, "k32.f32.e5m2.e5m2", float, "+f")
+};
+template <>
+struct lj_wgmma<signed char> {
+  LJ_WGMMA_STEPS(LJ_WGMMA_S8_ASM, "k32.s32.s8.s8", int, "+r")
 };
 
-template <class T>
-__device__ __forceinline__ void lj_wgmma_64xN(float (&d)[32], unsigned long long a, unsigned long long b) {
+template <class T, class ACC>
+__device__ __forceinline__ void lj_wgmma_64xN(ACC (&d)[32], unsigned long long a, unsigned long long b) {
   lj_wgmma<T>::n64(d, a, b);
 }
-template <class T>
-__device__ __forceinline__ void lj_wgmma_64xN(float (&d)[48], unsigned long long a, unsigned long long b) {
+template <class T, class ACC>
+__device__ __forceinline__ void lj_wgmma_64xN(ACC (&d)[48], unsigned long long a, unsigned long long b) {
   lj_wgmma<T>::n96(d, a, b);
 }
-template <class T>
-__device__ __forceinline__ void lj_wgmma_64xN(float (&d)[64], unsigned long long a, unsigned long long b) {
+template <class T, class ACC>
+__device__ __forceinline__ void lj_wgmma_64xN(ACC (&d)[64], unsigned long long a, unsigned long long b) {
   lj_wgmma<T>::n128(d, a, b);
 }
-template <class T>
-__device__ __forceinline__ void lj_wgmma_64xN(float (&d)[128], unsigned long long a, unsigned long long b) {
+template <class T, class ACC>
+__device__ __forceinline__ void lj_wgmma_64xN(ACC (&d)[128], unsigned long long a, unsigned long long b) {
   lj_wgmma<T>::n256(d, a, b);
 }
 
@@ -256,18 +274,18 @@ __device__ __forceinline__ void lj_wgmma_64xN(float (&d)[128], unsigned long lon
 
 #define LJ_WGMMA_ATTN_OPS(TY, NAME)                                                                              \
   static __device__ __forceinline__ void ss(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate) { \
-    LJ_WGMMA_SS_ASM("m64n64k16.f32." NAME "." NAME, LJ_WGMMA_REGS_32, "%32", "%33", "%34", LJ_WGMMA_ACC_32);       \
+    LJ_WGMMA_SS_ASM("m64n64k16.f32." NAME "." NAME, LJ_WGMMA_REGS_32, "%32", "%33", "%34", LJ_WGMMA_ACC_32("+f"));       \
   }                                                                                                              \
   static __device__ __forceinline__ void ss(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) { \
-    LJ_WGMMA_SS_ASM("m64n128k16.f32." NAME "." NAME, LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64);      \
+    LJ_WGMMA_SS_ASM("m64n128k16.f32." NAME "." NAME, LJ_WGMMA_REGS_64, "%64", "%65", "%66", LJ_WGMMA_ACC_64("+f"));      \
   }                                                                                                              \
   static __device__ __forceinline__ void rs(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {     \
     LJ_WGMMA_RS_ASM("m64n64k16.f32." NAME "." NAME, LJ_WGMMA_REGS_32, "{%32, %33, %34, %35}", "%36", "%37",      \
-                    LJ_WGMMA_ACC_32);                                                                            \
+                    LJ_WGMMA_ACC_32("+f"));                                                                            \
   }                                                                                                              \
   static __device__ __forceinline__ void rs(float (&d)[64], const unsigned (&a)[4], unsigned long long b) {     \
     LJ_WGMMA_RS_ASM("m64n128k16.f32." NAME "." NAME, LJ_WGMMA_REGS_64, "{%64, %65, %66, %67}", "%68", "%69",     \
-                    LJ_WGMMA_ACC_64);                                                                            \
+                    LJ_WGMMA_ACC_64("+f"));                                                                            \
   }
 
 template <class T>
