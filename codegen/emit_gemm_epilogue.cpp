@@ -161,6 +161,29 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
     for (const MatmulOperands::Segment& sg : op.segments)
       for (const auto* ds : {&sg.plain, &sg.rotated})
         for (const MatmulOperands::Dest& d : *ds) dests.push_back(d.value >= 0 ? d.value : g.node(d.cache_write).results[0]);
+    if (op.col_scale >= 0) {
+      // Each column's sum times its factor, rounded to the heads' dtype as the cast before the split.
+      // The 8 columns' factors and their partners' are 8 consecutive ones each (n is a multiple of 8
+      // and a run lies in one half of a head): two 32-byte loads where the factors are dense.
+      const Shape& ss = g.value(op.col_scale).type.shape;
+      const std::string partner = op.rope_interleaved ? "n" : "(n + (n % D < HALF ? HALF : -HALF))";
+      if (ctx.vector_width({op.col_scale}, ss, 8) == 8) {
+        const std::string sp = ctx.buffer_param(op.col_scale, false);
+        w.line("float cs[8], csp[8];  // %{} at the 8 columns and at their partners", g.value(op.col_scale).name);
+        w.line("lj_load<{}, 8>({} + {}, cs);", c_type(g.value(op.col_scale).type.dtype), sp, ctx.address(op.col_scale, ss, {"n"}));
+        if (!op.rope_interleaved)
+          w.line("lj_load<{}, 8>({} + {}, csp);", c_type(g.value(op.col_scale).type.dtype), sp, ctx.address(op.col_scale, ss, {partner}));
+        w.line("#pragma unroll");
+        auto j_loop = w.scope("for (int j = 0; j < 8; ++j)");
+        w.line("y[j] = {};", rounded_expr(op.ct, "y[j] * cs[j]"));
+        w.line("yp[j] = {};", rounded_expr(op.ct, op.rope_interleaved ? "yp[j] * cs[j ^ 1]" : "yp[j] * csp[j]"));
+      } else {
+        w.line("#pragma unroll");
+        auto j_loop = w.scope("for (int j = 0; j < 8; ++j)");
+        w.line("y[j] = {};", rounded_expr(op.ct, column_scaled(ctx, op, "y[j]", "(n + j)")));
+        w.line("yp[j] = {};", rounded_expr(op.ct, column_scaled(ctx, op, "yp[j]", op.rope_interleaved ? "(n + (j ^ 1))" : "(" + partner + " + j)")));
+      }
+    }
     const Shape& hs = g.value(op.segments.front().heads).type.shape;
     emit_rope_stores(w, ctx, op, "m", "n", 8, "y", "yp", ctx.vector_width(dests, hs, 8) == 8, k.table_smem ? "row" : "");
   } else {

@@ -69,7 +69,8 @@ void rope_segments(const KernelContext& ctx, MatmulOperands& op) {
 // Every node the planner's record accounts for: a group node outside it (a part of a pattern that
 // could not join, say) is one no matmul kernel implements.
 bool recorded(const MatmulEpilogue& ep, NodeId n) {
-  if (n == ep.silu || n == ep.mul || n == ep.table || n == ep.rms || n == ep.row_scale_product || n == ep.dequant ||
+  if (n == ep.silu || n == ep.mul || n == ep.table || n == ep.rms || n == ep.row_scale_product || n == ep.dequant || n == ep.col_scale ||
+      n == ep.col_cast ||
       std::count(ep.pointwise.begin(), ep.pointwise.end(), n))
     return true;
   for (const MatmulEpilogue::RopePiece& p : ep.rope_pieces)
@@ -123,8 +124,14 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   op.xt = g.value(op.x).type.dtype, op.wt = g.value(op.w).type.dtype, op.yt = g.value(op.y).type.dtype;
   op.out = op.y;
   op.n_out = op.n;
+  op.ct = op.yt;
 
   const MatmulEpilogue& ep = grp.matmul;
+  if (ep.col_scale >= 0) {
+    const Node& mul = g.node(ep.col_scale);
+    op.col_scale = mul.operands[0] == op.y ? mul.operands[1] : mul.operands[0];
+    op.ct = g.value(g.node(ep.col_cast).results[0]).type.dtype;
+  }
   for (NodeId n : grp.nodes)
     if (n != op.node && !recorded(ep, n)) return refuse(fmt::format("{} is not part of an epilogue the planner matched", print_node(g, n)));
   if (!ep.rope_pieces.empty()) {
@@ -185,6 +192,12 @@ std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOp
   return out;
 }
 
+std::string column_scaled(KernelContext& ctx, const MatmulOperands& op, const std::string& acc, const std::string& col) {
+  if (op.col_scale < 0) return acc;
+  const Shape& s = ctx.graph().value(op.col_scale).type.shape;
+  return fmt::format("{} * lj_to_float({}[{}])", acc, ctx.buffer_param(op.col_scale, false), ctx.address(op.col_scale, s, {col}));
+}
+
 void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
                            const std::string& n, const std::vector<std::string>& acc, const std::string& result,
                            const std::string& stem, const std::map<OperandRead, std::string>& preloaded) {
@@ -202,10 +215,11 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
     w.line("const float {} = {};  // %{}", t, rounded_expr(g.value(v).type.dtype, expr), g.value(v).name);
     reg[v] = t;
   };
-  if (op.glu) {
-    def(op.gate, acc.at(0));
-    def(op.up, acc.at(1));
+  if (op.glu) {  // (a column scale: gate column n, up column n + n_out)
+    def(op.gate, column_scaled(ctx, op, acc.at(0), n));
+    def(op.up, column_scaled(ctx, op, acc.at(1), fmt::format("({} + {})", n, op.n_out)));
   } else {
+    LJ_ASSERT(op.col_scale < 0, "{}: a column scale is recorded only before a split", ctx.kernel_name());
     def(op.y, acc.at(0));
   }
   // Group inputs the epilogue reads, at (m, n) of the output's iteration space.
@@ -397,8 +411,8 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
 void emit_gemv_output(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& out_param) {
   const Graph& g = ctx.graph();
   if (!op.segments.empty()) {
-    w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.yt, "sum"),
-           rounded_expr(op.yt, "sum_up"), g.value(op.y).name);
+    w.line("const float ya[1] = {{{}}}, yb[1] = {{{}}};  // %{} at columns n and n2", rounded_expr(op.ct, column_scaled(ctx, op, "sum", "n")),
+           rounded_expr(op.ct, column_scaled(ctx, op, "sum_up", "n2")), g.value(op.y).name);
     // The pair's two columns; the row's position (for cache writes and a one-row table's angle)
     // is loaded and checked once, the angle computed once for both.
     auto first = w.scope("");

@@ -44,6 +44,11 @@ struct MatmulOperands {
   std::vector<NodeId> epilogue;    ///< fused nodes after the matmul, in graph order
   ValueId out = -1;                ///< the value the kernel stores (y without an epilogue); -1 with segments
   int64_t n_out = 0;               ///< columns of `out`
+  /// A per-column scale before the split (FusionGroup::matmul.col_scale): each sum of column n
+  /// times col_scale[n], rounded to `ct` (the cast's dtype, which the halves or heads have) where
+  /// they are formed. Without one, ct is yt.
+  ValueId col_scale = -1;
+  DType ct = DType::BF16;
 
   /// RoPE in the epilogue (the planner's record, FusionGroup::matmul): y is cut into heads and
   /// never stored; each segment of columns is stored as heads, rotated where a rope reads it, into
@@ -71,6 +76,10 @@ struct MatmulOperands {
 /// Describes the group's matmul and the epilogue the planner recorded, or says why the kernels cannot
 /// implement it (`reject`: W dims not constant, rows of x or W not K-contiguous, not one stored output).
 MatmulOperands matmul_operands(const KernelContext& ctx);
+
+/// Column `col` of y from its fp32 sum `acc` as the split's halves or heads hold it, before their
+/// rounding: `acc`, or with a column scale acc times the column's factor (then rounded to op.ct).
+std::string column_scaled(KernelContext& ctx, const MatmulOperands& op, const std::string& acc, const std::string& col);
 
 /// Emits the epilogue of one output element at row `m`, column `n`: `acc` holds the fp32 sums (one
 /// for y, or gate and up with glu), rounded to y's dtype first as an unfused matmul would store them.

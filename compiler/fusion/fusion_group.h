@@ -37,6 +37,10 @@ std::string_view group_kind_name(GroupKind k);
 /// What the planner matched in a matmul group's epilogue (grow_matmul, grow_rope_projection): the
 /// emitters read it rather than match the pattern again. Empty for a bare matmul.
 struct MatmulEpilogue {
+  /// A per-column scale before a SwiGLU or RoPE epilogue's split: mul(y, s[N]) then cast (a W8A8
+  /// projection's per-channel weight scale on its f32 sums). The kernel multiplies each sum by its
+  /// column's s and rounds to the cast's dtype where it forms the halves or heads.
+  NodeId col_scale = -1, col_cast = -1;
   /// SwiGLU: silu(gate) * up over the two halves `gate`, `up` of the matmul's output (a split).
   NodeId silu = -1, mul = -1;
   ValueId gate = -1, up = -1;

@@ -146,7 +146,8 @@ class Partitioner {
   // this saves, except at one row (below). Cache writes at the table's positions of a rotated or
   // plain piece join too.
   void grow_rope_projection(NodeId mm) {
-    const ValueId y = g_.node(mm).results[0];
+    const std::optional<ColumnScale> cs = column_scale(mm);
+    const ValueId y = cs ? cs->out : g_.node(mm).results[0];
     const std::vector<HeadPiece> pieces = head_pieces(g_, uses_, y);
     if (pieces.empty()) return;
     NodeId table = -1;
@@ -191,6 +192,7 @@ class Partitioner {
         }
     }
     const int gid = new_group(GroupKind::Matmul, mm);
+    if (cs && !absorb_column_scale(gid, *cs)) return;
     for (NodeId r : ropes)
       try_absorb(gid, r, fmt::format("RoPE in the epilogue: {} never reaches memory; each tile holds both halves of the pairs it rotates, "
                                      "with cos/sin read from {} and {}",
@@ -293,6 +295,47 @@ class Partitioner {
                      : fmt::format("cos/sin tables computed in-kernel from {}, never stored", vname(pos)));
   }
 
+  // v's one reader, or -1 where it has none, several, or v is returned.
+  NodeId sole_user(ValueId v) const {
+    const auto& users = uses_.users(v);
+    return users.size() == 1 && !uses_.is_output(v) ? users[0] : -1;
+  }
+
+  // A per-column scale between a matmul and the split its SwiGLU or RoPE epilogue cuts: mul(y, s)
+  // with s one factor per output column (the per-channel weight scale of a W8A8 projection, whose
+  // matmul returns f32 sums), then a cast to the dtype the split's pieces have. The kernel scales
+  // each sum by its column's factor and rounds once to the cast's dtype where the halves or heads
+  // are formed (MatmulEpilogue::col_scale). Only before a split: elsewhere the two nodes are plain
+  // pointwise epilogue nodes.
+  struct ColumnScale {
+    NodeId mul = -1, cast = -1;
+    ValueId out = -1;  ///< the cast's result, which the split reads
+  };
+  std::optional<ColumnScale> column_scale(NodeId mm) const {
+    const ValueId y = g_.node(mm).results[0];
+    const Shape& ys = g_.value(y).type.shape;
+    const NodeId m = sole_user(y);
+    if (m < 0 || kind(m) != OpKind::Mul || ys.empty() || !ys.back().is_const()) return std::nullopt;
+    const Node& mul = g_.node(m);
+    const ValueId s = mul.operands[0] == y ? mul.operands[1] : mul.operands[0];
+    const TensorType& st = g_.value(s).type;
+    if (s == y || !is_float(st.dtype) || st.shape != Shape{ys.back()} || g_.value(mul.results[0]).type.shape != ys) return std::nullopt;
+    const NodeId c = sole_user(mul.results[0]);
+    if (c < 0 || kind(c) != OpKind::Cast || !is_float(g_.value(g_.node(c).results[0]).type.dtype)) return std::nullopt;
+    const ValueId out = g_.node(c).results[0];
+    const NodeId split = sole_user(out);
+    if (split < 0 || kind(split) != OpKind::Split) return std::nullopt;
+    return ColumnScale{m, c, out};
+  }
+  bool absorb_column_scale(int gid, const ColumnScale& cs) {
+    if (!try_absorb(gid, cs.mul, "per-column scale: each sum times its column's factor before the split") ||
+        !try_absorb(gid, cs.cast, "the one rounding of the scaled sums, where the split's pieces are formed"))
+      return false;
+    MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
+    ep.col_scale = cs.mul, ep.col_cast = cs.cast;
+    return true;
+  }
+
   // Epilogue of a matmul: SwiGLU of its two halves (split -> silu(first) * second), then a chain of
   // pointwise nodes each reading the previous value (bias, residual add, activation, cast/quantize).
   // Every step's input must have no other reader: the kernel keeps it in registers only.
@@ -300,10 +343,7 @@ class Partitioner {
     int gid = new_group(GroupKind::Matmul, mm);
     if (auto it = rope_refusals_.find(mm); it != rope_refusals_.end()) note(gid, "RoPE not fused into the epilogue: " + it->second);
     ValueId cur = g_.node(mm).results[0];
-    auto sole_user = [&](ValueId v) -> NodeId {
-      const auto& users = uses_.users(v);
-      return users.size() == 1 && !uses_.is_output(v) ? users[0] : -1;
-    };
+    if (const std::optional<ColumnScale> cs = column_scale(mm); cs && absorb_column_scale(gid, *cs)) cur = cs->out;
     if (NodeId s = sole_user(cur); s >= 0 && kind(s) == OpKind::Split && g_.node(s).results.size() == 2) {
       const Node& split = g_.node(s);
       const ValueId gate = split.results[0], up = split.results[1];
