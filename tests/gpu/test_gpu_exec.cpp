@@ -8,6 +8,8 @@
 #include <string_view>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <memory>
 
 #include <unistd.h>
@@ -38,13 +40,19 @@ rt::DeviceBuffer upload_and_bind(rt::Context& ctx, rt::Stream& stream, exec::Exe
 }
 
 // Random inputs for `g` at `b`: positions at the last slot of a cache of C entries (decode) or
-// 0..T-1 (prefill), small weights, activations in [-1, 1).
+// 0..T-1 (prefill), small weights, activations in [-1, 1). i8 weights are codes over [-127, 127]
+// (a fill of [-0.05, 0.05) would round every one to 0) and f32 vectors among the params their
+// per-channel scales, positive, so that code x scale is as small as the bf16 weights.
 std::map<std::string, HostTensor> random_inputs(const Graph& g, const Bindings& b, uint64_t seed) {
   std::map<std::string, HostTensor> host;
   for (ValueId v : g.inputs()) {
     const ValueInfo& info = g.value(v);
     HostTensor t(info.type.dtype, resolve(info.type.shape, b));
-    if (info.type.dtype == DType::I32) {
+    if (info.type.dtype == DType::I8) {
+      fill_uniform(t, seed++, -127.49, 127.49);
+    } else if (info.is_param && info.type.dtype == DType::F32 && info.type.rank() == 1) {
+      fill_uniform(t, seed++, 0.02 / 127, 0.05 / 127);
+    } else if (info.type.dtype == DType::I32) {
       const std::optional<int64_t> c = b.get("C");
       for (size_t i = 0; i < t.data.size(); ++i) t.data[i] = c ? static_cast<double>(*c - 1) : static_cast<double>(i);
     } else {
@@ -475,4 +483,42 @@ graph @mm(%x: bf16[T, 1024], %w: param bf16[1000, 1024]) {
     LJ_REQUIRE_OK(stream->synchronize());
     check_outputs(*stream, g, *e, b, run_reference(g, host, b));
   }
+}
+
+namespace {
+
+// The W8A8 layer of examples/llama3_8b_w8a8.lj at a small size: hidden 256, 4 query heads and 2 KV
+// heads of 64, an MLP of 512 (its numbers replaced in order, so that no new one is replaced again).
+Module small_w8a8_layer() {
+  std::ifstream in(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_w8a8.lj");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{", 32, 128]", ", 4, 64]"}, {", 8, 128]", ", 2, 64]"},
+                                                                                 {"dim = 128", "dim = 64"}, {"1024", "128"}, {"28672", "1024"},
+                                                                                 {"14336", "512"}, {"6144", "512"}, {"4096", "256"}})
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return parse_module(s, "<small w8a8 layer>");
+}
+
+}  // namespace
+
+TEST_CASE("the W8A8 layer (i8 projections, per-token and per-channel scales) runs end to end and matches the CPU reference",
+          "[gpu][exec][int8]") {
+  const Module m = small_w8a8_layer();
+  REQUIRE(m.graphs.size() == 2);
+  Bindings pre;
+  pre.set("T", 33);
+  Bindings dec;
+  dec.set("B", 3);
+  dec.set("C", 9);
+  Bindings one;
+  one.set("B", 1);
+  one.set("C", 17);
+  // Prefill at 33 rows (the mma.sync GEMM; the Hopper GEMM on sm_90a), decode at 3 rows (16-row
+  // tiles) and at one (the GEMV, with the rope_table in the QKV group).
+  check_against_reference(m.graphs[0], pre, 41);
+  check_against_reference(m.graphs[1], dec, 42);
+  check_against_reference(m.graphs[1], one, 43);
 }
