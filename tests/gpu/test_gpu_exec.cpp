@@ -489,8 +489,13 @@ namespace {
 
 // The W8A8 layer of examples/llama3_8b_w8a8.lj at a small size: hidden 256, 4 query heads and 2 KV
 // heads of 64, an MLP of 512 (its numbers replaced in order, so that no new one is replaced again).
+// Read from the working directory's examples/ (a build copied to a GPU machine runs from the copy of
+// the tree), else from the source tree it was built in.
 Module small_w8a8_layer() {
-  std::ifstream in(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_w8a8.lj");
+  const std::string rel = "examples/llama3_8b_w8a8.lj", built = std::string(LAYERJIT_SOURCE_DIR) + "/" + rel;
+  std::ifstream in(rel);
+  if (!in) in.open(built);
+  INFO("neither ./" << rel << " nor " << built << " could be read");
   REQUIRE(in);
   std::stringstream text;
   text << in.rdbuf();
