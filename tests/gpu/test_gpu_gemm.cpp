@@ -2,10 +2,16 @@
 // M, N, K in {1, 7, 127, 129, 1000}, none a multiple of any tile — and for every config the pruner
 // accepts for a prefill-sized problem, on shapes that exercise both load paths (cp.async for 16-byte
 // aligned rows, element loads otherwise) and every edge mask. Outputs are poisoned before each run.
+// INT8 W8A8 ([int8], at the end): i8 products against exact integer sums.
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
 
 #include <fmt/format.h>
 
+#include "layerjit/host_tensor.h"
 #include "layerjit/text.h"
 #include "tests/gpu/group_check.h"
 
@@ -597,5 +603,198 @@ graph @swiglu_fp8(%x: f8e4m3[M, 144], %w: param f8e4m3[258, 144], %xs: f32[M]) {
       gemv.matmul->family = MatmulConfig::Family::Gemv;
       check(g, rows, gemv, ++seed);
     }
+  }
+}
+
+// ---- INT8 W8A8: i8 x and W, s32 sums returned as f32 ----------------------------------------------
+namespace {
+
+// i8 codes uniform over [-127, 127] (what a per-token quantize writes; `positive`: 64..127, so that
+// sums pass 2^24), never all zero; scales positive, 0.25/127 .. 1/127 (the amax / 127 of rows whose
+// amax is 0.25 .. 1: outputs of order 1, as a real layer's). Each operand is kept, by name, for the
+// exact check.
+struct W8a8Inputs {
+  bool positive = false;
+  std::map<std::string, HostTensor> by_name;
+
+  HostTensor make(const Graph& g, ValueId v, const Bindings& b, uint64_t seed) {
+    const ValueInfo& info = g.value(v);
+    HostTensor t(info.type.dtype, resolve(info.type.shape, b));
+    if (t.dtype == DType::I8) {
+      fill_uniform(t, seed, positive ? 63.5 : -127.49, 127.49);
+      if (std::all_of(t.data.begin(), t.data.end(), [](double c) { return c == 0; })) t.data[0] = 127;
+    } else {
+      REQUIRE(t.dtype == DType::F32);
+      fill_uniform(t, seed, 0.25 / 127, 1.0 / 127);
+    }
+    by_name[info.name] = t;
+    return t;
+  }
+};
+
+// %x: i8[M, k] times %w: i8[n, k]; `scaled`: times the token's scale (row_scale) and the per-channel
+// weight scale, rounded once to bf16 (the W8A8 projection); else the f32 sums themselves.
+Graph w8a8_graph(int64_t n, int64_t k, bool scaled) {
+  const std::string text =
+      scaled ? fmt::format("graph @w8_{}x{}(%x: i8[M, {}], %w: param i8[{}, {}], %rs: f32[M], %ws: param f32[{}]) {{\n"
+                           "  %acc = matmul(%x, %w, %rs) {{out_dtype = f32}}\n  %y = mul(%acc, %ws)\n"
+                           "  %o = cast(%y) {{dtype = bf16}}\n  return %o\n}}\n",
+                           n, k, k, n, k, n)
+             : fmt::format("graph @w8_sums_{}x{}(%x: i8[M, {}], %w: param i8[{}, {}]) {{\n"
+                           "  %acc = matmul(%x, %w) {{out_dtype = f32}}\n  return %acc\n}}\n",
+                           n, k, k, n, k);
+  Module m = parse_module(text, "<w8a8 gemm>");
+  return std::move(m.graphs.at(0));
+}
+
+// Against the exact product: integer sums (int64), times the scales in double. The tensor cores sum
+// in s32, exactly, and the GEMV's f32 partial sums are integers below 2^24 while K 127^2 < 2^24 (K <=
+// 1040); each sum is then converted to f32 once. So a bf16 output is the exact value after at most
+// three f32 roundings (the sum, each scale) and one bf16 rounding: |error| <= |want| (2^-8 + 2^-21);
+// an f32 sum is exact below 2^24, else one f32 rounding away (an f32 accumulator would be many).
+// check_group's own bound (a rounding step times sqrt(K), for float products) is far looser.
+void check_exact(const W8a8Inputs& in, const HostTensor& got, bool scaled) {
+  const HostTensor& x = in.by_name.at("x");
+  const HostTensor& w = in.by_name.at("w");
+  const int64_t m_rows = x.dim(0), k = x.dim(1), n_cols = w.dim(0);
+  for (const HostTensor* t : {&x, &w}) {  // never a zero operand, and the whole range where it is large
+    CHECK(std::any_of(t->data.begin(), t->data.end(), [](double c) { return c != 0; }));
+    if (t->numel() >= 4096 && !in.positive) {
+      CHECK(*std::min_element(t->data.begin(), t->data.end()) == -127);
+      CHECK(*std::max_element(t->data.begin(), t->data.end()) == 127);
+    }
+  }
+  std::vector<int32_t> xi(x.data.begin(), x.data.end()), wi(w.data.begin(), w.data.end());
+  int64_t bad = 0;
+  double worst = 0;
+  std::string first;
+  for (int64_t m = 0; m < m_rows; ++m)
+    for (int64_t n = 0; n < n_cols; ++n) {
+      int64_t sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += int64_t{xi[static_cast<size_t>(m * k + i)]} * wi[static_cast<size_t>(n * k + i)];
+      double want = static_cast<double>(sum), tol = 0;
+      if (scaled) {
+        want *= in.by_name.at("rs").data[static_cast<size_t>(m)] * in.by_name.at("ws").data[static_cast<size_t>(n)];
+        tol = std::fabs(want) * (std::ldexp(1.0, -8) + std::ldexp(1.0, -21));
+      } else if (std::fabs(want) >= std::ldexp(1.0, 24)) {
+        tol = std::fabs(want) * std::ldexp(1.0, -24);
+      }
+      const double err = std::fabs(got.data[static_cast<size_t>(m * n_cols + n)] - want);
+      worst = std::max(worst, tol > 0 ? err / tol : err);
+      if (err > tol && bad++ == 0)
+        first = fmt::format("row {}, column {}: got {}, want {}", m, n, got.data[static_cast<size_t>(m * n_cols + n)], want);
+    }
+  INFO("M = " << m_rows << ", N = " << n_cols << ", K = " << k << ": worst |error| / bound " << worst << "; first bad: " << first);
+  CHECK(bad == 0);
+}
+
+// One group, poisoned outputs, check_group's bound, then the exact one.
+void check_w8a8(const Graph& g, int64_t m, const EmitOptions& emit, uint64_t seed, bool positive = false) {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  const FusionPlan plan = plan_fusion(g);
+  REQUIRE(plan.groups.size() == 1);
+  W8a8Inputs in;
+  in.positive = positive;
+  lj_test::GroupCase c;
+  c.graph = &g;
+  c.bind.set("M", m);
+  c.seed = seed;
+  c.emit = emit;
+  c.input = [&in](const Graph& gr, ValueId v, const Bindings& b, uint64_t s) { return in.make(gr, v, b, s); };
+  INFO(g.name() << ", M = " << m << ", config " << (emit.matmul ? emit.matmul->str() : "default"));
+  const auto stored = lj_test::check_group(ctx, *stream, c, plan.groups[0]);
+  REQUIRE(stored.size() == 1);
+  check_exact(in, stored.begin()->second, g.value(g.outputs().at(0)).type.dtype == DType::BF16);
+}
+
+// K multiples of 16 (rows 16-byte aligned: cp.async, TMA) that are not of 32 or 128 (a partial
+// m16n8k32 step, a partial k tile), and K that are not (element loads).
+constexpr int64_t kOddK8[] = {1, 7, 127, 129, 1000, 16, 1008};
+
+EmitOptions hinted(EmitOptions e, int64_t m) {
+  e.hint.set("M", m);
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("i8 GEMM defaults (GEMV, mma.sync m16n8k32 s8) match the exact sums for M, N, K in {1, 7, 127, 129, 1000}", "[gpu][gemm][int8]") {
+  // The default for each M as the executable chooses it: the GEMV at 1, 16-row tiles (split along K
+  // where it has k tiles) at 7, 64 x 64 at 127, 128 x 128 above; per-token and per-channel scales.
+  uint64_t seed = 7100;
+  for (int64_t n : kOdd)
+    for (int64_t k : kOddK8) {
+      const Graph g = w8a8_graph(n, k, true);
+      for (int64_t m : kOdd) check_w8a8(g, m, hinted(EmitOptions{}, m), ++seed);
+    }
+}
+
+TEST_CASE("i8 Hopper GEMM defaults (k32 s8 wgmma) match the exact sums on odd shapes", "[gpu][gemm][wgmma][int8]") {
+  if (lj_test::gpu().info().cc() != 90) {
+    WARN("skipped: the wgmma GEMM needs an sm_90 GPU");
+    return;
+  }
+  // sm_90a's defaults: the Hopper GEMM above 64 rows where TMA loads the rows (K % 16 == 0), else
+  // as on sm_90; K = 16 is one k tile of 128 mostly zero-filled by TMA.
+  uint64_t seed = 7600;
+  for (int64_t n : kOdd)
+    for (int64_t k : {int64_t{16}, int64_t{144}, int64_t{1008}, int64_t{1000}}) {
+      const Graph g = w8a8_graph(n, k, true);
+      for (int64_t m : kOdd) check_w8a8(g, m, hinted(hopper_options(), m), ++seed);
+    }
+}
+
+TEST_CASE("every i8 config the pruner accepts computes the exact product", "[gpu][gemm][int8]") {
+  // Each load path's own candidate list (as the tuner would try them: the union over a 16-row, a
+  // 300-row and a prefill-sized bucket, so GEMV, thin, split and large tiles), run at odd M.
+  rt::Context& ctx = lj_test::gpu();
+  uint64_t seed = 8100;
+  int runs = 0;
+  for (const auto& [n, k, rows] : {std::tuple<int64_t, int64_t, int64_t>{129, 1008, 300}, {127, 129, 129}}) {
+    const Graph g = w8a8_graph(n, k, true);
+    const FusionGroup grp = plan_fusion(g).groups.at(0);
+    std::vector<EmitOptions> configs;
+    for (int64_t hint : {16, 300, 4096}) {
+      EmitOptions e = hinted(ctx.info().cc() == 90 ? hopper_options() : EmitOptions{}, hint);
+      e.sm = ctx.info().cc();
+      e.max_shared_bytes = ctx.info().max_smem_per_block_optin;
+      for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, e))) {
+        if (std::any_of(configs.begin(), configs.end(), [&](const EmitOptions& o) { return *o.matmul == c; })) continue;
+        EmitOptions with = e;
+        with.matmul = c;
+        if (c.persistent) with.sm_count = 3;  // each CTA walks several tiles
+        configs.push_back(with);
+      }
+    }
+    INFO(n << " x " << k);
+    CHECK(configs.size() >= 80);  // 140 and 86 on an H200 (GEMV, mma.sync and wgmma; no wgmma for K = 129)
+    for (const EmitOptions& e : configs) {
+      check_w8a8(g, rows, e, ++seed);
+      ++runs;
+    }
+  }
+  CHECK(runs >= 160);
+}
+
+TEST_CASE("i8 GEMM f32 sums: exact in s32, one rounding to f32 past 2^24", "[gpu][gemm][int8]") {
+  // Codes 64..127 in x and W: sums of 3.5e7 (K = 4096) to 1.2e8 (K = 14336), where f32 accumulation
+  // would be off by many rounding steps; the tensor-core families at 7 and 300 rows.
+  rt::Context& ctx = lj_test::gpu();
+  std::vector<EmitOptions> families{EmitOptions{}};
+  families.back().matmul = parse_matmul_config("mma bm=128 bn=128 bk=64 wm=2 wn=2 stages=4 gm=8", nullptr);
+  families.push_back(EmitOptions{});
+  families.back().matmul = parse_matmul_config("mma bm=16 bn=64 bk=128 wm=1 wn=2 stages=6 gm=8 sk=4", nullptr);
+  if (ctx.info().cc() == 90)
+    for (const char* c : {"wgmma bm=128 bn=256 stages=4 gm=8", "wgmma bm=128 bn=128 stages=4 gm=8 sk=2", "wgmma bm=64 bn=128 stages=8 gm=8"}) {
+      families.push_back(hopper_options());
+      families.back().matmul = parse_matmul_config(c, nullptr);
+    }
+  uint64_t seed = 8800;
+  for (int64_t k : {1008, 4096, 14336}) {
+    const Graph g = w8a8_graph(129, k, false);
+    for (const EmitOptions& e : families)
+      for (int64_t m : {7, 300}) check_w8a8(g, m, e, ++seed, true);
   }
 }
