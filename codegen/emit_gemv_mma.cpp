@@ -1,4 +1,4 @@
-// Matmul groups, decode shapes with fp8 x and W on sm_89+, or with W dequantized from 4-bit codes in
+// Matmul groups, decode shapes with fp8 x and W on sm_89+ (i8 ones on sm_80+), or with W dequantized from 4-bit codes in
 // the kernel (a weight prologue, sm_80+: templates/layerjit/gemv_q4.cuh, 128-element k steps of 16
 // bytes of codes per lane): the tensor-core GEMV ("gemv mma"). The
 // SIMT GEMV (emit_gemv.cpp) converts every fp8 code to float before its FMA, and on the H200 those
@@ -134,7 +134,10 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz,
              g.value(op.wq).type.dtype == DType::I4 ? "true" : "false");
     } else {
-      w.line("lj_gemv_mma_share<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);", tw, tx);
+      if (op.xt == DType::I8)
+        w.line("lj_gemv_mma_share_s8<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);");
+      else
+        w.line("lj_gemv_mma_share<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);", tw, tx);
     }
     w.line("if (m0 > 0) __syncthreads();  // the previous chunk's partials are read");
     w.line("#pragma unroll");

@@ -107,8 +107,10 @@ bool mma_dtype(DType t) { return tensor_core_dtype(t) || t == DType::I8; }
 bool wgmma_dtype(DType t) { return mma_dtype(t) || t == DType::F8E4M3 || t == DType::F8E5M2; }
 
 // An i8 mma.sync tile holds the bytes of the 16-bit tile with the same bk: twice the elements along
-// K. The defaults and candidates below name bk in 16-bit elements and go through this.
-int bk_scale(const MatmulProblem& p) { return p.dtype == DType::I8 ? 2 : 1; }
+// K. The defaults and candidates below name bk in 16-bit elements and go through this. Not where the
+// rows take element loads (not 16-byte aligned): each 16-byte chunk is 16 loads there, and the
+// doubled tile spilled (128 x 128 at K = 1001 on sm_80: 144 bytes; bk unchanged: none).
+int bk_scale(const MatmulProblem& p) { return p.dtype == DType::I8 && p.aligned ? 2 : 1; }
 MatmulConfig in_elements(MatmulConfig c, const MatmulProblem& p) {
   if (c.family == MatmulConfig::Family::Mma) c.bk *= bk_scale(p);
   return c;
@@ -213,7 +215,9 @@ MatmulConfig default_for(const MatmulProblem& p) {
   // (H200, thirteenth session, `layerjit tune` of the FP8 layer's groups at B = 1: QKV + RoPE 0.0112
   // ms with 4 warps against the 64-row Hopper tiles' 0.0155, o 0.0089 against the GEMV's 0.0121,
   // gate/up 0.0334 against 0.0397, down 0.0198 against 0.0324; 8 warps everywhere but QKV).
-  if (p.m == 1 && is_fp8(p.dtype) && p.sm >= 89) {
+  // i8 (sm_80+) takes it too, the same loads and fragments on m16n8k32 s8 (not measured yet: the fp8
+  // figures' reason, a conversion per code in the SIMT GEMV, holds for i8 codes as well).
+  if (p.m == 1 && ((is_fp8(p.dtype) && p.sm >= 89) || (p.dtype == DType::I8 && p.sm >= 80))) {
     const MatmulConfig tc = gemv_mma(4, p.rope_pair_dim > 0 ? 4 : 8);
     if (reject_reason(tc, p).empty()) return tc;
   }
@@ -328,8 +332,10 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     return "";
   }
   if (c.family == MatmulConfig::Family::Gemv && c.tensor_cores) {
-    if (p.sm < 89) return fmt::format("gemv mma (fp8 mma.sync m16n8k32) needs sm_89 or newer, target is sm_{}", p.sm);
-    if (!is_fp8(p.dtype)) return fmt::format("gemv mma multiplies fp8 x and W of one format, not {}", dtype_name(p.dtype));
+    if (p.dtype == DType::I8 && p.sm < 80) return fmt::format("gemv mma (s8 mma.sync m16n8k32) needs sm_80 or newer, target is sm_{}", p.sm);
+    if (p.dtype != DType::I8 && p.sm < 89) return fmt::format("gemv mma (fp8 mma.sync m16n8k32) needs sm_89 or newer, target is sm_{}", p.sm);
+    if (!is_fp8(p.dtype) && p.dtype != DType::I8)
+      return fmt::format("gemv mma multiplies fp8 x and W of one format, or i8 ones, not {}", dtype_name(p.dtype));
     if (!p.aligned || p.k % 16 != 0) return fmt::format("gemv mma loads 16-byte chunks: rows of x and W must start 16-byte aligned and K (= {}) be a multiple of 16", p.k);
     if (c.loads_in_flight > 4) return "more than 4 k steps in flight per lane (3 16-byte loads each: 8 spill under 128 registers)";
     if (c.warps > 16) return "more than 16 warps per CTA";
@@ -439,8 +445,8 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
           all.push_back(c);
         }
   }
-  // fp8 on sm_89+: the tensor-core GEMV (few rows; it re-reads W per 8 rows of x).
-  if ((small_m || p.m == 0) && is_fp8(p.dtype) && p.sm >= 89)
+  // fp8 on sm_89+, i8 on sm_80+: the tensor-core GEMV (few rows; it re-reads W per 8 rows of x).
+  if ((small_m || p.m == 0) && ((is_fp8(p.dtype) && p.sm >= 89) || (p.dtype == DType::I8 && p.sm >= 80)))
     for (int u : {2, 4})
       for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
   if (mma_dtype(p.dtype) && p.sm >= 80) {

@@ -22,7 +22,7 @@ struct MatmulConfig {
   int bm = 128, bn = 128, bk = 32, warps_m = 2, warps_n = 2, stages = 4, group_m = 8;
   // Gemv: rows of x per pass over W, loads of W in flight per lane, warps (columns) per CTA.
   int rows_per_pass = 4, loads_in_flight = 4, warps = 8;
-  /// Gemv, fp8 x and W on sm_89+, or 16-bit x and W from 4-bit codes on sm_80+ (MatmulProblem::weight_codes;
+  /// Gemv, fp8 x and W on sm_89+, i8 ones on sm_80+, or 16-bit x and W from 4-bit codes on sm_80+ (MatmulProblem::weight_codes;
   /// a k step is then 128 elements: 16 bytes of codes per lane): the tensor-core GEMV (templates/layerjit/gemv_mma.cuh). A CTA owns
   /// 16 rows of W (8 pairs of rows with SwiGLU or RoPE) and up to 8 rows of x per pass; its `warps`
   /// warps take equal shares of K, `loads_in_flight` 64-element k steps ahead per lane, and add

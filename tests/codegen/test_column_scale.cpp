@@ -73,7 +73,7 @@ TEST_CASE("column scale: every kernel family emits it and compiles for sm_80 and
   for (const Graph& g : m.graphs) {
     const FusionGroup grp = plan_fusion(g).groups.back();
     for (int sm : {80, 91})
-      for (const char* text : {"gemv mt=4 u=4 warps=8", "mma bm=128 bn=128 bk=64 wm=2 wn=2 stages=4 gm=8", "mma bm=16 bn=64 bk=128 wm=1 wn=2 stages=6 gm=8",
+      for (const char* text : {"gemv mt=4 u=4 warps=8", "gemv mma u=4 warps=8", "mma bm=128 bn=128 bk=64 wm=2 wn=2 stages=4 gm=8", "mma bm=16 bn=64 bk=128 wm=1 wn=2 stages=6 gm=8",
                                "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=2", "wgmma bm=128 bn=256 stages=4 gm=8",
                                "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=64 bn=128 stages=4 gm=8"}) {
         EmitOptions eo;

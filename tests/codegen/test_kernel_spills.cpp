@@ -275,7 +275,7 @@ TEST_CASE("the tensor-core fp8 GEMV compiles for sm_90 and sm_90a without spills
   CHECK(c.str() == "gemv mma u=4 warps=8");
   MatmulProblem bf = p;
   bf.dtype = DType::BF16;
-  CHECK_THAT(reject_reason(c, bf), Catch::Contains("gemv mma multiplies fp8 x and W of one format, not bf16"));
+  CHECK_THAT(reject_reason(c, bf), Catch::Contains("gemv mma multiplies fp8 x and W of one format, or i8 ones, not bf16"));
   MatmulProblem mixed = p;
   mixed.dtype = DType::F32;  // x and W of different dtypes
   CHECK_THAT(reject_reason(c, mixed), Catch::Contains("not f32"));

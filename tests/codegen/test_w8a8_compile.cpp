@@ -70,23 +70,18 @@ constexpr KnownSpill kKnownSpills[] = {
     {"wgmma bm=128 bn=256 stages=4 gm=8 sk=2", false, 272, true},
     {"wgmma bm=64 bn=128 stages=4 gm=8", false, 308, true},
     {"wgmma bm=64 bn=96 stages=4 gm=8", false, 8, false},
-    // K = 1008 only (8 k tiles of 128; the same tile holds 109 registers at K = 4000, 148 at K = 512,
-    // and spills at K = 1024 too: ptxas, not the tail). The first is the i8 default for 33-128 rows
-    // on sm_80: a K of about 1024 there spills in a default. bf16 at K = 1008, bk=64: 138, no spill.
-    {"mma bm=64 bn=64 bk=128 wm=2 wn=2 stages=3 gm=8", false, 192, false},
-    {"mma bm=64 bn=64 bk=128 wm=2 wn=2 stages=4 gm=8", false, 248, false},
-    {"wgmma bm=128 bn=256 stages=3 gm=8", false, 16, false},
-    // Element loads: the first is the default at M = 1000 on every target (bf16's twin, bk=32: 254
-    // registers, no spill).
+    {"wgmma bm=128 bn=256 stages=3 gm=8", false, 16, false},  // K = 1008 only
+    // Element loads (K % 16 != 0): i8 keeps the 16-bit bk there (matmul_config.cpp, bk_scale), so the
+    // default (128 x 128, bk=32) does not spill; with bk doubled it spilled 144 bytes. These are the
+    // candidates that still do (their bf16 twins not compiled).
     {"mma bm=128 bn=128 bk=64 wm=2 wn=2 stages=4 gm=8", true, 144, false},
     {"mma bm=128 bn=128 bk=64 wm=2 wn=2 stages=3 gm=8", true, 88, false},
-    {"mma bm=128 bn=128 bk=128 wm=2 wn=2 stages=3 gm=8", true, 704, true},
-    {"mma bm=128 bn=128 bk=128 wm=2 wn=2 stages=4 gm=8", true, 1720, true},
-    {"mma bm=128 bn=64 bk=128 wm=2 wn=2 stages=4 gm=8", true, 56, true},
-    {"mma bm=128 bn=256 bk=128 wm=2 wn=4 stages=3 gm=8", true, 56, false},
-    {"mma bm=128 bn=256 bk=128 wm=2 wn=4 stages=4 gm=8", true, 488, false},
-    {"mma bm=256 bn=128 bk=128 wm=4 wn=2 stages=3 gm=8", true, 8, false},
-    {"mma bm=256 bn=128 bk=128 wm=4 wn=2 stages=4 gm=8", true, 168, false},
+    {"mma bm=128 bn=64 bk=32 wm=2 wn=2 stages=3 gm=8", true, 8, false},
+    {"mma bm=128 bn=64 bk=32 wm=2 wn=2 stages=4 gm=8", true, 8, false},
+    {"mma bm=64 bn=128 bk=32 wm=2 wn=2 stages=3 gm=8", true, 8, false},
+    {"mma bm=64 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", true, 8, false},
+    // (The i8 default for 33-128 rows on sm_80, 64 x 64 with bk=128, spilled 248 bytes at K of about
+    // 1024, where its 8 k tiles made NVVM unroll the whole k loop; lj_gemm no longer unrolls i8's.)
 };
 
 int64_t allowed_spill_bytes(const std::string& config, bool element_loads) {
@@ -233,4 +228,46 @@ TEST_CASE("W8A8: the pruner's k tile for i8 and the i8 defaults against the bf16
         CHECK(d.shared_bytes(1) == b.shared_bytes(2));
       }
   CHECK(differ == 1);
+}
+
+TEST_CASE("W8A8: one row takes the tensor-core GEMV on m16n8k32 s8, every candidate compiles for sm_80 and sm_90a without spills",
+          "[codegen]") {
+  // The four projections and an odd shape (N = 1000, K = 1008); the GEMV's k steps are 64 elements,
+  // 16 bytes per lane, so K must be a multiple of 16 (K = 1001 keeps the SIMT GEMV).
+  int compiled = 0;
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {1000, 1008}})
+    for (const int sm : {80, 91}) {
+      const Graph g = w8a8_projection(n, k);
+      const FusionPlan plan = plan_fusion(g);
+      EmitOptions eo = options_for(sm, 1);
+      const MatmulProblem p = matmul_problem(g, plan.groups[0], eo);
+      const MatmulConfig d = default_matmul_config(p);
+      INFO(n << "x" << k << (sm == 91 ? " sm_90a" : " sm_80") << ": default " << d.str());
+      CHECK(d.str() == "gemv mma u=4 warps=8");
+      for (const MatmulConfig& c : matmul_candidates(p)) {
+        if (c.family != MatmulConfig::Family::Gemv || !c.tensor_cores) continue;
+        eo.matmul = c;
+        const GeneratedKernel kern = emit_group(g, plan.groups[0], eo);
+        INFO(c.str());
+        CHECK(kern.source.find("lj_gemv_mma_share_s8<U, K>(") != std::string::npos);
+        auto r = jit::kernel_resources(kern, *rt::Target::parse(sm == 80 ? "sm_80" : "sm_90a"));
+        REQUIRE(r.ok());
+        INFO(r->str());
+        CHECK(!r->spills());
+        ++compiled;
+      }
+    }
+  CHECK(compiled >= 5 * 2 * 6);
+  // Its PTX: s8 MMAs only, and where K is not a multiple of 16 the SIMT GEMV stays the default.
+  const Graph g = w8a8_projection(4096, 4096);
+  EmitOptions eo = options_for(80, 1);
+  std::vector<rt::CompileJob> jobs{jit::compile_job(emit_group(g, plan_fusion(g).groups[0], eo), *rt::Target::parse("sm_80"))};
+  jobs[0].options.want_ptx = true;
+  auto result = rt::compile_parallel(jobs);
+  REQUIRE(result.size() == 1);
+  REQUIRE(result[0].ok());
+  CHECK(result[0]->ptx.find("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") != std::string::npos);
+  CHECK(result[0]->ptx.find("f32.e4m3") == std::string::npos);
+  const Graph odd = w8a8_projection(1000, 1001);
+  CHECK(default_matmul_config(matmul_problem(odd, plan_fusion(odd).groups[0], options_for(80, 1))).str().rfind("gemv mt=", 0) == 0);
 }

@@ -225,15 +225,29 @@ struct lj_gemm {
     }
     // Ring positions as wrapped int counters: a 64-bit modulo per k tile costs more than the wrap.
     int read_stage = 0, write_stage = STAGES - 1;
-    for (lj_i64 kt = kt0; kt < kt1; ++kt) {
-      lj_cp_async_wait<STAGES - 2>();  // tile kt has landed (this thread's copies)
-      __syncthreads();                 // ... everyone's, and everyone is done with tile kt - 1's buffer
-      if (kt + STAGES - 1 < kt1) load(write_stage, kt + STAGES - 1);
-      lj_cp_async_commit();
-      compute(read_stage);
-      read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
-      write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+    // One loop body, spelled by a macro because `#pragma unroll` cannot depend on T: i8's loop is
+    // not unrolled. With few k tiles (K = 1024 is 8 of its 128-element tiles) NVVM unrolled all of it
+    // and ptxas spilled (255 registers and 248 bytes of spills where the loop takes 109); the 16-bit
+    // loop stays as it was measured.
+#define LJ_GEMM_K_TILE(kt)                                                                              \
+  lj_cp_async_wait<STAGES - 2>(); /* tile kt has landed (this thread's copies) */                      \
+  __syncthreads();                /* ... everyone's, and everyone is done with tile kt - 1's buffer */ \
+  if (kt + STAGES - 1 < kt1) load(write_stage, kt + STAGES - 1);                                      \
+  lj_cp_async_commit();                                                                                \
+  compute(read_stage);                                                                                 \
+  read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;                                          \
+  write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+    if constexpr (lj_int_operands<T>) {
+#pragma unroll 1
+      for (lj_i64 kt = kt0; kt < kt1; ++kt) {
+        LJ_GEMM_K_TILE(kt)
+      }
+    } else {
+      for (lj_i64 kt = kt0; kt < kt1; ++kt) {
+        LJ_GEMM_K_TILE(kt)
+      }
     }
+#undef LJ_GEMM_K_TILE
     lj_cp_async_wait<0>();
   }
 

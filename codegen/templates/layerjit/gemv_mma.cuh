@@ -1,5 +1,6 @@
 // The fp8 GEMV's main loop on the tensor cores (sm_89+): y[m, n] = sum_k x[m, k] * w[n, k] for fp8
-// x and W with mma.sync.m16n8k32 (e4m3 or e5m2 operands, fp32 accumulators). The SIMT GEMV
+// x and W with mma.sync.m16n8k32 (e4m3 or e5m2 operands, fp32 accumulators); and i8's (sm_80+, s8
+// operands, int32 accumulators: lj_gemv_mma_share_s8). The SIMT GEMV
 // (emit_gemv.cpp) converts every code of x and W to float before its FMA, and those conversions,
 // not the bytes, bound it (1.6-2.3 TB/s on the H200 where the bf16 GEMV reads 2.9-3.9); here the
 // codes go to the tensor cores as loaded.
@@ -66,3 +67,36 @@ __device__ __forceinline__ void lj_gemv_mma_share(const TW* __restrict__ wa, con
   }
 }
 #endif
+
+// The same for i8 x and W (W8A8, sm_80+): mma.sync.m16n8k32 s8 with the fragment layout of fp8's, the
+// sums in int32 (exact), added to c once at the end of the share.
+template <int U, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_s8(const signed char* __restrict__ wa, const signed char* __restrict__ wb,
+                                                     const signed char* __restrict__ xr, bool a_in, bool b_in, bool x_in, lj_i64 s0,
+                                                     lj_i64 s1, int t, float (&c)[4]) {
+  static_assert(K % 16 == 0, "the tensor-core GEMV loads whole 16-byte chunks of each row");
+  int d[4] = {0, 0, 0, 0};
+#pragma unroll 1
+  for (lj_i64 s = s0; s < s1; s += U) {
+    uint4 a[U], b[U], x[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const lj_i64 k = (s + u) * 64 + 16 * t;
+      const bool in = s + u < s1 && k < K;
+      a[u] = lj_load16_or_zero(wa + k, in && a_in);
+      b[u] = lj_load16_or_zero(wb + k, in && b_in);
+      x[u] = lj_load16_or_zero(xr + k, in && x_in);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                   : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                   : "r"(a[u].x), "r"(b[u].x), "r"(a[u].y), "r"(b[u].y), "r"(x[u].x), "r"(x[u].y));
+      asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                   : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                   : "r"(a[u].z), "r"(b[u].z), "r"(a[u].w), "r"(b[u].w), "r"(x[u].z), "r"(x[u].w));
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
+}
