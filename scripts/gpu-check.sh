@@ -256,6 +256,8 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   # The Llama layers under each launch variant (programmatic dependent launch off / marked kernels /
   # every kernel, each instruction order), timed as CUDA graphs by `layerjit run`.
   [[ -x "$lj" ]] && run "decode_launch.sh" "$src/bench/exec/decode_launch.sh" "$lj" 1
+  # The INT4, FP8 and W8A8 layers against the bf16 one (`layerjit bench`, one CUDA graph per call).
+  [[ -x "$lj" ]] && run "quant layers.sh" "$src/bench/quant/layers.sh" "$lj"
   # PyTorch anchors of the benchmarks (bench/*/*.py, e.g. SDPA for bench_attention), timed in the same
   # session: from the source tree next to this script, or copied into the build tree.
   mapfile -t anchors < <( { find "$src/bench" "$build/bench" -mindepth 2 -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)
