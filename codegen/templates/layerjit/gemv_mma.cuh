@@ -23,6 +23,33 @@ __device__ __forceinline__ uint4 lj_load16_or_zero(const void* p, bool in) {
   return v;
 }
 
+// One warp's share of k, steps [s0, s1) of 64 elements, added to c through MMA::m16n8k32 (accumulators
+// of type A): U steps' loads (3U 16-byte loads per lane) are issued before the first of their mmas.
+// K % 16 == 0 (the emitter's check), so a 16-byte chunk is wholly inside k < K or wholly past it;
+// rows start 16-byte aligned.
+template <class MMA, int U, long long K, class T, class A>
+__device__ __forceinline__ void lj_gemv_mma_steps(const T* __restrict__ wa, const T* __restrict__ wb, const T* __restrict__ xr, bool a_in,
+                                                  bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, A (&c)[4]) {
+  static_assert(K % 16 == 0, "the tensor-core GEMV loads whole 16-byte chunks of each row");
+#pragma unroll 1  // the U steps are the unrolling; more only holds more registers (ptxas spilled at 16 warps)
+  for (lj_i64 s = s0; s < s1; s += U) {
+    uint4 a[U], b[U], x[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const lj_i64 k = (s + u) * 64 + 16 * t;
+      const bool in = s + u < s1 && k < K;
+      a[u] = lj_load16_or_zero(wa + k, in && a_in);
+      b[u] = lj_load16_or_zero(wb + k, in && b_in);
+      x[u] = lj_load16_or_zero(xr + k, in && x_in);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      MMA::m16n8k32(c, a[u].x, b[u].x, a[u].y, b[u].y, x[u].x, x[u].y);
+      MMA::m16n8k32(c, a[u].z, b[u].z, a[u].w, b[u].w, x[u].z, x[u].w);
+    }
+  }
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 template <class TW, class TX>
 struct lj_fp8_mma;  // W's and x's fp8 formats: one format for both (the pruner's rule)
@@ -41,62 +68,29 @@ LJ_FP8_MMA(lj_e4m3, lj_e4m3, "e4m3", "e4m3")
 LJ_FP8_MMA(lj_e5m2, lj_e5m2, "e5m2", "e5m2")
 #undef LJ_FP8_MMA
 
-// One warp's share of k, steps [s0, s1) of 64 elements, added to c: U steps' loads (3U 16-byte
-// loads per lane) are issued before the first of their mmas. K % 16 == 0 (the emitter's check), so
-// a 16-byte chunk is wholly inside k < K or wholly past it; rows start 16-byte aligned.
 template <class TW, class TX, int U, long long K>
 __device__ __forceinline__ void lj_gemv_mma_share(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr,
                                                   bool a_in, bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
-  static_assert(K % 16 == 0, "the tensor-core GEMV loads whole 16-byte chunks of each row");
-#pragma unroll 1  // the U steps are the unrolling; more only holds more registers (ptxas spilled at 16 warps)
-  for (lj_i64 s = s0; s < s1; s += U) {
-    uint4 a[U], b[U], x[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const lj_i64 k = (s + u) * 64 + 16 * t;
-      const bool in = s + u < s1 && k < K;
-      a[u] = lj_load16_or_zero(wa + k, in && a_in);
-      b[u] = lj_load16_or_zero(wb + k, in && b_in);
-      x[u] = lj_load16_or_zero(xr + k, in && x_in);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      lj_fp8_mma<TW, TX>::m16n8k32(c, a[u].x, b[u].x, a[u].y, b[u].y, x[u].x, x[u].y);
-      lj_fp8_mma<TW, TX>::m16n8k32(c, a[u].z, b[u].z, a[u].w, b[u].w, x[u].z, x[u].w);
-    }
-  }
+  lj_gemv_mma_steps<lj_fp8_mma<TW, TX>, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);
 }
 #endif
 
 // The same for i8 x and W (W8A8, sm_80+): mma.sync.m16n8k32 s8 with the fragment layout of fp8's, the
 // sums in int32 (exact), added to c once at the end of the share.
+struct lj_s8_mma {
+  static __device__ __forceinline__ void m16n8k32(int (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                                  unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+};
 template <int U, long long K>
 __device__ __forceinline__ void lj_gemv_mma_share_s8(const signed char* __restrict__ wa, const signed char* __restrict__ wb,
                                                      const signed char* __restrict__ xr, bool a_in, bool b_in, bool x_in, lj_i64 s0,
                                                      lj_i64 s1, int t, float (&c)[4]) {
-  static_assert(K % 16 == 0, "the tensor-core GEMV loads whole 16-byte chunks of each row");
   int d[4] = {0, 0, 0, 0};
-#pragma unroll 1
-  for (lj_i64 s = s0; s < s1; s += U) {
-    uint4 a[U], b[U], x[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const lj_i64 k = (s + u) * 64 + 16 * t;
-      const bool in = s + u < s1 && k < K;
-      a[u] = lj_load16_or_zero(wa + k, in && a_in);
-      b[u] = lj_load16_or_zero(wb + k, in && b_in);
-      x[u] = lj_load16_or_zero(xr + k, in && x_in);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                   : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                   : "r"(a[u].x), "r"(b[u].x), "r"(a[u].y), "r"(b[u].y), "r"(x[u].x), "r"(x[u].y));
-      asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                   : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-                   : "r"(a[u].z), "r"(b[u].z), "r"(a[u].w), "r"(b[u].w), "r"(x[u].z), "r"(x[u].w));
-    }
-  }
+  lj_gemv_mma_steps<lj_s8_mma, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, d);
 #pragma unroll
   for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
 }
