@@ -1,7 +1,7 @@
 // The INT8 W8A8 GEMM (i8 x i8, exact s32 sums on the tensor cores returned as f32) against
 // cuBLASLt's int8 GEMM (CUDA_R_8I operands, CUBLAS_COMPUTE_32I, int32 output) in the same run, and
 // against layerjit's bf16 GEMM of the same shape (what 8-bit operands gain), on the Llama-3-8B
-// projections at M = 1, 16, 128 and 4096. Per case:
+// projections at M = 1, 16, 128 and 4096, and 8192^3. Per case:
 //   - layerjit's default config on `matmul(%x, %w) {out_dtype = f32}`: the bare sums, 4-byte outputs
 //     as cuBLASLt's int32;
 //   - layerjit with the scales a W8A8 model has (a per-token row scale, a per-channel weight scale,
@@ -104,10 +104,12 @@ int main(int argc, char** argv) {
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   int mismatches = 0;  // a wrong product fails the run (exit 1), whatever the times
-  const Case shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
-  for (const int64_t m : {4096, 128, 16, 1})
+  // The Llama projections at four row counts, and 8192^3 (the square anchor of the GEMM tables).
+  const Case shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}, {"square", 8192, 8192}};
+  for (const int64_t m : {8192, 4096, 128, 16, 1})
     for (const Case& c : shapes) {
       if ((args.shape && std::strcmp(args.shape, c.name) != 0) || (args.m && m != args.m)) continue;
+      if ((m == 8192) != (std::strcmp(c.name, "square") == 0)) continue;  // 8192 rows for the square only
       const Graph plain = gemm_graph(c, "i8", false), scaled = gemm_graph(c, "i8", true), bf16 = gemm_graph(c, "bf16", false);
       Bindings b;
       b.set("M", m);
