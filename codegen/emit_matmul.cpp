@@ -127,7 +127,12 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   op.ct = op.yt;
 
   const MatmulEpilogue& ep = grp.matmul;
-  if (ep.col_scale >= 0) {
+  if (ep.col_scale >= 0 && ep.mul < 0 && ep.rope_pieces.empty()) {
+    // No SwiGLU or RoPE joined after the column scale (its split stayed outside): the scale and the
+    // cast are then plain epilogue nodes before the one store.
+    op.epilogue = {ep.col_scale, ep.col_cast};
+    op.out = g.node(ep.col_cast).results[0];
+  } else if (ep.col_scale >= 0) {
     const Node& mul = g.node(ep.col_scale);
     op.col_scale = mul.operands[0] == op.y ? mul.operands[1] : mul.operands[0];
     op.ct = g.value(g.node(ep.col_cast).results[0]).type.dtype;

@@ -327,6 +327,20 @@ class Partitioner {
     if (split < 0 || kind(split) != OpKind::Split) return std::nullopt;
     return ColumnScale{m, c, out};
   }
+  // Whether v's one reader splits it into the two halves of a SwiGLU: silu(first) * second, each
+  // half read by that node alone (the pattern grow_matmul fuses).
+  bool swiglu_split(ValueId v) const {
+    const NodeId s = sole_user(v);
+    if (s < 0 || kind(s) != OpKind::Split || g_.node(s).results.size() != 2) return false;
+    const Node& split = g_.node(s);
+    const ValueId gate = split.results[0], up = split.results[1];
+    const NodeId act = sole_user(gate), mul = sole_user(up);
+    const Shape& shape = g_.value(v).type.shape;
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const int64_t axis = attr::axis(split.attrs) < 0 ? attr::axis(split.attrs) + rank : attr::axis(split.attrs);
+    return g_.value(gate).type.shape == g_.value(up).type.shape && axis == rank - 1 && act >= 0 && mul >= 0 &&
+           kind(act) == OpKind::Silu && kind(mul) == OpKind::Mul && sole_user(g_.node(act).results[0]) == mul;
+  }
   bool absorb_column_scale(int gid, const ColumnScale& cs) {
     if (!try_absorb(gid, cs.mul, "per-column scale: each sum times its column's factor before the split") ||
         !try_absorb(gid, cs.cast, "the one rounding of the scaled sums, where the split's pieces are formed"))
@@ -343,24 +357,18 @@ class Partitioner {
     int gid = new_group(GroupKind::Matmul, mm);
     if (auto it = rope_refusals_.find(mm); it != rope_refusals_.end()) note(gid, "RoPE not fused into the epilogue: " + it->second);
     ValueId cur = g_.node(mm).results[0];
-    if (const std::optional<ColumnScale> cs = column_scale(mm); cs && absorb_column_scale(gid, *cs)) cur = cs->out;
-    if (NodeId s = sole_user(cur); s >= 0 && kind(s) == OpKind::Split && g_.node(s).results.size() == 2) {
-      const Node& split = g_.node(s);
+    // A column scale only where SwiGLU follows it (else the pointwise chain below takes both nodes).
+    if (const std::optional<ColumnScale> cs = column_scale(mm); cs && swiglu_split(cs->out) && absorb_column_scale(gid, *cs)) cur = cs->out;
+    if (swiglu_split(cur)) {
+      const Node& split = g_.node(sole_user(cur));
       const ValueId gate = split.results[0], up = split.results[1];
       const NodeId act = sole_user(gate), mul = sole_user(up);
-      const Shape& out_shape = g_.value(cur).type.shape;
-      const int64_t rank = static_cast<int64_t>(out_shape.size());
-      const int64_t axis = attr::axis(split.attrs) < 0 ? attr::axis(split.attrs) + rank : attr::axis(split.attrs);
-      const bool halves = g_.value(gate).type.shape == g_.value(up).type.shape && axis == rank - 1;
-      if (halves && act >= 0 && mul >= 0 && kind(act) == OpKind::Silu && kind(mul) == OpKind::Mul &&
-          sole_user(g_.node(act).results[0]) == mul) {
-        if (try_absorb(gid, act, "SwiGLU gate, computed from the accumulators") &&
-            try_absorb(gid, mul, fmt::format("SwiGLU: silu({}) * {} in the epilogue; {} never reaches memory, the output is half as wide",
-                                              vname(gate), vname(up), vname(cur)))) {
-          MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
-          ep.silu = act, ep.mul = mul, ep.gate = gate, ep.up = up;
-          cur = g_.node(mul).results[0];
-        }
+      if (try_absorb(gid, act, "SwiGLU gate, computed from the accumulators") &&
+          try_absorb(gid, mul, fmt::format("SwiGLU: silu({}) * {} in the epilogue; {} never reaches memory, the output is half as wide",
+                                            vname(gate), vname(up), vname(cur)))) {
+        MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
+        ep.silu = act, ep.mul = mul, ep.gate = gate, ep.up = up;
+        cur = g_.node(mul).results[0];
       }
     }
     absorb_row_rms(gid, mm);

@@ -30,7 +30,8 @@ TEST_CASE("column scale: mul by s[N] and a cast before a split join the matmul's
     CHECK((grp.matmul.mul >= 0 || !grp.matmul.rope_pieces.empty()));  // the SwiGLU or RoPE epilogue fused after it
   }
   // Not a column scale, and why: a factor per row ([M, 1] broadcast) is no per-column factor; a
-  // scaled value another node reads must be stored; without a split the nodes are plain epilogue.
+  // scaled value another node reads must be stored; a split into three pieces no epilogue fuses, or
+  // no split at all, leaves the nodes plain epilogue.
   Module other = parse(R"(
 graph @per_row(%x: i8[M, 64], %w: param i8[32, 64], %r: f32[M, 1]) {
   %acc = matmul(%x, %w) {out_dtype = f32}
@@ -50,6 +51,15 @@ graph @read_twice(%x: i8[M, 64], %w: param i8[32, 64], %cs: f32[32]) {
   %a = mul(%s, %u)
   return %a, %sc
 }
+graph @split_three(%x: i8[M, 64], %w: param i8[96, 64], %cs: f32[96]) {
+  %acc = matmul(%x, %w) {out_dtype = f32}
+  %sc = mul(%acc, %cs)
+  %y = cast(%sc) {dtype = bf16}
+  %a, %b, %c = split(%y) {axis = 1, sizes = [32, 32, 32]}
+  %s = add(%a, %b)
+  %t = add(%s, %c)
+  return %t
+}
 graph @no_split(%x: i8[M, 64], %w: param i8[32, 64], %cs: f32[32]) {
   %acc = matmul(%x, %w) {out_dtype = f32}
   %sc = mul(%acc, %cs)
@@ -57,12 +67,19 @@ graph @no_split(%x: i8[M, 64], %w: param i8[32, 64], %cs: f32[32]) {
   return %o
 }
 )");
+  // (A split that is neither SwiGLU's nor RoPE's: the scale and the cast are the matmul's plain
+  // epilogue, and its kernel stores the cast; it once failed to emit.)
   for (const Graph& g : other.graphs) {
     const FusionPlan plan = plan_fusion(g);
     INFO(print_plan(g, plan, Bindings{}));
-    for (const FusionGroup& grp : plan.groups) CHECK(grp.matmul.col_scale < 0);
+    for (const FusionGroup& grp : plan.groups) {
+      CHECK(grp.matmul.col_scale < 0);
+      EmitOptions eo;
+      eo.hint.set("M", 100);
+      CHECK_NOTHROW(emit_group(g, grp, eo));
+    }
   }
-  const Graph& no_split = other.graphs.at(2);
+  const Graph& no_split = other.graphs.at(3);
   REQUIRE(plan_fusion(no_split).groups.size() == 1);
   CHECK(plan_fusion(no_split).groups[0].matmul.pointwise.size() == 2);  // mul and cast, as before
 }
