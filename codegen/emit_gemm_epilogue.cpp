@@ -166,13 +166,15 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
       // The 8 columns' factors and their partners' are 8 consecutive ones each (n is a multiple of 8
       // and a run lies in one half of a head): two 32-byte loads where the factors are dense.
       const Shape& ss = g.value(op.col_scale).type.shape;
-      const std::string partner = op.rope_interleaved ? "n" : "(n + (n % D < HALF ? HALF : -HALF))";
+      const std::string partner = "(n + (n % D < HALF ? HALF : -HALF))";  // half style: the run of partners
       if (ctx.vector_width({op.col_scale}, ss, 8) == 8) {
         const std::string sp = ctx.buffer_param(op.col_scale, false);
-        w.line("float cs[8], csp[8];  // %{} at the 8 columns and at their partners", g.value(op.col_scale).name);
-        w.line("lj_load<{}, 8>({} + {}, cs);", c_type(g.value(op.col_scale).type.dtype), sp, ctx.address(op.col_scale, ss, {"n"}));
-        if (!op.rope_interleaved)
-          w.line("lj_load<{}, 8>({} + {}, csp);", c_type(g.value(op.col_scale).type.dtype), sp, ctx.address(op.col_scale, ss, {partner}));
+        const char* ts = c_type(g.value(op.col_scale).type.dtype);
+        // (Interleaved pairs lie in the same 8 columns: the partner's factor is cs[j ^ 1].)
+        w.line("float cs[8]{};  // %{} at the 8 columns{}", op.rope_interleaved ? "" : ", csp[8]", g.value(op.col_scale).name,
+               op.rope_interleaved ? "" : " and at their partners");
+        w.line("lj_load<{}, 8>({} + {}, cs);", ts, sp, ctx.address(op.col_scale, ss, {"n"}));
+        if (!op.rope_interleaved) w.line("lj_load<{}, 8>({} + {}, csp);", ts, sp, ctx.address(op.col_scale, ss, {partner}));
         w.line("#pragma unroll");
         auto j_loop = w.scope("for (int j = 0; j < 8; ++j)");
         w.line("y[j] = {};", rounded_expr(op.ct, "y[j] * cs[j]"));
