@@ -110,6 +110,7 @@ std::string KernelContext::tensor_map_param(ValueId v, const TensorMapSpec& spec
   p.buffer = layout(v).buffer;
   p.name = "tm_" + ident(g_.value(v).name);
   p.dtype = g_.value(v).type.dtype;
+  if (is_packed(p.dtype)) p.dtype = DType::I8;  // 4-bit codes: a map over their bytes (the spec counts bytes)
   p.read = true;
   p.tmap = spec;
   params_.push_back(p);

@@ -22,27 +22,46 @@ GemmKernel::GemmKernel(KernelContext& c, const MatmulOperands& o, const MatmulCo
            ctx.kernel_name(), g.value(op.x).name, dtype_name(op.xt), g.value(op.w).name, dtype_name(op.wt));
   kt = cfg.k_tile(dtype_bytes(op.xt));
   pairs = rope && !op.rope_interleaved && cfg.bn % op.rope_dim != 0;
+  q4 = op.dequant >= 0;
   const int chunk = 16 / dtype_bytes(op.xt);  // elements per 16-byte cp.async
-  async = ctx.vector_width({op.x, op.w}, g.value(op.x).type.shape, chunk) == chunk;
+  // (Codes are dense params with K a multiple of 32: their rows start 16-byte aligned.)
+  async = ctx.vector_width(q4 ? std::vector<ValueId>{op.x} : std::vector<ValueId>{op.x, op.w}, g.value(op.x).type.shape, chunk) == chunk;
   split = cfg.split_k > 1;
   virtual_n = op.glu ? (op.n_out + 7) / 8 * 16 : op.n;
 
   ctx.add_group_params();
-  px = ctx.buffer_param(op.x, false), pw = ctx.buffer_param(op.w, false), po = rope ? "" : ctx.buffer_param(op.out, true);
+  px = ctx.buffer_param(op.x, false), pw = ctx.buffer_param(q4 ? op.wq : op.w, false), po = rope ? "" : ctx.buffer_param(op.out, true);
+  if (q4) {
+    // The weight prologue's parameters: codes (above), scales, zero points (u4 read by byte, i8, or
+    // none), and the lj_q4 over them.
+    const char* tz = op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
+    const std::string ps = ctx.buffer_param(op.ws, false), pz = op.wz < 0 ? "nullptr" : ctx.buffer_param(op.wz, false);
+    q4_type = fmt::format("lj_q4<{}, {}, {}, {}, /*NW*/ {}, K, /*G*/ {}>", c_type(op.xt), c_type(g.value(op.ws).type.dtype), tz,
+                          g.value(op.wq).type.dtype == DType::I4 ? "true" : "false", op.n, op.group);
+    q4_init = fmt::format("{}, {}, {}", pw, ps, op.wz < 0 ? "nullptr" : fmt::format("(const {}*){}", tz, pz));
+  }
   if (hopper) {
-    std::optional<TensorMapSpec> sx = tma_rows(ctx, op.x), sw = tma_rows(ctx, op.w);
+    std::optional<TensorMapSpec> sx = tma_rows(ctx, op.x), sw = q4 ? std::optional<TensorMapSpec>(TensorMapSpec{}) : tma_rows(ctx, op.w);
     LJ_CHECK(sx && sw, g.node(op.node).loc, "{}: config '{}' loads x and W with TMA, which needs rows one 16-byte aligned stride apart",
              ctx.kernel_name(), cfg.str());
     sx->box_rows = cfg.bm, sx->box_cols = kt;
-    sw->box_rows = cfg.bn / 2, sw->box_cols = kt;  // two boxes per tile: gate and up rows with SwiGLU
+    if (q4) {  // the codes' bytes, dense rows of K / 2, 32 of each row per k tile, not swizzled
+      sw->rows = DimProduct{op.n, {}};
+      sw->cols = sw->row_stride = op.k / 2;
+      sw->box_cols = 32;
+      sw->swizzle = false;
+    } else {
+      sw->box_cols = kt;
+    }
+    sw->box_rows = cfg.bn / 2;  // two boxes per tile: gate and up rows with SwiGLU
     tx = ctx.tensor_map_param(op.x, *sx);
-    tw = ctx.tensor_map_param(op.w, *sw);
+    tw = ctx.tensor_map_param(q4 ? op.wq : op.w, *sw);
   }
   // Split-K: each CTA's fp32 partial (bm x bn) plus room for a completion counter per tile.
   // Stream-K: two fp32 partials per CTA (the first and the last tile its share touches) and a counter.
   scratch = split ? ctx.scratch_param(int64_t{cfg.bm} * cfg.bn * 4 + 4)
             : cfg.stream_k ? ctx.scratch_param(2 * int64_t{cfg.bm} * cfg.bn * 4 + 4) : "";
-  pipeline_smem = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt)), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
+  pipeline_smem = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt), q4), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
 }
 
 void emit_gemm_head(GemmKernel& k, const char* main_header, const std::string& extra_include) {
@@ -51,6 +70,7 @@ void emit_gemm_head(GemmKernel& k, const char* main_header, const std::string& e
   const std::string wn = k.ctx.graph().value(op.w).name;
   k.ctx.header_comment(w);
   w.line("#include \"layerjit/{}\"", main_header);
+  if (k.q4) w.line("#include \"layerjit/gemm_q4.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
   if (!extra_include.empty()) w.put(extra_include);
   w.blank();
@@ -62,6 +82,10 @@ void emit_gemm_head(GemmKernel& k, const char* main_header, const std::string& e
     w.line("constexpr lj_i64 N_OUT = N;");
   }
   w.line("constexpr lj_i64 K = {};  // reduction length", op.k);
+  if (k.q4) {
+    w.comment(print_node(k.ctx.graph(), op.dequant) + ": W's weight prologue, dequantized into shared memory");
+    w.line("typedef {} Q;", k.q4_type);
+  }
   if (k.rope) {
     w.line("constexpr lj_i64 D = {}, HALF = {};  // RoPE: heads of D columns, {}", op.rope_dim, op.rope_dim / 2,
            op.rope_interleaved ? "pairs (2i, 2i + 1)" : "pairs (i, i + HALF)");
@@ -75,6 +99,10 @@ void begin_gemm_body(GemmKernel& k, int min_blocks, int smem_align) {
   w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
   w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", smem_align);
   w.line("const lj_i64 M = {};  // rows of %{}", product_expr(k.op.rows), k.ctx.graph().value(k.op.x).name);
+}
+
+void emit_q4_weights(GemmKernel& k) {
+  if (k.q4) k.w.line("const Q wq{{{}}};  // codes, scales, zero points", k.q4_init);
 }
 
 void emit_cta_tile(GemmKernel& k) {

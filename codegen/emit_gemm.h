@@ -34,6 +34,10 @@ struct GemmKernel {
   /// aligned view offsets); otherwise element loads fill the same shared-memory layout.
   bool async = false;
   bool split = false;  ///< split-K
+  /// W from 4-bit codes (op.dequant, gemm_q4.cuh): `pw` is then the codes, `tw` a map over their
+  /// bytes, and the kernel builds `wq`, the lj_q4 of codes, scales and zero points, from `q4_init`.
+  bool q4 = false;
+  std::string q4_type, q4_init;
   ValueId stored = -1;  ///< the value the epilogue stores (y itself with RoPE)
   int kt = 0;           ///< elements of k per k tile
   /// SwiGLU: the tile's columns interleave 8 gate and 8 up rows of W per 16 (lj_gemm::for_each_glu).
@@ -51,11 +55,13 @@ struct GemmKernel {
 };
 
 /// The header comment, the includes (`main_header`, the family's template, and `extra_include`
-/// if not empty) and the constants N, N_OUT, K (and D, HALF, BN for RoPE).
+/// if not empty) and the constants N, N_OUT, K (and D, HALF, BN for RoPE; the weight prologue's Q).
 void emit_gemm_head(GemmKernel& k, const char* main_header, const std::string& extra_include);
 /// Opens the kernel: signature (`min_blocks` CTAs per SM, 0 for none), the programmatic-launch wait,
 /// the dynamic shared memory (aligned to `smem_align`) and M.
 void begin_gemm_body(GemmKernel& k, int min_blocks, int smem_align);
+/// With a weight prologue (k.q4): `const Q wq{...};`, the codes, scales and zero points.
+void emit_q4_weights(GemmKernel& k);
 /// A non-persistent CTA's output tile (m0, n0) and, with split-K, its share of the k tiles.
 void emit_cta_tile(GemmKernel& k);
 /// Split-K, after the main loop: the tile's partials in scratch (SPLIT per tile), then one completion

@@ -15,13 +15,15 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const Graph& g = ctx.graph();
   const char* cx = c_type(op.xt);
   emit_gemm_head(k, "gemm.cuh", "");
-  w.comment(fmt::format("Config: {}. {}", cfg.str(),
-                        k.async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads."));
+  w.comment(fmt::format("Config: {}. {}{}", cfg.str(),
+                        k.async ? "Rows are 16-byte aligned: cp.async copies." : "Rows are not 16-byte aligned: element loads.",
+                        k.q4 ? " W's codes by cp.async, dequantized into one W tile per k tile." : ""));
   w.line("typedef lj_gemm<{}, N, K, /*BM*/ {}, /*BN*/ {}, /*BK*/ {}, /*WM*/ {}, /*WN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, {}{}> Gemm;", cx,
          cfg.bm, cfg.bn, cfg.bk, cfg.warps_m, cfg.warps_n, cfg.stages, cfg.group_m, k.async ? "true" : "false",
-         k.split ? fmt::format(", /*SPLIT*/ {}", cfg.split_k) : "");
+         k.q4 ? fmt::format(", /*SPLIT*/ {}, Q", cfg.split_k) : k.split ? fmt::format(", /*SPLIT*/ {}", cfg.split_k) : "");
   w.blank();
   begin_gemm_body(k, 0, 128);
+  emit_q4_weights(k);
   emit_cta_tile(k);
   w.line("float acc[Gemm::MI][Gemm::NI][4] = {{}};");
   {
@@ -40,10 +42,13 @@ GeneratedKernel emit_gemm_mma(KernelContext& ctx, const MatmulOperands& op, cons
     } else {
       w.line("const lj_i64 n = v;");
     }
-    w.line("return {};", row_address(w, ctx, op.w, "n", "0", "wc"));
+    if (k.q4)
+      w.line("return n;  // a row of the codes");
+    else
+      w.line("return {};", row_address(w, ctx, op.w, "n", "0", "wc"));
   }
   w.comment(print_node(g, op.node));
-  w.line("Gemm::mainloop({}, {}, x_row, w_row, M, m0, n0, acc, reinterpret_cast<{}*>(lj_smem){});", k.px, k.pw, cx,
+  w.line("Gemm::mainloop({}, {}, x_row, w_row, M, m0, n0, acc, reinterpret_cast<{}*>(lj_smem){});", k.px, k.q4 ? "wq" : k.pw, cx,
          k.split ? ", split" : "");
   emit_split_reduce(k);
   // The pipeline's ring is free again: the epilogue stages the tile there, and the RoPE tables

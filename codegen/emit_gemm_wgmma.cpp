@@ -20,7 +20,7 @@ void emit_tile_loop(GemmKernel& k) {
   SourceWriter& w = k.w;
   const MatmulConfig& cfg = k.cfg;
   w.line("const Gemm::Role role = Gemm::begin(lj_smem);");
-  w.line("if (role == Gemm::IDLE) return;  // the producer warpgroup but its one loading thread");
+  w.line("if (role == Gemm::IDLE) return;  // the producer warpgroup but its one loading thread{}", k.q4 ? " and the dequantizing warps" : "");
   w.line("if (role == Gemm::PRODUCER) lj_tma_prefetch(&{}), lj_tma_prefetch(&{});", k.tx, k.tw);
   w.line("Gemm::Pipe pipe;  // the ring position, carried from tile to tile");
   w.line("const lj_i64 n_tiles = Gemm::tiles(M);");
@@ -46,18 +46,25 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   SourceWriter& w = k.w;
   const Graph& g = ctx.graph();
   emit_gemm_head(k, "gemm_wgmma.cuh", k.rope ? "#include \"layerjit/mma.cuh\"  // cp.async of the RoPE tables" : "");
-  w.comment(fmt::format("Config: {}. TMA loads of x and W, wgmma from shared memory (sm_90a).", cfg.str()));
+  w.comment(fmt::format("Config: {}. TMA loads of x and W{}, wgmma from shared memory (sm_90a).", cfg.str(),
+                        k.q4 ? "'s codes, dequantized into the W tile by warps 1-3" : ""));
   // 64-row tiles name every parameter up to BM (they are never persistent, ping-pong or stream-K).
-  w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", c_type(op.xt), cfg.bn,
-         cfg.stages, cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
-         cfg.pingpong ? ", /*PINGPONG*/ true" : cfg.stream_k ? ", /*PINGPONG*/ false, /*SPLIT*/ 1, /*STREAM_K*/ true" : "",
-         cfg.bm == 64 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}, /*STREAM_K*/ false, /*BM*/ 64", cfg.split_k)
-         : cfg.split_k > 1 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}", cfg.split_k) : "");
+  if (k.q4)  // every parameter up to the weight prologue's Q
+    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}, /*PERSISTENT*/ {}, /*PINGPONG*/ {}, "
+           "/*SPLIT*/ {}, /*STREAM_K*/ {}, /*BM*/ {}, Q> Gemm;",
+           c_type(op.xt), cfg.bn, cfg.stages, cfg.group_m, op.glu, cfg.persistent, cfg.pingpong, cfg.split_k, cfg.stream_k, cfg.bm);
+  else
+    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", c_type(op.xt), cfg.bn,
+           cfg.stages, cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
+           cfg.pingpong ? ", /*PINGPONG*/ true" : cfg.stream_k ? ", /*PINGPONG*/ false, /*SPLIT*/ 1, /*STREAM_K*/ true" : "",
+           cfg.bm == 64 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}, /*STREAM_K*/ false, /*BM*/ 64", cfg.split_k)
+           : cfg.split_k > 1 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}", cfg.split_k) : "");
   w.blank();
   // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1). 64-row tiles skip it
   // (gemm_wgmma.cuh) and, where two rings fit an SM's shared memory, ask for two CTAs per SM.
   const bool two_per_sm = cfg.bm == 64 && 2 * (k.pipeline_smem + 1024) <= opts.max_shared_bytes + 1024;
   begin_gemm_body(k, two_per_sm ? 2 : 1, 1024);
+  emit_q4_weights(k);
   if (cfg.persistent)
     emit_tile_loop(k);
   else
@@ -73,6 +80,11 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
     {
       auto prod = w.scope("if (role == Gemm::PRODUCER)");
       w.line("Gemm::produce(&{}, &{}, m0, b_lo, b_hi, pipe, lj_smem{});", k.tx, k.tw, cfg.stream_k ? ", kt0, kt1" : "");
+      w.line("continue;");
+    }
+    if (k.q4) {
+      auto tr = w.scope("if (role == Gemm::TRANSFORM)");
+      w.line("Gemm::transform(wq, b_lo, b_hi, pipe, lj_smem{});", cfg.stream_k ? ", kt0, kt1" : "");
       w.line("continue;");
     }
     if (cfg.pingpong) {
@@ -91,7 +103,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   } else {
     w.line("float acc[Gemm::MI][Gemm::ACC];");
     w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem{})) return;  // the producer warpgroup is done", k.tx, k.tw,
-           k.split ? ", split" : "");
+           k.q4 ? (k.split ? ", split, wq" : ", 0, wq") : k.split ? ", split" : "");
     emit_split_reduce(k);
   }
   // The tile is staged in shared memory of its own (staging()); a ping-pong consumer stages in its

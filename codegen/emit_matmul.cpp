@@ -395,7 +395,8 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.angles_in_kernel = op.table >= 0;
   p.arch_specific = opts.arch_specific;
   p.weight_codes = op.dequant >= 0;
-  p.tma = !p.weight_codes && tma_rows(ctx, op.x) && tma_rows(ctx, op.w);
+  // (Codes are dense params: a map over their bytes always fits, K being a multiple of 32.)
+  p.tma = tma_rows(ctx, op.x) && (p.weight_codes || tma_rows(ctx, op.w));
   p.m = op.rows.constant;
   for (const std::string& s : op.rows.symbols) {
     const std::optional<int64_t> v = opts.hint.get(s);

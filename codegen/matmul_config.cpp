@@ -17,12 +17,15 @@ std::string MatmulConfig::str() const {
                      split_k > 1 ? fmt::format(" sk={}", split_k) : "");
 }
 
-int MatmulConfig::shared_bytes(int elem_bytes, int out_bytes) const {
+int MatmulConfig::shared_bytes(int elem_bytes, int out_bytes, bool weight_codes) const {
   // + alignment and barriers; persistent: + the epilogue tile (bm rows of bn + 8, as lj_gemm stages
-  // it; ping-pong's two warpgroups take turns on it)
+  // it; ping-pong's two warpgroups take turns on it). Weight codes (4 bits per element of W's tile)
+  // join each stage, and the mma.sync GEMM keeps one dequantized W tile besides (gemm_q4.cuh).
   if (family == Family::Wgmma)
-    return 1024 + stages * (bm + bn) * k_tile(elem_bytes) * elem_bytes + (persistent ? 128 + bm * (bn + 8) * out_bytes : 2 * stages * 8);
-  return family == Family::Mma ? stages * (bm + bn) * bk * elem_bytes : 0;
+    return 1024 + stages * (bm + bn) * k_tile(elem_bytes) * elem_bytes + (weight_codes ? stages * bn * k_tile(elem_bytes) / 2 : 0) +
+           (persistent ? 128 + bm * (bn + 8) * out_bytes : (weight_codes ? 3 : 2) * stages * 8);
+  if (family != Family::Mma) return 0;
+  return weight_codes ? stages * (bm * bk * elem_bytes + bn * bk / 2) + bn * bk * elem_bytes : stages * (bm + bn) * bk * elem_bytes;
 }
 
 std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::string* error) {
@@ -221,10 +224,11 @@ MatmulConfig default_for(const MatmulProblem& p) {
     const MatmulConfig tc = gemv_mma(4, p.rope_pair_dim > 0 ? 4 : 8);
     if (reject_reason(tc, p).empty()) return tc;
   }
-  // 4-bit codes: the tensor-core GEMV is the one family that reads them. 4 warps: `layerjit tune` of
-  // a 28672 x 4096 projection at M = 1 on the H200 (twenty-third session): u=2 and u=4 with 4 warps
-  // 0.0313-0.0316 ms against 0.0359 with 8 (docs/perf.md); the other shapes are not measured yet.
-  if (p.weight_codes) return gemv_mma(2, 4);
+  // 4-bit codes at 1-16 rows: the tensor-core GEMV. 4 warps: `layerjit tune` of a 28672 x 4096
+  // projection at M = 1 on the H200 (twenty-third session): u=2 and u=4 with 4 warps 0.0313-0.0316
+  // ms against 0.0359 with 8 (docs/perf.md); the other shapes are not measured yet. More rows (or
+  // rows unknown): the GEMMs below, W's tiles dequantized into shared memory (gemm_q4.cuh).
+  if (p.weight_codes && p.m > 0 && p.m <= 16) return gemv_mma(2, 4);
   // Where it cannot run (K not a multiple of 16, unaligned rows), fp8 at one row with many W rows:
   // 64 x 128 Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a
   // conversion (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6
@@ -277,7 +281,9 @@ bool holds_rope_pairs(const MatmulConfig& c, int64_t d) { return d <= 0 || c.bn 
 }  // namespace
 
 MatmulConfig default_matmul_config(const MatmulProblem& p) {
-  const MatmulConfig c = in_elements(default_for(p), p);
+  MatmulConfig c = in_elements(default_for(p), p);
+  // The Hopper GEMM on 4-bit codes has a third barrier per stage: at most 5 stages.
+  if (p.weight_codes && c.family == MatmulConfig::Family::Wgmma) c.stages = std::min(c.stages, 5);
   const int64_t d = p.rope_pair_dim;
   if (c.family == MatmulConfig::Family::Gemv || holds_rope_pairs(c, d)) return c;
   // Half-style RoPE in the epilogue needs column tiles of whole heads or of a divisor of one: every
@@ -315,9 +321,15 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   const int kt = c.k_tile(dtype_bytes(p.dtype));
   if (c.split_k > 1 && p.k > 0 && c.split_k > (p.k + kt - 1) / kt)
     return fmt::format("sk={} for {} k tiles of {} (a CTA without k tiles)", c.split_k, (p.k + kt - 1) / kt, kt);
-  if (p.weight_codes && (c.family != MatmulConfig::Family::Gemv || !c.tensor_cores))
-    return "W is dequantized from 4-bit codes in the kernel (a weight prologue), which only the tensor-core GEMV (gemv mma) does";
-  if (p.weight_codes) {
+  if (p.weight_codes && c.family == MatmulConfig::Family::Gemv && !c.tensor_cores)
+    return "W is dequantized from 4-bit codes in the kernel (a weight prologue), which the tensor-core GEMV (gemv mma) and the GEMMs do, not the SIMT GEMV";
+  if (p.weight_codes && c.family != MatmulConfig::Family::Gemv) {
+    if (!tensor_core_dtype(p.dtype)) return fmt::format("W from 4-bit codes is dequantized to bf16 or f16 (x's dtype), not {}", dtype_name(p.dtype));
+    if (p.k % 32 != 0) return fmt::format("the GEMMs dequantize 4-bit codes in units of 32 elements: K (= {}) must be a multiple of 32", p.k);
+    if (c.family == MatmulConfig::Family::Mma && c.bk != 32 && c.bk != 64)
+      return fmt::format("bk={} with 4-bit codes (32 or 64: whole 32-element units of codes per row)", c.bk);
+  }
+  if (p.weight_codes && c.family == MatmulConfig::Family::Gemv) {
     if (p.sm < 80) return fmt::format("gemv mma on 4-bit codes (bf16/f16 mma.sync m16n8k16) needs sm_80 or newer, target is sm_{}", p.sm);
     if (!tensor_core_dtype(p.dtype)) return fmt::format("gemv mma on 4-bit codes multiplies bf16 or f16 x and W of one dtype, not {}", dtype_name(p.dtype));
     if (!p.aligned || p.k % 32 != 0)
@@ -368,7 +380,8 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
       return fmt::format("split-K (sk) runs one tile per CTA, not a persistent grid{}", c.stream_k ? " (streamk splits k itself)" : "");
     if (c.pingpong && c.bn != 128)
       return fmt::format("pingpong with bn={}: a warpgroup holds the whole 128-row tile, 2 x bn / 2 accumulators per thread (bn=128)", c.bn);
-    const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes);
+    if (p.weight_codes && c.stages > 5) return fmt::format("stages={} with 4-bit codes (at most 5: three barriers per stage)", c.stages);
+    const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes, p.weight_codes);
     if (smem > p.max_shared_bytes)
       return fmt::format("{} KiB of shared memory{}, the device allows {}", smem / 1024,
                          c.persistent ? " with the epilogue tile" : "", p.max_shared_bytes / 1024);
@@ -392,7 +405,7 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   const int regs = mi * ni * 4 + mi * 4 + ni * 2 + 40;
   if (regs > 255) return fmt::format("~{} registers per thread (warp tile {}x{})", regs, c.bm / c.warps_m, c.bn / c.warps_n);
   if (c.stages < 2 || c.stages > 8) return fmt::format("stages={} (2..8)", c.stages);
-  const int smem = c.shared_bytes(dtype_bytes(p.dtype));
+  const int smem = c.shared_bytes(dtype_bytes(p.dtype), 2, p.weight_codes);
   if (smem > p.max_shared_bytes) return fmt::format("{} KiB of shared memory, the device allows {}", smem / 1024, p.max_shared_bytes / 1024);
   return "";
 }
@@ -430,12 +443,23 @@ std::vector<MatmulConfig> pruned(const std::vector<MatmulConfig>& all, const Mat
 
 std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<std::string>* rejected) {
   std::vector<MatmulConfig> all{default_matmul_config(p)};
-  if (p.weight_codes) {  // only the tensor-core GEMV reads 4-bit codes
-    for (int u : {1, 2, 4})
-      for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
+  const bool small_m = p.m > 0 && p.m <= 16;
+  if (p.weight_codes) {  // 4-bit codes: the tensor-core GEMV for few rows, the GEMMs' common tiles
+    if (small_m || p.m == 0)
+      for (int u : {1, 2, 4})
+        for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
+    if (p.m == 0 || p.m > 1) {
+      struct Tile { int bm, bn, wm, wn; };
+      for (Tile t : {Tile{16, 64, 1, 2}, Tile{32, 64, 2, 2}, Tile{64, 64, 2, 2}, Tile{128, 128, 2, 2}, Tile{128, 256, 2, 4}})
+        for (int bk : {32, 64}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, t.bm <= 32 ? 6 : 4));
+    }
+    // (Not ping-pong: its 128 x 128 tile of accumulators per thread spills 72 bytes under the
+    // 168-register cap, as on bf16 weights; tests/codegen/test_weight_prologue.cpp.)
+    if (wgmma_available(p) && (p.m == 0 || p.m > 16))
+      for (int bn : {128, 256})
+        for (int stages : {3, 4}) all.push_back(wgmma(bn, stages));
     return pruned(all, p, rejected);
   }
-  const bool small_m = p.m > 0 && p.m <= 16;
   if (small_m || !mma_dtype(p.dtype) || p.sm < 80) {
     for (int mt : {1, 2, 4, 8, 16})
       for (int u : {2, 4, 8})

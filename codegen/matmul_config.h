@@ -57,7 +57,7 @@ struct MatmulConfig {
   int k_tile(int elem_bytes) const { return family == Family::Wgmma ? 128 / elem_bytes : bk; }
   /// Dynamic shared memory of the tensor-core families for `elem_bytes`-wide operands (0 for Gemv);
   /// a persistent wgmma kernel adds its epilogue tile of `out_bytes`-wide elements.
-  int shared_bytes(int elem_bytes, int out_bytes = 2) const;
+  int shared_bytes(int elem_bytes, int out_bytes = 2, bool weight_codes = false) const;
   bool operator==(const MatmulConfig&) const = default;
 };
 

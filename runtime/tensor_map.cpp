@@ -22,7 +22,7 @@ std::string tensor_map_problem(CUdeviceptr base, DType dtype, uint64_t rows, uin
 }
 
 Result<TensorMapBytes> encode_tensor_map_2d(const Context& ctx, CUdeviceptr base, DType dtype, uint64_t rows, uint64_t cols,
-                                            uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols) {
+                                            uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols, bool swizzle) {
   CUtensorMapDataType type;
   switch (dtype) {
     case DType::BF16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; break;
@@ -42,7 +42,8 @@ Result<TensorMapBytes> encode_tensor_map_2d(const Context& ctx, CUdeviceptr base
   const cuuint32_t element_strides[2] = {1, 1};
   CUresult r = ctx.api().cuTensorMapEncodeTiled_(&map, type, 2, reinterpret_cast<void*>(base), dims, strides, box,
                                                   element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                  swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     return Error{fmt::format("tensor map over {} x {} {} (row stride {} B, box {} x {}): {}", rows, cols, dtype_name(dtype),

@@ -17,7 +17,8 @@ struct TensorMapBytes {
 };
 
 /// A 2-D tiled map over `rows` x `cols` elements of `dtype` at `base`, rows `row_stride_bytes` apart,
-/// loaded in boxes of box_rows x box_cols with the 128-byte swizzle; out-of-range elements read as
+/// loaded in boxes of box_rows x box_cols with the 128-byte swizzle (or, `swizzle` false, as dense
+/// rows of the box); out-of-range elements read as
 /// zeros. Errors (from the driver or the checks here) say which limit the view breaks: 16-byte
 /// aligned start and stride, a box row of at most 128 bytes, at most 256 rows per box.
 /// Why the driver would refuse such a map (empty when it fits the limits checked here): the start
@@ -27,6 +28,6 @@ std::string tensor_map_problem(CUdeviceptr base, DType dtype, uint64_t rows, uin
                                uint32_t box_rows, uint32_t box_cols);
 
 Result<TensorMapBytes> encode_tensor_map_2d(const Context& ctx, CUdeviceptr base, DType dtype, uint64_t rows, uint64_t cols,
-                                            uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols);
+                                            uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols, bool swizzle = true);
 
 }  // namespace lj::rt

@@ -258,6 +258,8 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   [[ -x "$lj" ]] && run "decode_launch.sh" "$src/bench/exec/decode_launch.sh" "$lj" 1
   # The INT4, FP8 and W8A8 layers against the bf16 one (`layerjit bench`, one CUDA graph per call).
   [[ -x "$lj" ]] && run "quant layers.sh" "$src/bench/quant/layers.sh" "$lj"
+  # The 4-bit projections against bf16 ones at 1, 16, 32 and 4096 rows (GEMV and GEMMs on codes).
+  [[ -x "$lj" ]] && run "quant int4.sh" "$src/bench/quant/int4.sh" "$lj"
   # PyTorch anchors of the benchmarks (bench/*/*.py, e.g. SDPA for bench_attention), timed in the same
   # session: from the source tree next to this script, or copied into the build tree.
   mapfile -t anchors < <( { find "$src/bench" "$build/bench" -mindepth 2 -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)

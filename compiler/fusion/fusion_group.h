@@ -134,10 +134,10 @@ struct FusionOptions {
   /// the whole row of x), the rms_scale and rope_table it alone reads join its group and are
   /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step.
   bool one_row_prologues = true;
-  /// Where `sizes` give a matmul at most 16 rows (decode) and its W is a group-wise dequantize of
-  /// packed 4-bit params, the dequantize joins the matmul's group: the kernel reads the codes (a
-  /// quarter of the bf16 bytes) and dequantizes them in registers. Otherwise the dequantize is
-  /// weight preparation, run once when the weights are bound, and the matmul reads its bf16 result.
+  /// Where a matmul's W is a group-wise dequantize of packed 4-bit params, the dequantize joins the
+  /// matmul's group: the kernel reads the codes (a quarter of the bf16 bytes) and dequantizes them
+  /// (the GEMV in registers, the GEMMs into shared memory). Off: the dequantize is weight
+  /// preparation, run once when the weights are bound, and the matmul reads its bf16 result.
   bool weight_dequant_prologues = true;
   /// The symbol values the plan is made for (the compile hint); unbound symbols decide nothing.
   Bindings sizes;

@@ -398,22 +398,15 @@ class Partitioner {
   // Whether the sizes the plan is made for give matmul mm's x one row (FusionOptions::one_row_prologues).
   bool one_row(NodeId mm) const { return opts_.one_row_prologues && rows(mm) == std::optional<int64_t>(1); }
 
-  // Decode sizes (at most 16 rows): the group-wise dequantize of 4-bit params that makes W joins the
-  // matmul's group as its weight prologue. The kernel then streams the codes (a quarter of W's
-  // bf16 bytes, plus a scale per group) where it would stream W; at more rows, or at sizes not
-  // known, W is dequantized once when the weights are bound and the bf16 kernels read it.
+  // The group-wise dequantize of 4-bit params that makes W joins the matmul's group as its weight
+  // prologue, at any size: the kernel streams the codes (a quarter of W's bf16 bytes, plus a scale
+  // per group) where it would stream W, and dequantizes them in registers (the GEMV, at most 16
+  // rows) or into shared memory a k tile at a time (the GEMMs). W is never stored.
   void absorb_weight_dequant(int gid, NodeId mm) {
     if (!opts_.weight_dequant_prologues) return;
     const ValueId w = g_.node(mm).operands[1];
     const NodeId d = producer(w);
     if (d < 0 || !is_group_dequantize(g_.node(d)) || owner(d) != kUnassigned) return;
-    const std::optional<int64_t> m = rows(mm);
-    if (!m || *m > 16) {
-      note(gid, fmt::format("not absorbed {} = dequantize: {}; the 4-bit kernel is a GEMV for at most 16 rows, so {} is "
-                            "dequantized once (weight preparation) for the bf16 kernels",
-                            vname(w), m ? fmt::format("{} rows", *m) : std::string("rows not known at plan time"), vname(w)));
-      return;
-    }
     if (uses_.is_output(w) || uses_.users(w).size() != 1) {
       note(gid, fmt::format("not absorbed {} = dequantize: {} is read by more than this matmul", vname(w), vname(w)));
       return;
@@ -423,11 +416,11 @@ class Partitioner {
       return;
     }
     // A params-only node in a per-call group (try_absorb keeps those apart): W is made per call,
-    // from the codes, in registers.
+    // from the codes, in registers (the GEMV) or in shared memory (the GEMMs).
     add(gid, d);
     groups_[static_cast<size_t>(gid)].matmul.dequant = d;
     note(gid, fmt::format("absorbed {} = dequantize (weight prologue): the kernel reads the 4-bit codes {} and their scales, "
-                          "dequantizing in registers; {} never reaches memory",
+                          "dequantizing them in the kernel; {} never reaches memory",
                           vname(w), vname(g_.node(d).operands[0]), vname(w)));
   }
 

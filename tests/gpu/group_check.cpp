@@ -174,9 +174,10 @@ const HostTensor& evaluate(const Graph& g, ValueId v, const Bindings& b, std::ma
 // The weight prologue whose weights the kernel never rounds: the 4-bit GEMV with groups of 128 or
 // more (templates/layerjit/gemv_q4.cuh) multiplies the integers q - z by x and scales each k step's
 // f32 sums, so it computes the matmul over the exact (q - z) s, not over the dequantize's 16-bit
-// result as the reference does. Its dequantize node, or -1.
-NodeId unrounded_dequantize(const Graph& g, const FusionGroup& grp) {
-  if (grp.kind != GroupKind::Matmul || grp.matmul.dequant < 0) return -1;
+// result as the reference does. (The GEMMs round each weight to 16 bits in shared memory, as the
+// reference does: gemm_q4.cuh.) Its dequantize node, or -1.
+NodeId unrounded_dequantize(const Graph& g, const FusionGroup& grp, const GeneratedKernel& k) {
+  if (grp.kind != GroupKind::Matmul || grp.matmul.dequant < 0 || k.config.rfind("gemv", 0) != 0) return -1;
   return attr::group(g.node(grp.matmul.dequant).attrs).value_or(0) % 128 == 0 ? grp.matmul.dequant : -1;
 }
 
@@ -202,7 +203,7 @@ std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, 
   std::map<ValueId, HostTensor> before = known;  // buffers as uploaded
   // Such a group is checked against the matmul over the exact weights: (q - z) s in f32 (exact for a
   // 16-bit scale: q - z has at most 9 bits), then the matmul and its epilogue as usual.
-  if (const NodeId d = unrounded_dequantize(g, grp); d >= 0) {
+  if (const NodeId d = unrounded_dequantize(g, grp, k); d >= 0) {
     const Node& dn = g.node(d);
     std::vector<const HostTensor*> ops;
     for (ValueId o : dn.operands) ops.push_back(&evaluate(g, o, c.bind, known));

@@ -97,9 +97,23 @@ TEST_CASE("4-bit weight prologues match the reference at decode sizes", "[gpu][m
     }
 }
 
-/// Every config the tuner may pick for a 4-bit GEMV (k steps in flight, warps per CTA), on each
-/// weight-prologue graph of codegen_graphs.h: shares of K that are whole batches (EVEN) or not,
-/// groups of 32 to whole rows, and chunks of x rows past M.
+/// 4-bit weights at more rows: the GEMMs dequantize W's tiles into shared memory (gemm_q4.cuh), the
+/// mma.sync one at 17-64 rows (and everywhere on sm_80), the Hopper one above; row counts that no
+/// tile divides, split-K, and the Llama layers' projections with RoPE, SwiGLU and residual epilogues.
+TEST_CASE("4-bit weight prologues match the reference at prefill sizes", "[gpu][membound][int4]") {
+  for (const Graph& g : lj_test::weight_prologue_graphs())
+    for (int64_t rows : {17, 33, 129, 300}) {
+      INFO(g.name() << " at " << rows << " rows");
+      const std::vector<std::string> syms = g.symbols();
+      const bool decode = std::find(syms.begin(), syms.end(), "B") != syms.end();
+      check_graph(g, decode ? binds({{"B", rows}, {"C", 40}}) : binds({{"T", rows}}), static_cast<uint64_t>(80 + rows), false, {}, true);
+    }
+}
+
+/// Every config the tuner may pick for a 4-bit matmul on each weight-prologue graph of
+/// codegen_graphs.h: at one row the GEMV's (k steps in flight, warps per CTA: shares of K that are
+/// whole batches, EVEN, or not; groups of 32 to whole rows; chunks of x rows past M), at 9 rows the
+/// GEMV's and the mma.sync GEMM's tiles, at 200 rows the GEMMs' (the Hopper one's on sm_90a).
 TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu][membound][int4]") {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
@@ -107,7 +121,7 @@ TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu
   int checked = 0;
   for (const Graph& g : lj_test::weight_prologue_graphs()) {
     if (g.name().rfind("q4_llama", 0) == 0) continue;  // the layers' projections: the case above, at the default
-    for (int64_t rows : {1, 9}) {
+    for (int64_t rows : {1, 9, 200}) {
       FusionOptions fo;
       fo.sizes = binds({{"T", rows}});
       const FusionPlan plan = plan_fusion(g, fo);

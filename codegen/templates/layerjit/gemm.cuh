@@ -19,6 +19,11 @@
 //
 // Tiles are rastered in groups of GROUP_M tile rows: consecutive CTAs share W tiles (and x tiles
 // within a group), which keeps the working set of the CTAs in flight in L2.
+//
+// Q::ON (W from 4-bit codes, gemm_q4.cuh): each stage holds x's tile and W's codes (BK / 2 bytes per
+// row, cp.async); after a k tile has landed the threads dequantize its codes into one W tile outside
+// the ring, in the swizzled layout W's own copies would have, and a second barrier publishes it
+// before the MMAs read it. BK is 32 or 64 (whole 32-element units per row).
 #pragma once
 #include "layerjit/mma.cuh"
 #include "layerjit/split_k.cuh"
@@ -36,6 +41,11 @@ struct lj_scales_rows {
 template <>
 struct lj_scales_rows<lj_no_row_scale> {
   static constexpr bool value = false;
+};
+
+// The GEMMs' W as stored: no weight prologue (gemm_q4.cuh has the one that dequantizes 4-bit codes).
+struct lj_no_q4 {
+  static constexpr bool ON = false;
 };
 
 // Tile `bid`'s origin (m0, n0), grouped raster over a ceil(M / BM) x TILES_N grid of tiles (this
@@ -57,7 +67,8 @@ __device__ __forceinline__ void lj_grouped_tile(lj_i64 M, lj_i64& m0, lj_i64& n0
 
 // SPLIT_K > 1: SPLIT_K CTAs per output tile, each multiplying its range of k tiles (kt_begin), the
 // last to finish adding up the partials (split_k.cuh) and running the epilogue.
-template <class T, lj_i64 N, lj_i64 K, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, bool ASYNC, int SPLIT_K = 1>
+template <class T, lj_i64 N, lj_i64 K, int BM, int BN, int BK, int WM, int WN, int STAGES, int GROUP_M, bool ASYNC, int SPLIT_K = 1,
+          class Q = lj_no_q4>
 struct lj_gemm {
   static constexpr int SPLIT = SPLIT_K;
   static constexpr int EPI_THREADS = WM * WN * 32;  // threads of the epilogue: all of them
@@ -69,12 +80,16 @@ struct lj_gemm {
   static constexpr int WTM = BM / WM, WTN = BN / WN;  // the warp's tile
   static constexpr int MI = WTM / 16, NI = WTN / 8;   // mma tiles per warp
   static constexpr int A_LOADS = BM * CHUNKS / THREADS, B_LOADS = BN * CHUNKS / THREADS;
-  static constexpr int STAGE_ELEMS = (BM + BN) * BK;
-  static constexpr int SMEM_BYTES = STAGES * STAGE_ELEMS * (int)sizeof(T);
+  // A stage: x's tile, then W's (Q::ON: W's codes, BK / 2 bytes per row; the one W tile follows the ring).
+  static constexpr int STAGE_ELEMS = Q::ON ? BM * BK + BN * BK / 4 : (BM + BN) * BK;
+  static constexpr int SMEM_BYTES = (STAGES * STAGE_ELEMS + (Q::ON ? BN * BK : 0)) * (int)sizeof(T);
+  static constexpr int UNITS_PER_ROW = BK / 32;  // Q::ON: 32-element units (16 bytes of codes) per row and k tile
+  static constexpr int Q_LOADS = Q::ON ? (BN * UNITS_PER_ROW + THREADS - 1) / THREADS : 0;
   static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
   static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
 
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "mma.sync here takes 16-bit operands (m16n8k16) or i8 (m16n8k32)");
+  static_assert(!Q::ON || (sizeof(T) == 2 && (BK == 32 || BK == 64)), "W from 4-bit codes: 16-bit tiles of whole 32-element units");
   static_assert(CHUNKS == 2 || CHUNKS == 4 || CHUNKS == 8, "BK: 2, 4 or 8 chunks of 16 bytes per row");
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "a warp tile is whole 16x16 ldmatrix blocks");
   static_assert(BM * CHUNKS % THREADS == 0 && BN * CHUNKS % THREADS == 0, "every thread copies the same chunk count");
@@ -122,8 +137,9 @@ struct lj_gemm {
 
   // acc += x[m0 .. m0+BM, :] * w[n0 .. n0+BN, :]^T. x_row(m) / w_row(n): element offsets of row starts
   // (w_row may remap columns to rows, e.g. interleaving gate and up rows, and returns -1 for none).
-  template <class XRow, class WRow>
-  static __device__ __forceinline__ void mainloop(const T* __restrict__ x, const T* __restrict__ w, XRow x_row, WRow w_row,
+  // (Q::ON: `w` is the lj_q4 of W's codes, and w_row(n) a row index of them, -1 for none.)
+  template <class W, class XRow, class WRow>
+  static __device__ __forceinline__ void mainloop(const T* __restrict__ x, const W& w, XRow x_row, WRow w_row,
                                                   lj_i64 M, lj_i64 m0, lj_i64 n0, float (&acc)[MI][NI][4], T* smem, int split = 0) {
     if constexpr (lj_int_operands<T>) {
       int sums[MI][NI][4] = {};  // exact integer sums; one rounding to float each
@@ -139,15 +155,16 @@ struct lj_gemm {
     }
   }
 
-  template <class XRow, class WRow, class A>
-  static __device__ __forceinline__ void run(const T* __restrict__ x, const T* __restrict__ w, XRow x_row, WRow w_row, lj_i64 M,
+  template <class W, class XRow, class WRow, class A>
+  static __device__ __forceinline__ void run(const T* __restrict__ x, const W& w, XRow x_row, WRow w_row, lj_i64 M,
                                              lj_i64 m0, lj_i64 n0, A (&acc)[MI][NI][4], T* smem, int split) {
     const int tid = threadIdx.x;
     const lj_i64 kt0 = kt_begin(split), kt1 = kt_begin(split + 1);  // this CTA's k tiles
     // Each thread copies the same chunks of every k tile: row starts and masks are computed once.
     const T* a_row[A_LOADS];
-    const T* b_row[B_LOADS];
-    bool a_ok[A_LOADS], b_ok[B_LOADS];
+    constexpr int B_ROWS = Q::ON ? 1 : B_LOADS;  // (Q::ON: the codes' rows below)
+    const T* b_row[B_ROWS];
+    bool a_ok[A_LOADS], b_ok[B_ROWS];
 #pragma unroll
     for (int j = 0; j < A_LOADS; ++j) {
       const int i = tid + j * THREADS;
@@ -155,13 +172,26 @@ struct lj_gemm {
       a_ok[j] = m < M;
       a_row[j] = a_ok[j] ? x + x_row(m) : x;
     }
+    if constexpr (!Q::ON) {
 #pragma unroll
-    for (int j = 0; j < B_LOADS; ++j) {
-      const int i = tid + j * THREADS;
-      const lj_i64 n = n0 + i / CHUNKS;
-      const lj_i64 r = n < N ? w_row(n) : -1;  // w_row < 0: no such row (a gap of a remapped tile)
-      b_ok[j] = r >= 0;
-      b_row[j] = b_ok[j] ? w + r : w;
+      for (int j = 0; j < B_LOADS; ++j) {
+        const int i = tid + j * THREADS;
+        const lj_i64 n = n0 + i / CHUNKS;
+        const lj_i64 r = n < N ? w_row(n) : -1;  // w_row < 0: no such row (a gap of a remapped tile)
+        b_ok[j] = r >= 0;
+        b_row[j] = b_ok[j] ? w + r : w;
+      }
+    }
+    // Q::ON: the W row of each unit this thread copies and dequantizes (NW for none: zeros).
+    lj_i64 q_row[Q_LOADS > 0 ? Q_LOADS : 1];
+    if constexpr (Q::ON) {
+#pragma unroll
+      for (int j = 0; j < Q_LOADS; ++j) {
+        const int i = tid + j * THREADS;
+        const lj_i64 n = n0 + i / UNITS_PER_ROW;
+        const lj_i64 r = i < BN * UNITS_PER_ROW && n < N ? w_row(n) : -1;
+        q_row[j] = r >= 0 ? r : Q::NW;
+      }
     }
 
     auto load = [&](int stage, lj_i64 kt) {
@@ -173,11 +203,39 @@ struct lj_gemm {
         const lj_i64 k = kt * BK + c * CE;
         copy_chunk(sa + swz(i / CHUNKS, c), a_row[j], k, a_ok[j] ? K - k : 0);
       }
+      if constexpr (Q::ON) {  // 16 bytes of codes per unit, rows of BK / 2 bytes
+        unsigned char* sq = reinterpret_cast<unsigned char*>(sb);
 #pragma unroll
-      for (int j = 0; j < B_LOADS; ++j) {
-        const int i = tid + j * THREADS, c = i % CHUNKS;
-        const lj_i64 k = kt * BK + c * CE;
-        copy_chunk(sb + swz(i / CHUNKS, c), b_row[j], k, b_ok[j] ? K - k : 0);
+        for (int j = 0; j < Q_LOADS; ++j) {
+          const int i = tid + j * THREADS;
+          if (BN * UNITS_PER_ROW % THREADS != 0 && i >= BN * UNITS_PER_ROW) break;
+          const lj_i64 k = kt * BK + (i % UNITS_PER_ROW) * 32;
+          const bool in = q_row[j] < Q::NW && k < K;
+          lj_cp_async16(sq + i * 16, in ? w.codes(q_row[j], k) : w.q, in ? 16 : 0);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < B_LOADS; ++j) {
+          const int i = tid + j * THREADS, c = i % CHUNKS;
+          const lj_i64 k = kt * BK + c * CE;
+          copy_chunk(sb + swz(i / CHUNKS, c), b_row[j], k, b_ok[j] ? K - k : 0);
+        }
+      }
+    };
+    // Q::ON: W's tile, dequantized from the codes of the stage's k tile kt.
+    T* const q_tile = smem + STAGES * STAGE_ELEMS;
+    auto dequantize = [&](int stage, lj_i64 kt) {
+      if constexpr (Q::ON) {
+        const unsigned char* sq = reinterpret_cast<const unsigned char*>(smem + stage * STAGE_ELEMS + BM * BK);
+#pragma unroll
+        for (int j = 0; j < Q_LOADS; ++j) {
+          const int i = tid + j * THREADS, h = i % UNITS_PER_ROW;
+          if (BN * UNITS_PER_ROW % THREADS != 0 && i >= BN * UNITS_PER_ROW) break;
+          uint4 out[4];
+          w.unit(*reinterpret_cast<const uint4*>(sq + i * 16), q_row[j], kt * BK + 32 * h, out);
+#pragma unroll
+          for (int c = 0; c < 4; ++c) lj_st_shared16(q_tile + swz(i / UNITS_PER_ROW, 4 * h + c), out[c]);
+        }
       }
     };
 
@@ -192,7 +250,7 @@ struct lj_gemm {
     const int b_x = ((lane >> 3) & 1) ^ ((b_r / (8 / CHUNKS)) % CHUNKS);
     auto compute = [&](int stage) {
       const T* sa = smem + stage * STAGE_ELEMS + a_base;
-      const T* sb = smem + stage * STAGE_ELEMS + BM * BK + b_base;
+      const T* sb = (Q::ON ? q_tile : smem + stage * STAGE_ELEMS + BM * BK) + b_base;
 #pragma unroll
       for (int kk = 0; kk < K_STEPS; ++kk) {
         unsigned a[MI][4], b[NI][2];
@@ -234,6 +292,10 @@ struct lj_gemm {
   __syncthreads();                /* ... everyone's, and everyone is done with tile kt - 1's buffer */ \
   if (kt + STAGES - 1 < kt1) load(write_stage, kt + STAGES - 1);                                      \
   lj_cp_async_commit();                                                                                \
+  if constexpr (Q::ON) {                                                                               \
+    dequantize(read_stage, kt);                                                                        \
+    __syncthreads(); /* W's tile written by all before any warp reads it */                            \
+  }                                                                                                    \
   compute(read_stage);                                                                                 \
   read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;                                          \
   write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;

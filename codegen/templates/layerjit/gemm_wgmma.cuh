@@ -45,13 +45,19 @@
 // SwiGLU (GLU = true): the two w boxes are the gate rows [c0, c0 + BN/2) and the up rows [N_OUT + c0,
 // ...) of the same output columns; stage() interleaves them back into the 8-gate/8-up column order
 // the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
+//
+// Q::ON (W from 4-bit codes, gemm_q4.cuh): the producer thread loads x and the codes of W's two boxes
+// (32 bytes of each row per k tile) into the slot; warps 1-3 of the producer warpgroup wait for them
+// ("full"), dequantize them into the slot's W tile in the layout TMA gives a bf16 or f16 tile (rows
+// of 128 bytes, 16-byte chunks swizzled), order those writes before the async proxy's reads, and
+// arrive on the slot's "ready" barrier, on which the consumers wait before their MMAs.
 #pragma once
 #include "layerjit/gemm.cuh"
 #include "layerjit/split_k.cuh"
 #include "layerjit/wgmma.cuh"
 
 template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false,
-          int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128>
+          int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128, class Q = lj_no_q4>
 struct lj_wgmma_gemm {
   static constexpr int SPLIT = SPLIT_K;  // CTAs per output tile (split-K)
   // BK: one 128-byte swizzle row of k, 64 16-bit or 128 8-bit elements; every size below is in bytes
@@ -61,19 +67,25 @@ struct lj_wgmma_gemm {
   static constexpr int THREADS = 128 + CONSUMER_THREADS;
   static constexpr int EPI_THREADS = PINGPONG ? 128 : CONSUMER_THREADS;  // the threads that stage and store one tile
   static constexpr int MI = PINGPONG ? 2 : 1;               // m64 halves of the tile per consumer warpgroup
-  static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, STAGE_BYTES = A_BYTES + B_BYTES;
+  // Q::ON: after W's tile, its codes (32 bytes per row; a multiple of 1024 bytes for every BN).
+  static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, CODE_BYTES = Q::ON ? BN * 32 : 0;
+  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + CODE_BYTES;
+  static constexpr int TRANSFORM_THREADS = 96;  // Q::ON: warps 1-3 of the producer warpgroup
   static constexpr int ACC = BN / 2;  // fp32 accumulators per thread and m64 half (64 x BN over 128 threads)
   static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
   static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
   static constexpr int RING_BYTES = STAGES * STAGE_BYTES;
-  // Ring buffers (1024-byte aligned for the 128-byte swizzle), then the full and empty barriers (128
-  // bytes), then, when persistent, the epilogue tile (the ring is refilled during the epilogue).
-  static constexpr int SMEM_BYTES = 1024 + RING_BYTES + (PERSISTENT ? 128 : 2 * STAGES * 8);
+  // Ring buffers (1024-byte aligned for the 128-byte swizzle), then the full, empty (and with Q::ON
+  // ready) barriers (128 bytes), then, when persistent, the epilogue tile (the ring is refilled during
+  // the epilogue).
+  static constexpr int BARRIERS = Q::ON ? 3 : 2;
+  static constexpr int SMEM_BYTES = 1024 + RING_BYTES + (PERSISTENT ? 128 : BARRIERS * STAGES * 8);
   static constexpr int STAGE_LD = BN + 8;  // staged epilogue tile row, as lj_gemm's
 
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "wgmma here takes 16-bit, fp8 or i8 operands");
   static_assert(BN == 64 || BN == 96 || BN == 128 || BN == 256, "consumer tiles are m64n64, m64n96, m64n128 or m64n256");
-  static_assert(STAGES >= 2 && 2 * STAGES * 8 <= 128, "a pipeline needs two buffers; barriers fit 128 bytes");
+  static_assert(STAGES >= 2 && BARRIERS * STAGES * 8 <= 128, "a pipeline needs two buffers; barriers fit 128 bytes");
+  static_assert(!Q::ON || sizeof(T) == 2, "W from 4-bit codes is dequantized to bf16 or f16");
   static_assert(PERSISTENT || BM * STAGE_LD * 2 <= RING_BYTES, "the staged tile reuses the ring");
   static_assert(!PINGPONG || PERSISTENT, "ping-pong consumers take turns over a persistent CTA's tiles");
   static_assert(SPLIT >= 1 && SPLIT <= K_TILES && !(SPLIT > 1 && PERSISTENT), "split-K: one tile per CTA, a k tile each at least");
@@ -82,9 +94,9 @@ struct lj_wgmma_gemm {
   // Split-K: floats of one CTA's partial (the consumer threads' accumulators, thread-minor).
   static constexpr int PART_FLOATS = CONSUMER_THREADS * MI * ACC;
 
-  // Roles after begin(): the producer thread (thread 0), the idle rest of the producer warpgroup,
-  // the consumer threads.
-  enum Role { PRODUCER, IDLE, CONSUMER };
+  // Roles after begin(): the producer thread (thread 0), the idle rest of the producer warpgroup
+  // (with Q::ON: the rest of warp 0; warps 1-3 dequantize), the consumer threads.
+  enum Role { PRODUCER, IDLE, CONSUMER, TRANSFORM };
   // A position in the ring; the producer's and each consumer's advance in step, tile after tile.
   struct Pipe {
     int stage = 0;
@@ -136,13 +148,14 @@ struct lj_wgmma_gemm {
       for (int s = 0; s < STAGES; ++s) {
         lj_mbar_init(&full[s], 1);   // the producer's arrive.expect_tx (plus the bytes)
         lj_mbar_init(&empty[s], PINGPONG ? 4 : CONSUMER_THREADS / 32);  // one arrival per warp of the slot's consumer(s)
+        if constexpr (Q::ON) lj_mbar_init(&empty[STAGES + s], TRANSFORM_THREADS / 32);  // ready: one per dequantizing warp
       }
       lj_mbar_init_fence();
     }
     __syncthreads();
     if (threadIdx.x < 128) {
       if constexpr (BM == 128) lj_setmaxnreg_dec<40>();
-      return threadIdx.x == 0 ? PRODUCER : IDLE;
+      return threadIdx.x == 0 ? PRODUCER : Q::ON && threadIdx.x >= 32 ? TRANSFORM : IDLE;
     }
     if constexpr (BM == 128) lj_setmaxnreg_inc<232>();
     return CONSUMER;
@@ -157,13 +170,55 @@ struct lj_wgmma_gemm {
     unsigned long long* empty = full + STAGES;
     for (int kt = kt0; kt < kt1; ++kt) {
       lj_mbar_wait(&empty[pipe.stage], pipe.phase ^ 1);
-      lj_mbar_arrive_expect_tx(&full[pipe.stage], STAGE_BYTES);
+      // (Q::ON: x's bytes and the codes', the W tile being the dequantizing warps' to fill.)
+      lj_mbar_arrive_expect_tx(&full[pipe.stage], Q::ON ? A_BYTES + CODE_BYTES : STAGE_BYTES);
       unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
       const int k = (int)(kt * BK);
       lj_tma_load_2d(sa, tx, k, (int)m0, &full[pipe.stage]);
-      lj_tma_load_2d(sa + A_BYTES, tw, k, (int)b_lo, &full[pipe.stage]);
-      lj_tma_load_2d(sa + A_BYTES + B_BYTES / 2, tw, k, (int)b_hi, &full[pipe.stage]);
+      if constexpr (Q::ON) {  // the codes of W's rows (tw: a map over the codes' bytes)
+        lj_tma_load_2d(sa + A_BYTES + B_BYTES, tw, k / 2, (int)b_lo, &full[pipe.stage]);
+        lj_tma_load_2d(sa + A_BYTES + B_BYTES + CODE_BYTES / 2, tw, k / 2, (int)b_hi, &full[pipe.stage]);
+      } else {
+        lj_tma_load_2d(sa + A_BYTES, tw, k, (int)b_lo, &full[pipe.stage]);
+        lj_tma_load_2d(sa + A_BYTES + B_BYTES / 2, tw, k, (int)b_hi, &full[pipe.stage]);
+      }
       pipe.advance();
+    }
+  }
+
+  // Q::ON, warps 1-3 of the producer warpgroup: one tile's k tiles of W dequantized from the codes in
+  // each slot into its W tile, in the producer's order. A unit is 32 elements of a row (16 bytes of
+  // codes, four 16-byte chunks of W); units are dealt round-robin, a row's two per k tile to
+  // neighbouring threads (conflict-free: a quarter warp reads 128 contiguous bytes of codes and
+  // writes 8 distinct swizzled chunk positions).
+  static __device__ __forceinline__ void transform(const Q& q, lj_i64 b_lo, lj_i64 b_hi, Pipe& pipe, unsigned char* smem_raw,
+                                                   int kt0 = 0, int kt1 = (int)K_TILES) {
+    if constexpr (Q::ON) {
+      unsigned char* smem = aligned(smem_raw);
+      unsigned long long* full = full_bars(smem_raw);
+      unsigned long long* ready = full + 2 * STAGES;
+      const int tt = threadIdx.x - 32;
+      constexpr int UNITS = 2 * BN, PER_THREAD = (UNITS + TRANSFORM_THREADS - 1) / TRANSFORM_THREADS;
+      for (int kt = kt0; kt < kt1; ++kt) {
+        lj_mbar_wait(&full[pipe.stage], pipe.phase);
+        unsigned char* sb = smem + pipe.stage * STAGE_BYTES + A_BYTES;
+        const unsigned char* sq = sb + B_BYTES;
+#pragma unroll
+        for (int j = 0; j < PER_THREAD; ++j) {
+          const int u = tt + j * TRANSFORM_THREADS;
+          if (UNITS % TRANSFORM_THREADS != 0 && u >= UNITS) break;
+          const int i = u >> 1, h = u & 1;  // tile row i, elements 32h .. 32h + 31 of the k tile
+          const lj_i64 n = i < BN / 2 ? b_lo + i : b_hi + (i - BN / 2);
+          uint4 out[4];
+          q.unit(*reinterpret_cast<const uint4*>(sq + i * 32 + h * 16), n, (lj_i64)kt * BK + 32 * h, out);
+#pragma unroll
+          for (int c = 0; c < 4; ++c) lj_st_shared16(sb + i * 128 + (((4 * h + c) ^ (i & 7)) << 4), out[c]);
+        }
+        lj_fence_proxy_async();  // these writes before the consumers' wgmma reads (async proxy)
+        __syncwarp();
+        if ((threadIdx.x & 31) == 0) lj_mbar_arrive(&ready[pipe.stage]);
+        pipe.advance();
+      }
     }
   }
 
@@ -206,6 +261,7 @@ struct lj_wgmma_gemm {
     int prev = 0;
     for (int kt = kt0; kt < kt1; ++kt) {
       lj_mbar_wait(&full[pipe.stage], pipe.phase);
+      if constexpr (Q::ON) lj_mbar_wait(&full[2 * STAGES + pipe.stage], pipe.phase);  // ... and W dequantized
       const unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
       const unsigned long long db = lj_wgmma_desc_sw128(sa + A_BYTES);
       lj_wgmma_fence();
@@ -232,7 +288,8 @@ struct lj_wgmma_gemm {
   // One tile, one CTA (the non-persistent kernel): acc = x[m0 .. m0+BM, :] * w[b_lo.., b_hi..]^T for
   // this consumer warpgroup's 64 rows. Returns false outside the consumers, whose work is done.
   static __device__ __forceinline__ bool mainloop(const lj_tensor_map* tx, const lj_tensor_map* tw, lj_i64 m0, lj_i64 b_lo,
-                                                  lj_i64 b_hi, float (&acc)[MI][ACC], unsigned char* smem_raw, int split = 0) {
+                                                  lj_i64 b_hi, float (&acc)[MI][ACC], unsigned char* smem_raw, int split = 0,
+                                                  const Q& q = Q{}) {
     const Role role = begin(smem_raw);
     Pipe pipe;
     const int kt0 = kt_begin(split), kt1 = kt_begin(split + 1);
@@ -241,6 +298,7 @@ struct lj_wgmma_gemm {
       lj_tma_prefetch(tw);
       produce(tx, tw, m0, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
     }
+    if (role == TRANSFORM) transform(q, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
     if (role != CONSUMER) return false;
     consume(acc, pipe, smem_raw, 0, false, kt0, kt1);
     return true;

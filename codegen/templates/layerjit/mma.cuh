@@ -10,6 +10,11 @@
 __device__ __forceinline__ unsigned lj_smem_addr(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }
+// 16 bytes into shared memory as a shared-space store (tile pointers are generic: a generic store
+// would resolve the window at run time).
+__device__ __forceinline__ void lj_st_shared16(void* p, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(lj_smem_addr(p)), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
 
 // 16 bytes global -> shared without passing through registers. src_bytes < 16 zero-fills the rest
 // (0: nothing is read, so a masked-off row or k chunk becomes zeros that add nothing to the dot

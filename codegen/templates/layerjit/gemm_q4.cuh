@@ -1,0 +1,56 @@
+// W made from 4-bit codes inside the tensor-core GEMMs (sm_80+): the weight prologue of a matmul with
+// more rows than the 4-bit GEMV takes. The codes reach shared memory as bytes (cp.async in the
+// mma.sync GEMM, TMA in the Hopper one); threads dequantize them there into the 16-bit tile the MMAs
+// read, in the layout (and swizzle) that tile has when it is loaded as bf16 or f16, so the main loops
+// multiply it unchanged.
+//
+// Each W element is (q - z) * s rounded once to T, the value the unfused plan's prepared W holds (the
+// reference's bit for bit where s has T's type; other scale types go through f32 and one rounding,
+// as the GEMV's rounded path: gemv_q4.cuh). A unit of work is 32 elements of one W row, k a multiple
+// of 32 (the planner's rule: K and G are), so one scale and one zero point serve it: 16 bytes of codes
+// in, four 16-byte chunks of T out, in k order. The GEMV's pair trick gives (e_i, e_{i+4}) from a
+// word of 8 codes; two byte permutes per two pairs put them back in order, (e0, e1) ... (e6, e7).
+#pragma once
+#include "layerjit/gemv_q4.cuh"
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// W = dequantize(q, s, z) {group = G}: codes q [NW, K] (element 2j of a row in the low nibble of its
+// byte j), scales s [NW, K / G], zero points z (u4 packed like q, or i8; TZ void: none, and i4 codes,
+// SIGNED, have a zero of 8). All three dense params.
+template <class T, class TS, class TZ, bool SIGNED, lj_i64 NW_, lj_i64 K, lj_i64 G>
+struct lj_q4 {
+  static constexpr bool ON = true;
+  static constexpr lj_i64 NW = NW_, GROUPS = K / G;
+  static_assert(K % 32 == 0 && G % 32 == 0, "a unit's 32 codes lie in one group and inside K");
+  const unsigned char* __restrict__ q;
+  const TS* __restrict__ s;
+  const TZ* z;
+
+  // Row n's codes from element k (bytes).
+  __device__ __forceinline__ const unsigned char* codes(lj_i64 n, lj_i64 k) const { return q + n * (K / 2) + k / 2; }
+
+  // The 32 elements of row n from k (`c` their 16 bytes of codes) as four 16-byte chunks of T in k
+  // order; zeros for a row past NW or k past K (TMA and the clamped loads read zeros or another row
+  // there; such columns are never stored, such k meet zeros of x).
+  __device__ __forceinline__ void unit(uint4 c, lj_i64 n, lj_i64 k, uint4 (&out)[4]) const {
+    if (n >= NW || k >= K) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) out[j] = make_uint4(0u, 0u, 0u, 0u);
+      return;
+    }
+    const lj_i64 g = n * GROUPS + k / G;  // the unit's group
+    int zero = SIGNED ? 8 : 0;
+    if constexpr (!lj_same<TZ, void>::value) zero = lj_q4_zero(z + (lj_same<TZ, unsigned char>::value ? n * GROUPS / 2 : n * GROUPS), k / G);
+    lj_q4_group<T, TS, TZ, SIGNED, lj_same<TS, T>::value> gr;
+    gr.set(s[g], zero);
+    const unsigned words[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {  // word j: elements k + 8j .. k + 8j + 7
+      const unsigned p0 = gr.pair(words[j], 0), p1 = gr.pair(words[j], 1);  // (e0, e4), (e1, e5)
+      const unsigned p2 = gr.pair(words[j], 2), p3 = gr.pair(words[j], 3);  // (e2, e6), (e3, e7)
+      out[j] = make_uint4(__byte_perm(p0, p1, 0x5410), __byte_perm(p2, p3, 0x5410), __byte_perm(p0, p1, 0x7632),
+                          __byte_perm(p2, p3, 0x7632));
+    }
+  }
+};
+#endif
