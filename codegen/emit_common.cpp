@@ -283,7 +283,8 @@ std::string pointwise_expr(const Node& n, const std::vector<std::string>& a) {
     case OpKind::ReduceMax:
     case OpKind::ReduceMean:
     case OpKind::Embedding:
-    case OpKind::Argmax: break;
+    case OpKind::Argmax:
+    case OpKind::AllReduce: break;
   }
   LJ_ASSERT(false, "{} is not a pointwise op", op_name(n.kind));
   __builtin_unreachable();

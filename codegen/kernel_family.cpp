@@ -43,7 +43,8 @@ const KernelFamily* kernel_family(GroupKind k) {
     case GroupKind::Attention: return &attention_family();
     case GroupKind::Gather: return &gather_family();
     case GroupKind::Reduce:
-    case GroupKind::Copy: return nullptr;
+    case GroupKind::Copy:
+    case GroupKind::AllReduce: return nullptr;  // NCCL's, not a generated kernel
   }
   LJ_ASSERT(false, "unhandled group kind {}", static_cast<int>(k));
   __builtin_unreachable();
@@ -53,6 +54,9 @@ bool has_emitter(GroupKind k) { return kernel_family(k) != nullptr; }
 
 GeneratedKernel emit_group(const Graph& g, const FusionGroup& grp, const EmitOptions& opts) {
   if (const KernelFamily* f = kernel_family(grp.kind)) return f->emit(g, grp, opts);
+  if (grp.kind == GroupKind::AllReduce)
+    throw UserError(fmt::format("group {} of @{} is an all_reduce: NCCL runs it between the ranks' kernels, no kernel is generated "
+                                "for it (docs/tp.md)", grp.id, g.name()));
   const std::string_view kind = group_kind_name(grp.kind);
   const bool vowel = std::string_view("aeiou").find(kind.front()) != std::string_view::npos;
   throw UserError(fmt::format("group {} of @{} is {} {} group: its kernel generator is not written yet",

@@ -91,6 +91,7 @@ OpCost op_cost(OpKind k, const std::vector<TensorType>& ops, const std::vector<T
       c.flops = 0;
       break;
     case OpKind::Argmax: c.flops = elems(ops[0], b); break;  // one comparison per element
+    case OpKind::AllReduce: c.flops = elems(ops[0], b); break;  // one add per element and rank (the ring's share)
   }
   return c;
 }

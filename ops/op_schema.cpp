@@ -74,6 +74,10 @@ std::vector<OpSchema> make_schemas() {
         A{"axis", AttrKind::AxisOrNone, false, none()}, A{"group", AttrKind::Int}}},
       {OpKind::Embedding, "embedding", {"table", "ids"}, 2, 2, 1, {}},
       {OpKind::Argmax, "argmax", {"x"}, 1, 1, 1, {}},
+      // The sum of x over the `ranks` ranks of a tensor-parallel group (the sharding pass inserts it
+      // after each row-parallel matmul: compiler/passes/shard.cpp).
+      {OpKind::AllReduce, "all_reduce", {"x"}, 1, 1, 1,
+       {A{"op", AttrKind::String, false, AttrValue("sum"), {"sum"}}, A{"ranks", AttrKind::Int, true}}},
   };
   return s;
 }

@@ -480,6 +480,12 @@ std::vector<TensorType> infer_types(OpKind k, const std::vector<TensorType>& ops
       return {{attr::dtype(attrs), ops[0].shape}};
     case OpKind::Embedding: return infer_embedding(k, ops);
     case OpKind::Argmax: return infer_argmax(k, ops);
+    case OpKind::AllReduce: {
+      need_float(k, ops, 0);
+      const int64_t r = attrs.has("ranks") ? attrs.get_int("ranks") : 0;
+      if (r < 1 || r > 64) fail(fmt::format("{}: ranks = {}: a tensor-parallel group has 1 to 64 ranks", nm(k), r));
+      return {ops[0]};
+    }
     case OpKind::Dequantize:
       if (ops[0].dtype != DType::I8 && !is_fp8(ops[0].dtype) && !is_packed(ops[0].dtype))
         fail(fmt::format("{}: x must be quantized (f8e4m3, f8e5m2, i8, u4 or i4), got {}", nm(k), ops[0].str()));

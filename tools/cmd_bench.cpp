@@ -22,7 +22,7 @@ namespace lj::cli {
 
 const char* const kBenchUsage =
     "usage: layerjit bench [FILE] [--graph NAME] --bind T=4096 [--seed N] [--no-arch-specific]\n"
-    "                      [--no-one-row-prologues] [--json FILE] [--csv FILE] [--roofline FILE.svg]\n"
+    "                      [--no-one-row-prologues] [--packed-weights] [--json FILE] [--csv FILE] [--roofline FILE.svg]\n"
     "\n"
     "Measures one graph on GPU 0, on the random inputs `layerjit run` makes from --seed (default 1):\n"
     "  1. the device's ceilings, in this run: HBM bandwidth from a 1 GiB device-to-device copy (bytes\n"
@@ -38,7 +38,7 @@ const char* const kBenchUsage =
     "     calls), with kernel launches and modelled HBM bytes per call.\n"
     "--json and --csv write every row of the tables (and the ceilings) to FILE; --roofline draws each\n"
     "kernel against the measured ceilings (log-log, an SVG). --no-arch-specific and\n"
-    "--no-one-row-prologues build the fused plan as `layerjit run` does. Needs a GPU.\n";
+    "--no-one-row-prologues and --packed-weights build the fused plan as `layerjit run` does. Needs a GPU.\n";
 
 namespace {
 
@@ -106,6 +106,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   cl.option("--seed", [&seed](const std::string& v) { seed = parse_seed(v); }, "N", "the random inputs' seed (default 1)");
   cl.flag("--no-arch-specific", [&arch_specific] { arch_specific = false; }, "sm_90 instead of sm_90a on Hopper");
   cl.flag("--no-one-row-prologues", [&fusion] { fusion.one_row_prologues = false; }, "as `layerjit plan`");
+  cl.flag("--packed-weights", [&fusion] { fusion.packed_weight_gemms = true; }, "as `layerjit plan`");
   std::optional<std::string> json_path, csv_path, svg_path;
   cl.option("--json", json_path, "FILE", "every row printed, as JSON (layerjit.bench/1)");
   cl.option("--csv", csv_path, "FILE", "the same rows as CSV");

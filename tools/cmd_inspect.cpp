@@ -13,7 +13,7 @@ namespace lj::cli {
 
 const char* const kInspectUsage =
     "usage: layerjit inspect [FILE] [--graph NAME] --group N [--ptx | --sass | --resources] [--arch sm_XY[a]]\n"
-    "                        [--no-fuse | --no-matmul-epilogues] [--no-norm-folding] [--no-one-row-prologues]\n"
+    "                        [--no-fuse | --no-matmul-epilogues] [--no-norm-folding] [--no-one-row-prologues] [--packed-weights]\n"
     "                        [--bind T=4096] [--config TEXT]\n"
     "\n"
     "Prints what layerjit generates for fusion group N (numbered as in `layerjit plan`) of the graph\n"
@@ -27,8 +27,8 @@ const char* const kInspectUsage =
     "`layerjit tune` prints it, e.g. 'mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8',\n"
     "'gemv mt=4 u=4 warps=8' or (fp8, sm_89+) 'gemv mma u=4 warps=8', or an attention prefill kernel's\n"
     "tiles as BMxMTxBNxSTAGES, e.g. 64x1x64x3,\n"
-    "or on sm_90a as 'wgmma bn=128 stages=2'. --no-fuse, --no-matmul-epilogues, --no-norm-folding and\n"
-    "--no-one-row-prologues plan as `layerjit plan` does.\n";
+    "or on sm_90a as 'wgmma bn=128 stages=2'. --no-fuse, --no-matmul-epilogues, --no-norm-folding,\n"
+    "--no-one-row-prologues and --packed-weights plan as `layerjit plan` does.\n";
 
 namespace {
 // The SASS of a cubin: the toolkit's cuobjdump, else its nvdisasm (either prints the same

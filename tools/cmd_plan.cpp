@@ -13,6 +13,7 @@ const char* const kPlanUsage =
     "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--format text|json|dot|svg]\n"
     "                     [--no-fuse | --no-matmul-epilogues]\n"
     "                     [--no-output-view-copies] [--no-norm-folding] [--no-one-row-prologues]\n"
+    "                     [--packed-weights]\n"
     "\n"
     "Shows how each graph of FILE (default: the built-in Llama-3-8B layer) is covered by fusion\n"
     "groups, one kernel each: the nodes a group absorbs, what it reads and writes in device memory,\n"
@@ -28,7 +29,11 @@ const char* const kPlanUsage =
     "normalised rows never reach memory. --no-norm-folding keeps the norms.\n"
     "--format json writes the same plan as data (schema docs/plan.schema.json); --format dot a Graphviz\n"
     "graph (a cluster per kernel, values kept on chip dashed), --format svg that graph drawn by dot.\n"
-    "At one row (--bind B=1 on the decode layer) the rms_scale and rope_table a projection alone\nreads are computed by its GEMV (the squares of x on the way through the dot product, each pair's\nangle in the epilogue) instead of kernels of their own; --no-one-row-prologues keeps the kernels.\n";
+    "At one row (--bind B=1 on the decode layer) the rms_scale and rope_table a projection alone\nreads are computed by its GEMV (the squares of x on the way through the dot product, each pair's\nangle in the epilogue) instead of kernels of their own; --no-one-row-prologues keeps the kernels.\n"
+    "4-bit weights (dequantize {group = G} of packed params) are read as codes by the 4-bit GEMV at up\n"
+    "to 16 rows; at more rows they are dequantized once, when bound, for the bf16 kernels.\n"
+    "--packed-weights keeps them packed at every size: the GEMMs dequantize W's tiles into shared\n"
+    "memory (no bf16 copy of the weights; on the H200 slower than the bf16 GEMMs for now).\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
   GraphOptions o;

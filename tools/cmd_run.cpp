@@ -27,7 +27,7 @@ namespace lj::cli {
 
 const char* const kRunUsage =
     "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
-    "                    [--no-arch-specific] [--no-one-row-prologues] [--weights FILE] [--save DIR]\n"
+    "                    [--no-arch-specific] [--no-one-row-prologues] [--packed-weights] [--weights FILE] [--save DIR]\n"
     "                    [--bundle FILE.ljb] [--quiet]\n"
     "\n"
     "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
@@ -131,6 +131,7 @@ int cmd_run(const std::vector<std::string>& args) {
   }, "auto|always|never", "compare with the CPU reference (auto: at sizes it evaluates quickly)");
   cl.flag("--no-arch-specific", [&arch_specific] { arch_specific = false; }, "sm_90 instead of sm_90a on Hopper");
   cl.flag("--no-one-row-prologues", [&fusion] { fusion.one_row_prologues = false; }, "as `layerjit plan`");
+  cl.flag("--packed-weights", [&fusion] { fusion.packed_weight_gemms = true; }, "as `layerjit plan`");
   cl.option("--weights", weights_path, "FILE", "the param inputs from a safetensors file");
   cl.option("--save", save_dir, "DIR", "write inputs and outputs as safetensors");
   cl.option("--bundle", bundle_path, "FILE.ljb", "the fused plan's kernels from an AOT bundle");

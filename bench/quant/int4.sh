@@ -22,8 +22,11 @@ status=0
 for m in "${rows[@]}"; do
   for s in "${shapes[@]}"; do
     for kind in q4 bf16; do
-      echo "== ${kind}_$s T=$m: $lj bench $file --graph ${kind}_$s --bind T=$m"
-      out="$("$lj" bench "$file" --graph "${kind}_$s" --bind "T=$m" 2>&1)"
+      # --packed-weights: the 4-bit graphs read the codes at every row count (the GEMMs above 16).
+      extra=()
+      [[ $kind == q4 ]] && extra=(--packed-weights)
+      echo "== ${kind}_$s T=$m: $lj bench $file --graph ${kind}_$s --bind T=$m ${extra[*]}"
+      out="$("$lj" bench "$file" --graph "${kind}_$s" --bind "T=$m" "${extra[@]}" 2>&1)"
       rc=$?
       echo "$out"
       if [[ $rc -ne 0 ]]; then

@@ -24,7 +24,9 @@ namespace lj {
   X(RopeTable, "rope_table")      /* a rope_table alone: the cos/sin tables, stored for the  */ \
                                   /* RoPE epilogues of the projections (rope_kv_write's     */ \
                                   /* kernels write it)                                       */ \
-  X(Gather, "gather")             /* an embedding lookup: rows of a table by id              */
+  X(Gather, "gather")             /* an embedding lookup: rows of a table by id              */ \
+  X(AllReduce, "all_reduce")      /* the sum over a tensor-parallel group's ranks: NCCL, no  */ \
+                                  /* generated kernel (docs/tp.md)                           */
 
 enum class GroupKind : uint8_t {
 #define LJ_X(id, name) id,
@@ -134,11 +136,16 @@ struct FusionOptions {
   /// the whole row of x), the rms_scale and rope_table it alone reads join its group and are
   /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step.
   bool one_row_prologues = true;
-  /// Where a matmul's W is a group-wise dequantize of packed 4-bit params, the dequantize joins the
-  /// matmul's group: the kernel reads the codes (a quarter of the bf16 bytes) and dequantizes them
-  /// (the GEMV in registers, the GEMMs into shared memory). Off: the dequantize is weight
-  /// preparation, run once when the weights are bound, and the matmul reads its bf16 result.
+  /// Where `sizes` give a matmul at most 16 rows (decode) and its W is a group-wise dequantize of
+  /// packed 4-bit params, the dequantize joins the matmul's group: the 4-bit GEMV reads the codes (a
+  /// quarter of the bf16 bytes) and dequantizes them in registers. Otherwise the dequantize is
+  /// weight preparation, run once when the weights are bound, and the matmul reads its bf16 result.
   bool weight_dequant_prologues = true;
+  /// Also at more rows, or rows not known at plan time: the GEMMs read the codes and dequantize W's
+  /// tiles into shared memory (templates/layerjit/gemm_q4.cuh), so no bf16 copy of the weights is
+  /// ever made (a quarter of the memory). Off by default: on the H200 these GEMMs run at 0.3-0.5x the
+  /// bf16 GEMMs over the prepared weights for now (docs/perf.md). `--packed-weights` on the CLI.
+  bool packed_weight_gemms = false;
   /// The symbol values the plan is made for (the compile hint); unbound symbols decide nothing.
   Bindings sizes;
 };

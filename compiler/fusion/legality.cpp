@@ -144,7 +144,8 @@ bool copies_rows(GroupKind k) {
     case GroupKind::Attention:
     case GroupKind::Reduce:
     case GroupKind::Copy:
-    case GroupKind::Gather: return false;
+    case GroupKind::Gather:
+    case GroupKind::AllReduce: return false;
   }
   LJ_ASSERT(false, "unhandled group kind {}", static_cast<int>(k));
   __builtin_unreachable();

@@ -398,15 +398,24 @@ class Partitioner {
   // Whether the sizes the plan is made for give matmul mm's x one row (FusionOptions::one_row_prologues).
   bool one_row(NodeId mm) const { return opts_.one_row_prologues && rows(mm) == std::optional<int64_t>(1); }
 
-  // The group-wise dequantize of 4-bit params that makes W joins the matmul's group as its weight
-  // prologue, at any size: the kernel streams the codes (a quarter of W's bf16 bytes, plus a scale
-  // per group) where it would stream W, and dequantizes them in registers (the GEMV, at most 16
-  // rows) or into shared memory a k tile at a time (the GEMMs). W is never stored.
+  // Decode sizes (at most 16 rows): the group-wise dequantize of 4-bit params that makes W joins the
+  // matmul's group as its weight prologue. The kernel then streams the codes (a quarter of W's
+  // bf16 bytes, plus a scale per group) where it would stream W; at more rows, or at sizes not
+  // known, W is dequantized once (weight preparation) for the bf16 kernels, unless the options ask
+  // for packed weights everywhere (FusionOptions::packed_weight_gemms: the GEMMs dequantize W's
+  // tiles into shared memory).
   void absorb_weight_dequant(int gid, NodeId mm) {
     if (!opts_.weight_dequant_prologues) return;
     const ValueId w = g_.node(mm).operands[1];
     const NodeId d = producer(w);
     if (d < 0 || !is_group_dequantize(g_.node(d)) || owner(d) != kUnassigned) return;
+    const std::optional<int64_t> m = rows(mm);
+    if ((!m || *m > 16) && !opts_.packed_weight_gemms) {
+      note(gid, fmt::format("not absorbed {} = dequantize: {}; the 4-bit GEMV takes at most 16 rows, so {} is dequantized once "
+                            "(weight preparation) for the bf16 kernels (--packed-weights: the GEMMs read the codes)",
+                            vname(w), m ? fmt::format("{} rows", *m) : std::string("rows not known at plan time"), vname(w)));
+      return;
+    }
     if (uses_.is_output(w) || uses_.users(w).size() != 1) {
       note(gid, fmt::format("not absorbed {} = dequantize: {} is read by more than this matmul", vname(w), vname(w)));
       return;
@@ -559,6 +568,7 @@ class Partitioner {
         break;
       case OpClass::Movement: k = kind(n) == OpKind::Embedding ? GroupKind::Gather : GroupKind::Copy; break;
       case OpClass::View: LJ_ASSERT(false, "views get no group"); break;
+      case OpClass::Communication: k = GroupKind::AllReduce; break;
     }
     int gid = new_group(k, n);
     if (!opts_.fuse) note(gid, "--no-fuse: one kernel per op");

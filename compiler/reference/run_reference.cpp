@@ -7,7 +7,12 @@
 // appends nodes whose operands exist, so this order is topological); an intermediate is freed right
 // after its last use, so peak memory is the live set rather than the whole graph.
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -51,10 +56,98 @@ void check_input(const ValueInfo& v, const HostTensor& t, const Bindings& bindin
   }
 }
 
+// The host side of the ranks' all_reduce: each rank deposits its partial, the last to arrive adds
+// them in rank order, and every rank leaves with the sum. A failed rank aborts the others.
+class HostAllReduce {
+ public:
+  explicit HostAllReduce(size_t ranks) : parts_(ranks, nullptr) {}
+
+  void sum(size_t rank, HostTensor& t) {
+    std::unique_lock<std::mutex> lock(m_);
+    const uint64_t gen = generation_;
+    parts_[rank] = &t;
+    if (++arrived_ == parts_.size()) {
+      HostTensor total = *parts_[0];
+      for (size_t r = 1; r < parts_.size(); ++r) {
+        LJ_ASSERT(parts_[r]->data.size() == total.data.size(), "all_reduce: rank {} has {} elements, rank 0 {}", r,
+                  parts_[r]->data.size(), total.data.size());
+        for (size_t i = 0; i < total.data.size(); ++i) total.data[i] += parts_[r]->data[i];
+      }
+      for (double& v : total.data) v = round_to(total.dtype, v);
+      for (HostTensor* p : parts_) p->data = total.data;
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+    if (generation_ == gen) throw UserError("run_reference_ranks: another rank failed");
+  }
+
+  void abort() {
+    std::lock_guard<std::mutex> lock(m_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<HostTensor*> parts_;
+  size_t arrived_ = 0;
+  uint64_t generation_ = 0;
+  bool aborted_ = false;
+};
+
+using AllReduceFn = std::function<void(HostTensor&)>;
+
+std::vector<HostTensor> run_graph(const Graph& g, const std::map<std::string, HostTensor>& inputs, const Bindings& bindings,
+                                  const AllReduceFn& all_reduce);
+
 }  // namespace
 
 std::vector<HostTensor> run_reference(const Graph& g, const std::map<std::string, HostTensor>& inputs,
                                       const Bindings& bindings) {
+  return run_graph(g, inputs, bindings, {});
+}
+
+std::vector<std::vector<HostTensor>> run_reference_ranks(const Graph& g, const std::vector<std::map<std::string, HostTensor>>& rank_inputs,
+                                                         const Bindings& bindings) {
+  const size_t ranks = rank_inputs.size();
+  LJ_CHECK(ranks >= 1, SourceLoc{}, "run_reference_ranks: no ranks");
+  HostAllReduce comm(ranks);
+  std::vector<std::vector<HostTensor>> out(ranks);
+  std::vector<std::exception_ptr> errors(ranks);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        out[r] = run_graph(g, rank_inputs[r], bindings, [&comm, r](HostTensor& t) { comm.sum(r, t); });
+      } catch (...) {
+        errors[r] = std::current_exception();
+        comm.abort();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  // The first rank's own error, not another's "another rank failed".
+  for (const std::exception_ptr& e : errors)
+    if (e) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const UserError& u) {
+        if (std::string(u.what()).find("another rank failed") != std::string::npos) continue;
+        throw;
+      }
+    }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+namespace {
+
+std::vector<HostTensor> run_graph(const Graph& g, const std::map<std::string, HostTensor>& inputs, const Bindings& bindings,
+                                  const AllReduceFn& all_reduce) {
   check_bindings(g, bindings);
 
   // Every value is reached through a pointer: graph inputs point into `inputs` (never copied),
@@ -103,7 +196,15 @@ std::vector<HostTensor> run_reference(const Graph& g, const std::map<std::string
 
     std::vector<HostTensor> results;
     try {
-      results = reference_op(node.kind, operands, node.attrs, result_types, bindings);
+      if (node.kind == OpKind::AllReduce && all_reduce) {
+        // This rank's partial, then the group's sum (run_reference_ranks).
+        Attrs one = node.attrs;
+        one.set("ranks", int64_t{1});
+        results = reference_op(node.kind, operands, one, result_types, bindings);
+        all_reduce(results.at(0));
+      } else {
+        results = reference_op(node.kind, operands, node.attrs, result_types, bindings);
+      }
     } catch (const UserError& e) {
       // Run-time errors (a cache position out of range, ...) get the node's source location and result.
       throw UserError(fmt::format("{} (computing %{})", e.what(), g.value(node.results.at(0)).name), node.loc);
@@ -136,5 +237,7 @@ std::vector<HostTensor> run_reference(const Graph& g, const std::map<std::string
   }
   return out;
 }
+
+}  // namespace
 
 }  // namespace lj

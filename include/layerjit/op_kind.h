@@ -16,7 +16,7 @@ enum class OpKind : uint8_t {
 };
 
 /// What the fusion planner asks of an op (op_kinds.def says which class each op is in, and why).
-enum class OpClass : uint8_t { Elementwise, RowReduction, View, Matmul, Attention, RopeKv, Reduction, Movement };
+enum class OpClass : uint8_t { Elementwise, RowReduction, View, Matmul, Attention, RopeKv, Reduction, Movement, Communication };
 
 constexpr OpClass op_class(OpKind k) {
   constexpr OpClass classes[] = {

@@ -20,6 +20,14 @@ namespace lj {
 std::vector<HostTensor> run_reference(const Graph& g, const std::map<std::string, HostTensor>& inputs,
                                       const Bindings& bindings);
 
+/// Runs one rank graph of a tensor-parallel group (the sharding pass's: layerjit/shard.h) for each
+/// entry of `rank_inputs`, all at once on threads, as the ranks would run: at each all_reduce every
+/// rank's partial is added in rank order in double and rounded once to the value's dtype, and every
+/// rank goes on with that sum. A rank's error stops all of them and is rethrown. Returns each rank's
+/// outputs in order.
+std::vector<std::vector<HostTensor>> run_reference_ranks(const Graph& g, const std::vector<std::map<std::string, HostTensor>>& rank_inputs,
+                                                         const Bindings& bindings);
+
 /// Evaluates one node kind on host tensors: the per-op reference semantics.
 std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTensor*>& operands,
                                      const Attrs& attrs, const std::vector<TensorType>& result_types,

@@ -123,6 +123,14 @@ std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTe
       return {ref::dequantize(x(0), x(1), attr::scale_axis(attrs), out[0])};
     case OpKind::Embedding: return {ref::embedding(x(0), x(1), out[0])};
     case OpKind::Argmax: return {ref::argmax(x(0), out[0])};
+    case OpKind::AllReduce: {
+      // One rank alone: the sum is its own x. Over more, the other ranks' partials are needed:
+      // run_reference_ranks runs the rank graphs together and sums them there.
+      const int64_t ranks = attrs.has("ranks") ? attrs.get_int("ranks") : 1;
+      LJ_CHECK(ranks == 1, SourceLoc{}, "all_reduce over {} ranks needs every rank's partial sum: run the rank graphs with "
+               "run_reference_ranks (layerjit/reference.h)", ranks);
+      return {ref::cast(x(0), out[0])};
+    }
   }
   LJ_ASSERT(false, "reference_op: no reference for op kind {}", static_cast<int>(kind));
   __builtin_unreachable();

@@ -19,8 +19,9 @@ using namespace lj;
 
 namespace {
 
-Lowered planned(const Graph& g, std::optional<int64_t> rows) {
+Lowered planned(const Graph& g, std::optional<int64_t> rows, bool packed = false) {
   FusionOptions fo;
+  fo.packed_weight_gemms = packed;
   if (rows) {
     for (const char* s : {"T", "B"}) fo.sizes.set(s, *rows);
     fo.sizes.set("C", 40);
@@ -40,7 +41,7 @@ bool has_note(const FusionGroup& grp, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a 4-bit weight's dequantize joins its matmul at every size", "[codegen]") {
+TEST_CASE("at decode sizes a 4-bit weight's dequantize joins its matmul, elsewhere it is weight preparation unless weights stay packed", "[codegen]") {
   const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
   const Graph& g = graph_named(gs, "q4_packed");
   for (int64_t rows : {1, 7, 16}) {
@@ -54,19 +55,19 @@ TEST_CASE("a 4-bit weight's dequantize joins its matmul at every size", "[codege
     CHECK(grp.internal.size() == 1);  // %d never reaches memory
     CHECK(has_note(grp, "absorbed %d = dequantize (weight prologue)"));
   }
-  // More rows, or rows not known: the same group, for the GEMMs.
+  // More rows, or rows not known: weight preparation (run once when the weights are bound) for the
+  // bf16 kernels; with packed weights the same group as at decode sizes, for the GEMMs.
   for (std::optional<int64_t> rows : {std::optional<int64_t>(17), std::optional<int64_t>(4096), std::optional<int64_t>()}) {
     const Lowered l = planned(g, rows);
-    REQUIRE(l.plan.groups.size() == 1);
-    CHECK(!l.plan.groups[0].prepare);
-    CHECK(l.plan.groups[0].matmul.dequant >= 0);
+    REQUIRE(l.plan.groups.size() == 2);
+    CHECK(l.plan.groups[0].prepare);
+    CHECK(l.plan.groups[1].matmul.dequant < 0);
+    CHECK(has_note(l.plan.groups[1], "not absorbed %d = dequantize"));
+    const Lowered packed = planned(g, rows, true);
+    REQUIRE(packed.plan.groups.size() == 1);
+    CHECK(!packed.plan.groups[0].prepare);
+    CHECK(packed.plan.groups[0].matmul.dequant >= 0);
   }
-  FusionOptions off;
-  off.weight_dequant_prologues = false;  // off: weight preparation, run once when the weights are bound
-  const Lowered prep = lower(g, off);
-  REQUIRE(prep.plan.groups.size() == 2);
-  CHECK(prep.plan.groups[0].prepare);
-  CHECK(prep.plan.groups[1].matmul.dequant < 0);
   // Every projection of the quantized decode layers at B = 1, including the QKV projection's RoPE epilogue.
   for (const char* name : {"q4_llama_u4_decode", "q4_llama_i4_decode"}) {
     const Lowered l = planned(graph_named(gs, name), 1);
@@ -124,7 +125,8 @@ TEST_CASE("the tensor-core GEMV and the GEMMs run a 4-bit weight prologue, the S
                     Catch::Contains("which the tensor-core GEMV (gemv mma) and the GEMMs do, not the SIMT GEMV"));
   // At 200 rows: the GEMMs' tiles, the Hopper GEMM's default on sm_90a; none past 5 stages there.
   eo.hint.set("T", 200);
-  const MatmulProblem p200 = matmul_problem(*planned(g, 200).graph, planned(g, 200).plan.groups[0], eo);
+  const Lowered l200 = planned(g, 200, true);
+  const MatmulProblem p200 = matmul_problem(*l200.graph, l200.plan.groups[0], eo);
   CHECK(default_matmul_config(p200).family == MatmulConfig::Family::Wgmma);
   const std::vector<MatmulConfig> big = matmul_candidates(p200);
   CHECK(std::none_of(big.begin(), big.end(), [](const MatmulConfig& c) { return c.family == MatmulConfig::Family::Gemv; }));
@@ -143,7 +145,7 @@ TEST_CASE("every 4-bit weight-prologue kernel and tuner candidate compiles for s
   int compiled = 0;
   const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
   auto check = [&](const Graph& g, int64_t rows, const std::vector<const char*>& archs, bool candidates) {
-    const Lowered l = planned(g, rows);
+    const Lowered l = planned(g, rows, true);
     for (const FusionGroup& grp : l.plan.groups) {
       if (grp.matmul.dequant < 0) continue;
       for (const char* arch : archs) {

@@ -652,8 +652,11 @@ Graph w8a8_graph(int64_t n, int64_t k, bool scaled) {
 // 1040); each sum is then converted to f32 once. So a bf16 output is the exact value after at most
 // three f32 roundings (the sum, each scale) and one bf16 rounding: |error| <= |want| (2^-8 + 2^-21);
 // an f32 sum is exact below 2^24, else one f32 rounding away (an f32 accumulator would be many).
+// Split-K and stream-K add `partials` f32 partial sums of a tile (each exact in s32, rounded to f32
+// once, added in f32): past 2^24 up to that many roundings (seen on the H200, twenty-sixth
+// session: sk=4 at K = 4096 was 1.8 roundings off, sk=2 1.4).
 // check_group's own bound (a rounding step times sqrt(K), for float products) is far looser.
-void check_exact(const W8a8Inputs& in, const HostTensor& got, bool scaled) {
+void check_exact(const W8a8Inputs& in, const HostTensor& got, bool scaled, int64_t partials) {
   const HostTensor& x = in.by_name.at("x");
   const HostTensor& w = in.by_name.at("w");
   const int64_t m_rows = x.dim(0), k = x.dim(1), n_cols = w.dim(0);
@@ -677,7 +680,7 @@ void check_exact(const W8a8Inputs& in, const HostTensor& got, bool scaled) {
         want *= in.by_name.at("rs").data[static_cast<size_t>(m)] * in.by_name.at("ws").data[static_cast<size_t>(n)];
         tol = std::fabs(want) * (std::ldexp(1.0, -8) + std::ldexp(1.0, -21));
       } else if (std::fabs(want) >= std::ldexp(1.0, 24)) {
-        tol = std::fabs(want) * std::ldexp(1.0, -24);
+        tol = std::fabs(want) * std::ldexp(1.0, -24) * static_cast<double>(partials);
       }
       const double err = std::fabs(got.data[static_cast<size_t>(m * n_cols + n)] - want);
       worst = std::max(worst, tol > 0 ? err / tol : err);
@@ -706,7 +709,12 @@ void check_w8a8(const Graph& g, int64_t m, const EmitOptions& emit, uint64_t see
   INFO(g.name() << ", M = " << m << ", config " << (emit.matmul ? emit.matmul->str() : "default"));
   const auto stored = lj_test::check_group(ctx, *stream, c, plan.groups[0]);
   REQUIRE(stored.size() == 1);
-  check_exact(in, stored.begin()->second, g.value(g.outputs().at(0)).type.dtype == DType::BF16);
+  // The f32 partial sums a tile adds (the config the kernel ran: given, or the hint's default).
+  const MatmulConfig cfg = emit.matmul ? *emit.matmul : default_matmul_config(matmul_problem(g, plan.groups[0], emit));
+  const int64_t k = g.value(g.node(plan.groups[0].nodes.at(0)).operands.at(0)).type.shape.back().value();
+  const int64_t kt = cfg.k_tile(1);
+  const int64_t partials = cfg.split_k > 1 ? cfg.split_k : cfg.stream_k ? (k + kt - 1) / kt : 1;
+  check_exact(in, stored.begin()->second, g.value(g.outputs().at(0)).type.dtype == DType::BF16, partials);
 }
 
 // K multiples of 16 (rows 16-byte aligned: cp.async, TMA) that are not of 32 or 128 (a partial
@@ -769,7 +777,9 @@ TEST_CASE("every i8 config the pruner accepts computes the exact product", "[gpu
       }
     }
     INFO(n << " x " << k);
-    CHECK(configs.size() >= 80);  // 140 and 86 on an H200 (GEMV, mma.sync and wgmma; no wgmma for K = 129)
+    // GEMV, mma.sync and wgmma configs; no wgmma for K = 129 (its rows are not 16-byte aligned):
+    // 75 there on an H200 (twenty-sixth session), at least 80 at K = 1008.
+    CHECK(configs.size() >= (k % 16 == 0 ? 80u : 70u));
     for (const EmitOptions& e : configs) {
       check_w8a8(g, rows, e, ++seed);
       ++runs;

@@ -21,7 +21,8 @@ namespace {
 // `sized`: the fused plan is made for the bound sizes, as an executable's is (the one-row and
 // weight prologues join their matmuls where the sizes allow).
 void check_graph(const Graph& g, Bindings bind, uint64_t seed, bool exact = false,
-                 std::function<HostTensor(const Graph&, ValueId, const Bindings&, uint64_t)> input = {}, bool sized = false) {
+                 std::function<HostTensor(const Graph&, ValueId, const Bindings&, uint64_t)> input = {}, bool sized = false,
+                 bool packed = false) {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
@@ -29,6 +30,7 @@ void check_graph(const Graph& g, Bindings bind, uint64_t seed, bool exact = fals
   for (bool fuse : {true, false}) {
     FusionOptions fo{fuse};
     if (fuse && sized) fo.sizes = bind;
+    fo.packed_weight_gemms = packed;
     FusionPlan plan = plan_fusion(g, fo);
     for (const FusionGroup& grp : plan.groups) {
       if (!has_emitter(grp.kind)) continue;
@@ -97,7 +99,8 @@ TEST_CASE("4-bit weight prologues match the reference at decode sizes", "[gpu][m
     }
 }
 
-/// 4-bit weights at more rows: the GEMMs dequantize W's tiles into shared memory (gemm_q4.cuh), the
+/// 4-bit weights kept packed at more rows (FusionOptions::packed_weight_gemms): the GEMMs dequantize
+/// W's tiles into shared memory (gemm_q4.cuh), the
 /// mma.sync one at 17-64 rows (and everywhere on sm_80), the Hopper one above; row counts that no
 /// tile divides, split-K, and the Llama layers' projections with RoPE, SwiGLU and residual epilogues.
 TEST_CASE("4-bit weight prologues match the reference at prefill sizes", "[gpu][membound][int4]") {
@@ -106,7 +109,7 @@ TEST_CASE("4-bit weight prologues match the reference at prefill sizes", "[gpu][
       INFO(g.name() << " at " << rows << " rows");
       const std::vector<std::string> syms = g.symbols();
       const bool decode = std::find(syms.begin(), syms.end(), "B") != syms.end();
-      check_graph(g, decode ? binds({{"B", rows}, {"C", 40}}) : binds({{"T", rows}}), static_cast<uint64_t>(80 + rows), false, {}, true);
+      check_graph(g, decode ? binds({{"B", rows}, {"C", 40}}) : binds({{"T", rows}}), static_cast<uint64_t>(80 + rows), false, {}, true, true);
     }
 }
 
@@ -123,6 +126,7 @@ TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu
     if (g.name().rfind("q4_llama", 0) == 0) continue;  // the layers' projections: the case above, at the default
     for (int64_t rows : {1, 9, 200}) {
       FusionOptions fo;
+      fo.packed_weight_gemms = true;  // the GEMMs at 200 rows
       fo.sizes = binds({{"T", rows}});
       const FusionPlan plan = plan_fusion(g, fo);
       for (const FusionGroup& grp : plan.groups) {
