@@ -6,6 +6,7 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/plan_formats.h"
+#include "tools/tp_report.h"
 
 namespace lj::cli {
 
@@ -13,7 +14,7 @@ const char* const kPlanUsage =
     "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--format text|json|dot|svg]\n"
     "                     [--no-fuse | --no-matmul-epilogues]\n"
     "                     [--no-output-view-copies] [--no-norm-folding] [--no-one-row-prologues]\n"
-    "                     [--packed-weights]\n"
+    "                     [--packed-weights] [--tp N]\n"
     "\n"
     "Shows how each graph of FILE (default: the built-in Llama-3-8B layer) is covered by fusion\n"
     "groups, one kernel each: the nodes a group absorbs, what it reads and writes in device memory,\n"
@@ -33,12 +34,16 @@ const char* const kPlanUsage =
     "4-bit weights (dequantize {group = G} of packed params) are read as codes by the 4-bit GEMV at up\n"
     "to 16 rows; at more rows they are dequantized once, when bound, for the bf16 kernels.\n"
     "--packed-weights keeps them packed at every size: the GEMMs dequantize W's tiles into shared\n"
-    "memory (no bf16 copy of the weights; on the H200 slower than the bf16 GEMMs for now).\n";
+    "memory (no bf16 copy of the weights; on the H200 slower than the bf16 GEMMs for now).\n"
+    "--tp N plans the graph one rank of an N-way tensor-parallel group runs (docs/tp.md): how each\n"
+    "input is split, the all_reduces and their bytes per call, then the rank graph's plan. A layer\n"
+    "whose heads or FFN width N does not divide is refused with the reason (exit 1).\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
   GraphOptions o;
   FusionOptions fo;
   std::string format = "text";
+  int tp = 1;
   CommandLine cl("plan", kPlanUsage);
   cl.graph_options(o);
   cl.option("--format", [&format](const std::string& v) {
@@ -47,10 +52,18 @@ int cmd_plan(const std::vector<std::string>& args) {
     format = v;
   }, "text|json|dot|svg", "the plan as text (default), JSON (docs/plan.schema.json), Graphviz DOT or SVG (needs dot)");
   fusion_flags(cl, fo);
+  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "the rank graph of an N-way tensor-parallel group (1-64)");
   if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
+  // With --tp, each graph's rank graph (kept alive here: the plans point at them).
+  std::vector<ShardedGraph> sharded;
+  sharded.reserve(m.graphs.size());
   std::vector<PlannedGraph> graphs;
-  for (const Graph& g : m.graphs) graphs.push_back({&g, jit::plan(g, fo, o.bindings)});
+  for (const Graph& g : m.graphs) {
+    if (tp > 1) sharded.push_back(shard(g, tp));
+    const Graph& planned = tp > 1 ? sharded.back().graph : g;
+    graphs.push_back({&planned, jit::plan(planned, fo, o.bindings)});
+  }
   if (format == "json") {
     std::fputs((plan_json(graphs, o.bindings).dump(2) + "\n").c_str(), stdout);
   } else if (format == "dot" || format == "svg") {
@@ -60,6 +73,7 @@ int cmd_plan(const std::vector<std::string>& args) {
     for (size_t i = 0; i < graphs.size(); ++i) {
       if (i) std::fputs("\n", stdout);
       const Lowered& l = graphs[i].lowered;
+      if (tp > 1) std::fputs(tp_summary(sharded[i], o.bindings).c_str(), stdout);
       std::fputs(print_plan(*l.graph, l.plan, o.bindings, graphs[i].source).c_str(), stdout);
     }
   }

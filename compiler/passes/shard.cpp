@@ -1,0 +1,402 @@
+// The sharding pass (layerjit/shard.h): one forward walk decides, for every value, whether each
+// rank holds it whole or a tp-th of one axis (and, along that axis, which pieces), from the rules
+// of each op; a second walk rebuilds the graph with the rank's extents and an all_reduce after
+// every row-parallel matmul. The rules (docs/tp.md):
+//   - matmul with x held whole: column-parallel, W's rows split (the result split on its last
+//     axis); with x split on its last axis: row-parallel, W's columns split the same way, the
+//     partial sums all-reduced;
+//   - split along the split axis: each piece split (tp divides every size), and the producing
+//     matmul's W rows cut piece by piece; reshape: the split axis must map onto one output axis
+//     whose extent tp divides (whole heads per rank);
+//   - rope, kv_cache_write, attention, pointwise ops and row reductions keep the split when it is
+//     not the axis they reduce or rotate over; a KV cache input takes the heads' split;
+//   - anything else that would see a split value is refused, naming the op and why.
+#include "layerjit/shard.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "layerjit/builder.h"
+#include "layerjit/error.h"
+#include "layerjit/check.h"
+
+namespace lj {
+
+std::string ShardSpec::str() const {
+  if (!split()) return "replicated";
+  return pieces.size() > 1 ? fmt::format("split on axis {} in pieces [{}]", axis, fmt::join(pieces, ", ")) : fmt::format("split on axis {}", axis);
+}
+
+namespace {
+
+struct Split {
+  int axis = -1;
+  std::vector<int64_t> pieces;  // along axis, full extents
+};
+
+class Sharder {
+ public:
+  Sharder(const Graph& g, int tp) : g_(g), tp_(tp), split_(g.values().size()) {}
+
+  ShardedGraph run() {
+    for (NodeId n = 0; n < static_cast<NodeId>(g_.nodes().size()); ++n) decide(n);
+    return rebuild();
+  }
+
+ private:
+  [[noreturn]] void refuse(NodeId n, const std::string& why) const {
+    const Node& node = g_.node(n);
+    throw UserError(fmt::format("shard @{} over {} ranks: %{} = {}: {}", g_.name(), tp_, g_.value(node.results.at(0)).name,
+                                op_name(node.kind), why),
+                    node.loc);
+  }
+  const std::string& name(ValueId v) const { return g_.value(v).name; }
+  int rank_of(ValueId v) const { return static_cast<int>(g_.value(v).type.shape.size()); }
+  bool is_split(ValueId v) const { return split_[static_cast<size_t>(v)].axis >= 0; }
+  const Split& of(ValueId v) const { return split_[static_cast<size_t>(v)]; }
+  int64_t extent(NodeId n, ValueId v, int axis) const {
+    const Dim& d = g_.value(v).type.shape.at(static_cast<size_t>(axis));
+    if (!d.is_const()) refuse(n, fmt::format("%{} would be split along its axis {} of symbolic extent {}", name(v), axis, d.str()));
+    return d.value();
+  }
+  void divisible(NodeId n, int64_t extent, const std::string& what) const {
+    if (extent % tp_ != 0) refuse(n, fmt::format("{} ({}) is not divisible by {} ranks", what, extent, tp_));
+  }
+  // A param input split like `s` (its own axis `axis`).
+  void split_param(NodeId n, ValueId p, int axis, std::vector<int64_t> pieces) {
+    const ValueInfo& v = g_.value(p);
+    if (!v.is_param || v.producer >= 0)
+      refuse(n, fmt::format("%{} would have to be split on its axis {}, but it is not a param (only weights are cut when bound)", v.name, axis));
+    ShardSpec& spec = params_[p];
+    if (spec.split() && (spec.axis != axis || spec.pieces != pieces))
+      refuse(n, fmt::format("%{} is needed {} by one op and split on axis {} by another", v.name, spec.str(), axis));
+    spec.axis = axis, spec.pieces = std::move(pieces);
+  }
+  void set(ValueId v, Split s) { split_[static_cast<size_t>(v)] = std::move(s); }
+
+  void decide(NodeId n) {
+    const Node& node = g_.node(n);
+    const auto& ops = node.operands;
+    const bool any = std::any_of(ops.begin(), ops.end(), [&](ValueId v) { return is_split(v); });
+    switch (node.kind) {
+      case OpKind::Matmul: {
+        const ValueId x = ops[0], w = ops[1], y = node.results[0];
+        if (ops.size() == 3 && is_split(ops[2])) refuse(n, "its row scale is split");
+        const int k_axis = rank_of(x) - 1;
+        if (!is_split(x)) {  // column-parallel
+          const int64_t rows = extent(n, w, 0);
+          divisible(n, rows, fmt::format("the rows of %{}", name(w)));
+          split_param(n, w, 0, {rows});
+          set(y, {rank_of(y) - 1, {rows}});
+          column_w_[y] = w;
+          notes_.push_back(fmt::format("%{} = matmul: column-parallel, %{} split by rows", name(y), name(w)));
+        } else {
+          if (of(x).axis != k_axis) refuse(n, fmt::format("x (%{}) is split on axis {}, not on the reduced one", name(x), of(x).axis));
+          split_param(n, w, 1, of(x).pieces);
+          reduced_.push_back(n);
+          notes_.push_back(fmt::format("%{} = matmul: row-parallel, %{} split by columns, then all_reduce of its partial sums", name(y),
+                                       name(w)));
+        }
+        return;
+      }
+      case OpKind::Split: {
+        const ValueId x = ops[0];
+        if (!is_split(x)) return;
+        const int axis = static_cast<int>(node.attrs.get_int("axis") < 0 ? node.attrs.get_int("axis") + rank_of(x) : node.attrs.get_int("axis"));
+        const std::vector<int64_t> sizes = node.attrs.get_int_list("sizes");
+        if (axis != of(x).axis) {
+          for (ValueId r : node.results) set(r, of(x));
+          return;
+        }
+        if (of(x).pieces.size() != 1) refuse(n, fmt::format("%{} is already in pieces", name(x)));
+        for (size_t i = 0; i < sizes.size(); ++i) divisible(n, sizes[i], fmt::format("piece {} of the split", i));
+        for (size_t i = 0; i < sizes.size(); ++i) set(node.results[i], {axis, {sizes[i]}});
+        // The projection's W rows are cut piece by piece: each rank keeps its share of every piece.
+        if (auto it = column_w_.find(x); it != column_w_.end()) params_[it->second].pieces = sizes;
+        else refuse(n, fmt::format("%{} is split but not the output of a column-parallel matmul", name(x)));
+        return;
+      }
+      case OpKind::Reshape: {
+        const ValueId x = ops[0], y = node.results[0];
+        if (!is_split(x)) return;
+        if (of(x).pieces.size() != 1) refuse(n, fmt::format("%{} is in pieces", name(x)));
+        const Shape& in = g_.value(x).type.shape;
+        const Shape& out = g_.value(y).type.shape;
+        const int a = of(x).axis;
+        // The output axis where the split axis starts: the same product of dims before it.
+        const DimProduct before = dim_product(Shape(in.begin(), in.begin() + a));
+        int b = -1;
+        for (int j = 0; j < static_cast<int>(out.size()); ++j)
+          if (dim_product(Shape(out.begin(), out.begin() + j)) == before && !(out[static_cast<size_t>(j)].is_const() && out[static_cast<size_t>(j)].value() == 1)) {
+            b = j;
+            break;
+          }
+        if (b < 0) refuse(n, fmt::format("the split axis {} of %{} does not start an axis of the result", a, name(x)));
+        const int64_t ext = extent(n, y, b), whole = extent(n, x, a);
+        if (ext % whole != 0 && whole % ext != 0)
+          refuse(n, fmt::format("the split axis {} ({}) of %{} does not map onto axis {} ({}) of the result", a, whole, name(x), b, ext));
+        divisible(n, ext, fmt::format("axis {} of the result (whole heads per rank)", b));
+        set(y, {b, {ext}});
+        reshaped_[y] = b;
+        return;
+      }
+      case OpKind::Rope: {
+        if (!is_split(ops[0])) {
+          if (any) refuse(n, "its cos/sin tables are split");
+          return;
+        }
+        if (is_split(ops[1]) || is_split(ops[2])) refuse(n, "its cos/sin tables are split");
+        if (of(ops[0]).axis == rank_of(ops[0]) - 1) refuse(n, "x is split along the rotated axis");
+        set(node.results[0], of(ops[0]));
+        return;
+      }
+      case OpKind::KvCacheWrite: {
+        const ValueId cache = ops[0], fresh = ops[1];
+        if (!is_split(fresh)) {
+          if (any) refuse(n, "the cache is split but the new entries are not");
+          return;
+        }
+        const int axis = of(fresh).axis + rank_of(cache) - rank_of(fresh);
+        if (axis != rank_of(cache) - 2) refuse(n, fmt::format("the new entries are split on axis {}, not their heads", of(fresh).axis));
+        if (is_split(cache)) {
+          if (of(cache).axis != axis) refuse(n, "the cache is split on another axis than the heads");
+        } else {
+          const ValueInfo& c = g_.value(cache);
+          if (c.producer >= 0) refuse(n, fmt::format("the cache %{} is computed here, not an input the ranks can hold a slice of", c.name));
+          const int64_t heads = extent(n, cache, axis);
+          divisible(n, heads, fmt::format("the heads of %{}", c.name));
+          inputs_[cache] = ShardSpec{axis, {heads}};
+          set(cache, {axis, {heads}});
+        }
+        set(node.results[0], of(cache));
+        return;
+      }
+      case OpKind::Attention: {
+        if (!any) return;
+        if (node.results.size() > 1) refuse(n, "its log-sum-exp output is not sharded yet");
+        for (size_t i = 0; i < std::min<size_t>(3, ops.size()); ++i)
+          if (!is_split(ops[i]) || of(ops[i]).axis != rank_of(ops[i]) - 2)
+            refuse(n, fmt::format("%{} is not split by heads as q, k and v must all be", name(ops[i])));
+        for (size_t i = 3; i < ops.size(); ++i)
+          if (is_split(ops[i])) refuse(n, fmt::format("%{} is split", name(ops[i])));
+        set(node.results[0], {rank_of(node.results[0]) - 2, {extent(n, node.results[0], rank_of(node.results[0]) - 2)}});
+        return;
+      }
+      case OpKind::Add:
+      case OpKind::Sub:
+      case OpKind::Mul:
+      case OpKind::Div:
+      case OpKind::Silu:
+      case OpKind::Gelu:
+      case OpKind::Relu:
+      case OpKind::Exp:
+      case OpKind::Rsqrt:
+      case OpKind::Cast: {
+        if (!any) return;
+        // Axes counted from the end (broadcasting aligns trailing dims).
+        const int out_rank = rank_of(node.results[0]);
+        std::optional<Split> s;
+        int from_end = 0;
+        for (ValueId v : ops)
+          if (is_split(v)) {
+            const int fe = rank_of(v) - of(v).axis;
+            if (s && (fe != from_end || s->pieces != of(v).pieces))
+              refuse(n, fmt::format("its operands are split differently (%{} on axis {})", name(v), of(v).axis));
+            s = of(v), from_end = fe;
+          }
+        for (ValueId v : ops) {
+          if (is_split(v) || rank_of(v) < from_end) continue;  // split already, or broadcast along the split axis
+          if (g_.value(v).type.shape[static_cast<size_t>(rank_of(v) - from_end)] == Dim(1)) continue;
+          split_param(n, v, rank_of(v) - from_end, s->pieces);  // a bias or scale along the split axis
+          set(v, {rank_of(v) - from_end, s->pieces});
+        }
+        set(node.results[0], {out_rank - from_end, s->pieces});
+        return;
+      }
+      case OpKind::RmsNorm:
+      case OpKind::RmsScale:
+      case OpKind::LayerNorm: {
+        if (!is_split(ops[0])) {
+          if (any) refuse(n, "its weight is split");
+          return;
+        }
+        if (of(ops[0]).axis == rank_of(ops[0]) - 1)
+          refuse(n, fmt::format("it reduces over %{}'s last axis, which is split: each rank holds a part of every row", name(ops[0])));
+        for (size_t i = 1; i < ops.size(); ++i)
+          if (is_split(ops[i])) refuse(n, "its weight is split");
+        for (ValueId r : node.results) set(r, of(ops[0]));
+        return;
+      }
+      case OpKind::RopeTable:
+        if (any) refuse(n, "its positions are split");
+        return;
+      case OpKind::AllReduce: refuse(n, "the graph is sharded already");
+      default:
+        if (any)
+          refuse(n, fmt::format("a split operand (%{}) reaches an op the sharding rules do not cover: it would need every rank's part",
+                                name(*std::find_if(ops.begin(), ops.end(), [&](ValueId v) { return is_split(v); }))));
+        return;
+    }
+  }
+
+  // The rank's extents: the split axis divided by tp.
+  Shape rank_shape(ValueId v) const {
+    Shape s = g_.value(v).type.shape;
+    if (is_split(v)) s[static_cast<size_t>(of(v).axis)] = Dim(s[static_cast<size_t>(of(v).axis)].value() / tp_);
+    return s;
+  }
+
+  ShardedGraph rebuild() {
+    ShardedGraph out;
+    out.tp = tp_;
+    for (auto& [p, spec] : params_) {
+      set(p, {spec.axis, spec.pieces});
+      for (int64_t piece : spec.pieces) LJ_ASSERT(piece % tp_ == 0, "piece {} of %{} not divisible", piece, name(p));
+    }
+    GraphBuilder b(g_.name());
+    std::vector<Value> map(g_.values().size());
+    for (ValueId in : g_.inputs()) {
+      const ValueInfo& v = g_.value(in);
+      map[static_cast<size_t>(in)] = v.is_param ? b.param(v.name, v.type.dtype, rank_shape(in), v.loc) : b.input(v.name, v.type.dtype, rank_shape(in), v.loc);
+      ShardSpec spec;
+      if (is_split(in)) spec = ShardSpec{of(in).axis, of(in).pieces};
+      out.inputs[v.name] = spec;
+    }
+    for (NodeId n = 0; n < static_cast<NodeId>(g_.nodes().size()); ++n) {
+      const Node& node = g_.node(n);
+      std::vector<Value> ops;
+      for (ValueId v : node.operands) ops.push_back(map[static_cast<size_t>(v)]);
+      Attrs attrs = node.attrs;
+      if (node.kind == OpKind::Split && is_split(node.operands[0])) {
+        const int axis = of(node.operands[0]).axis;
+        int64_t a = attrs.get_int("axis");
+        if (a < 0) a += rank_of(node.operands[0]);
+        if (a == axis) {
+          std::vector<int64_t> sizes = attrs.get_int_list("sizes");
+          for (int64_t& s : sizes) s /= tp_;
+          std::vector<Value> rs = b.split(ops[0], a, sizes);
+          for (size_t i = 0; i < rs.size(); ++i) map[static_cast<size_t>(node.results[i])] = rs[i].named(name(node.results[i]));
+          continue;
+        }
+      }
+      if (node.kind == OpKind::Reshape && reshaped_.count(node.results[0])) {
+        Shape s = attrs.get_shape("shape");
+        const int bax = reshaped_.at(node.results[0]);
+        s[static_cast<size_t>(bax)] = Dim(s[static_cast<size_t>(bax)].value() / tp_);
+        map[static_cast<size_t>(node.results[0])] = b.reshape(ops[0], s).named(name(node.results[0]));
+        continue;
+      }
+      std::vector<std::string> names;
+      for (ValueId r : node.results) names.push_back(name(r));
+      const bool reduce = std::find(reduced_.begin(), reduced_.end(), n) != reduced_.end();
+      if (reduce) names[0] += "_partial";
+      std::vector<Value> rs = b.op(node.kind, ops, attrs, node.loc, names);
+      if (reduce) {
+        Attrs ar;
+        ar.set("ranks", int64_t{tp_});
+        rs[0] = b.op(OpKind::AllReduce, {rs[0]}, ar, node.loc, {name(node.results[0])})[0];
+      }
+      for (size_t i = 0; i < rs.size(); ++i) map[static_cast<size_t>(node.results[i])] = rs[i];
+    }
+    std::vector<Value> outs;
+    for (ValueId o : g_.outputs()) {
+      outs.push_back(map[static_cast<size_t>(o)]);
+      out.outputs.push_back(is_split(o) ? ShardSpec{of(o).axis, of(o).pieces} : ShardSpec{});
+    }
+    out.graph = b.finish(outs, g_.loc());
+    out.notes = notes_;
+    return out;
+  }
+
+  const Graph& g_;
+  int tp_;
+  std::vector<Split> split_;
+  std::map<ValueId, ShardSpec> params_, inputs_;
+  std::map<ValueId, ValueId> column_w_;  // a column-parallel matmul's result -> its W
+  std::map<ValueId, int> reshaped_;      // a reshape's result -> its split axis (extent divided)
+  std::vector<NodeId> reduced_;          // row-parallel matmuls
+  std::vector<std::string> notes_;
+};
+
+}  // namespace
+
+ShardedGraph shard(const Graph& g, int tp) {
+  LJ_CHECK(tp >= 1 && tp <= 64, SourceLoc{}, "shard @{}: tp = {}: a tensor-parallel group has 1 to 64 ranks", g.name(), tp);
+  if (tp == 1) {
+    ShardedGraph out{g, 1, {}, std::vector<ShardSpec>(g.outputs().size()), {}};
+    for (ValueId in : g.inputs()) out.inputs[g.value(in).name] = ShardSpec{};
+    return out;
+  }
+  return Sharder(g, tp).run();
+}
+
+namespace {
+// Strides of a row-major shape.
+std::vector<int64_t> strides_of(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+// Index along `axis` of the full tensor for index j of rank r's share.
+int64_t full_index(const ShardSpec& spec, int tp, int rank, int64_t j) {
+  int64_t offset = 0;
+  for (int64_t piece : spec.pieces) {
+    const int64_t share = piece / tp;
+    if (j < share) return offset + rank * share + j;
+    j -= share, offset += piece;
+  }
+  LJ_ASSERT(false, "index past the pieces");
+  __builtin_unreachable();
+}
+}  // namespace
+
+HostTensor shard_tensor(const HostTensor& full, const ShardSpec& spec, int tp, int rank) {
+  if (!spec.split()) return full;
+  const auto axis = static_cast<size_t>(spec.axis);
+  std::vector<int64_t> shape = full.shape;
+  LJ_CHECK(axis < shape.size(), SourceLoc{}, "shard_tensor: axis {} of a rank-{} tensor", axis, shape.size());
+  int64_t total = 0;
+  for (int64_t p : spec.pieces) total += p;
+  LJ_CHECK(total == shape[axis], SourceLoc{}, "shard_tensor: pieces [{}] do not cover axis {} ({})", fmt::join(spec.pieces, ", "), axis, shape[axis]);
+  for (int64_t p : spec.pieces)
+    LJ_CHECK(p % tp == 0, SourceLoc{}, "shard_tensor: a piece of {} along axis {} is not divisible by {} ranks", p, axis, tp);
+  shape[axis] /= tp;
+  HostTensor part(full.dtype, shape);
+  const std::vector<int64_t> fs = strides_of(full.shape), ps = strides_of(shape);
+  for (int64_t i = 0; i < part.numel(); ++i) {
+    int64_t rest = i, src = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const int64_t idx = rest / ps[d];
+      rest %= ps[d];
+      src += (d == axis ? full_index(spec, tp, rank, idx) : idx) * fs[d];
+    }
+    part.data[static_cast<size_t>(i)] = full.data[static_cast<size_t>(src)];
+  }
+  return part;
+}
+
+HostTensor gather_tensor(const std::vector<HostTensor>& parts, const ShardSpec& spec, int tp) {
+  LJ_CHECK(static_cast<int>(parts.size()) == tp, SourceLoc{}, "gather_tensor: {} parts for {} ranks", parts.size(), tp);
+  if (!spec.split()) return parts.at(0);
+  const auto axis = static_cast<size_t>(spec.axis);
+  std::vector<int64_t> shape = parts[0].shape;
+  shape[axis] *= tp;
+  HostTensor full(parts[0].dtype, shape);
+  const std::vector<int64_t> fs = strides_of(shape), ps = strides_of(parts[0].shape);
+  for (int r = 0; r < tp; ++r)
+    for (int64_t i = 0; i < parts[static_cast<size_t>(r)].numel(); ++i) {
+      int64_t rest = i, dst = 0;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        const int64_t idx = rest / ps[d];
+        rest %= ps[d];
+        dst += (d == axis ? full_index(spec, tp, r, idx) : idx) * fs[d];
+      }
+      full.data[static_cast<size_t>(dst)] = parts[static_cast<size_t>(r)].data[static_cast<size_t>(i)];
+    }
+  return full;
+}
+
+}  // namespace lj

@@ -1,0 +1,125 @@
+// Tensor parallelism on the CPU: the sharding pass's rank graphs, run rank by rank through the
+// reference with the all-reduce done on the host (run_reference_ranks), equal the unsharded layer
+// within bf16 rounding (each rank's partial sums are rounded to bf16 before they are added), for
+// prefill and decode at tp = 2 and 4; the weight slicing round-trips; what does not divide is
+// refused with the reason.
+#include <cmath>
+
+#include "layerjit/error.h"
+#include "layerjit/llama.h"
+#include "layerjit/shard.h"
+#include "layerjit/text.h"
+#include "tests/reference/ref_test_util.h"
+
+namespace lj {
+namespace {
+
+using test::random_tensor;
+using Inputs = std::map<std::string, HostTensor>;
+
+Inputs layer_inputs(const LlamaConfig& c, const Graph& g, const Bindings& b, uint64_t seed) {
+  Inputs in;
+  for (ValueId id : g.inputs()) {
+    const ValueInfo& v = g.value(id);
+    const std::vector<int64_t> shape = resolve(v.type.shape, b);
+    if (v.type.dtype == DType::I32) {  // positions: the prefill's 0..T-1, decode's inside the cache
+      std::vector<double> p;
+      for (int64_t i = 0; i < shape[0]; ++i) p.push_back(b.get("C") ? static_cast<double>((3 * i + 2) % *b.get("C")) : static_cast<double>(i));
+      in[v.name] = test::tensor(DType::I32, shape, p);
+    } else if (shape.size() == 1) {
+      in[v.name] = random_tensor(v.type.dtype, shape, ++seed, 0.5, 1.5);  // norm weights
+    } else {
+      const double a = v.is_param ? std::sqrt(3.0 / static_cast<double>(shape.back())) : 1.0;
+      in[v.name] = random_tensor(v.type.dtype, shape, ++seed, -a, a);
+    }
+  }
+  (void)c;
+  return in;
+}
+
+void check_sharded(const LlamaConfig& c, bool decode, int tp, const Bindings& b, uint64_t seed) {
+  const Graph g = decode ? llama_decode(c) : llama_prefill(c);
+  INFO(g.name() << " at tp = " << tp);
+  const Inputs full = layer_inputs(c, g, b, seed);
+  const std::vector<HostTensor> want = run_reference(g, full, b);
+  const ShardedGraph s = shard(g, tp);
+  int reduces = 0;
+  for (const Node& n : s.graph.nodes()) reduces += n.kind == OpKind::AllReduce;
+  CHECK(reduces == 2);  // after o and after down
+  std::vector<Inputs> ranks(static_cast<size_t>(tp));
+  for (int r = 0; r < tp; ++r)
+    for (const auto& [name, t] : full) ranks[static_cast<size_t>(r)][name] = shard_tensor(t, s.inputs.at(name), tp, r);
+  const auto got = run_reference_ranks(s.graph, ranks, b);
+  REQUIRE(want.size() == s.outputs.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    std::vector<HostTensor> parts;
+    for (const auto& outs : got) parts.push_back(outs.at(o));
+    if (!s.outputs[o].split())
+      for (const HostTensor& p : parts) CHECK(p.data == parts[0].data);  // replicated: equal on every rank
+    const HostTensor merged = gather_tensor(parts, s.outputs[o], tp);
+    REQUIRE(merged.shape == want[o].shape);
+    double worst = 0;
+    for (size_t i = 0; i < want[o].data.size(); ++i)
+      worst = std::max(worst, std::fabs(merged.data[i] - want[o].data[i]) / std::max(std::fabs(want[o].data[i]), 1.0));
+    INFO("output " << o << ": worst difference " << worst);
+    CHECK(worst <= 0x1p-5);  // a few bf16 ulps: partial sums rounded before the all-reduce
+    if (s.outputs[o].split()) CHECK(merged.data == want[o].data);  // K and V: computed before any all-reduce, exact
+  }
+}
+
+TEST_CASE("sharded layers equal the unsharded layer at tp = 2 and 4 (prefill and decode)", "[shard]") {
+  // The small layer (4 query heads, 2 KV heads, FFN 160) at tp = 2; one with 8 query heads, 4 KV
+  // heads, FFN 200 and head_dim 24 (no power of two) at tp = 2 and 4.
+  const LlamaConfig small = LlamaConfig::small();
+  const LlamaConfig odd{"llama_tp", 96, 8, 4, 24, 200, 1e-5, 10000.0, DType::BF16};
+  Bindings pre, dec;
+  pre.set("T", 7);
+  dec.set("B", 3), dec.set("C", 11);
+  uint64_t seed = 500;
+  check_sharded(small, false, 2, pre, seed += 100);
+  check_sharded(small, true, 2, dec, seed += 100);
+  for (int tp : {2, 4}) {
+    check_sharded(odd, false, tp, pre, seed += 100);
+    check_sharded(odd, true, tp, dec, seed += 100);
+  }
+}
+
+TEST_CASE("shard splits QKV by head groups, gate with up, o and down by columns, and says what does not divide", "[shard]") {
+  const LlamaConfig c{"llama_tp", 96, 8, 4, 24, 200, 1e-5, 10000.0, DType::BF16};
+  const ShardedGraph s = shard(llama_prefill(c), 2);
+  CHECK(s.inputs.at("w_qkv").str() == "split on axis 0 in pieces [192, 96, 96]");
+  CHECK(s.inputs.at("w_gate_up").str() == "split on axis 0 in pieces [200, 200]");
+  CHECK(s.inputs.at("w_o").str() == "split on axis 1");
+  CHECK(s.inputs.at("w_down").str() == "split on axis 1");
+  CHECK(s.inputs.at("x").str() == "replicated");
+  CHECK(s.inputs.at("attn_norm").str() == "replicated");
+  const ShardedGraph d = shard(llama_decode(c), 4);
+  CHECK(d.inputs.at("k_cache").str() == "split on axis 2");
+  CHECK(d.outputs.at(0).str() == "replicated");
+  CHECK(d.outputs.at(1).str() == "split on axis 2");
+  // The small layer's 2 KV heads do not divide over 4 ranks; 160 FFN columns not over 3.
+  CHECK_THROWS_WITH(shard(llama_prefill(LlamaConfig::small()), 4), Catch::Contains("is not divisible by 4 ranks"));
+  CHECK_THROWS_WITH(shard(llama_prefill(LlamaConfig::small()), 3), Catch::Contains("not divisible by 3 ranks"));
+  CHECK_THROWS_WITH(shard(llama_prefill(c), 0), Catch::Contains("1 to 64 ranks"));
+  // A norm over a split axis needs every rank's part of the row.
+  Module m = parse_module(
+      "graph @bad(%x: bf16[T, 8], %w: param bf16[16, 8], %n: param bf16[16]) {\n  %y = matmul(%x, %w)\n"
+      "  %z = rms_norm(%y, %n)\n  return %z\n}\n", "<bad>");
+  CHECK_THROWS_WITH(shard(m.graphs.at(0), 2), Catch::Contains("%z = rms_norm: it reduces over %y's last axis, which is split"));
+}
+
+TEST_CASE("shard_tensor and gather_tensor invert each other, pieces included", "[shard]") {
+  const HostTensor w = random_tensor(DType::BF16, {12, 5}, 9);
+  const ShardSpec rows{0, {6, 3, 3}};
+  std::vector<HostTensor> parts;
+  for (int r = 0; r < 3; ++r) parts.push_back(shard_tensor(w, rows, 3, r));
+  CHECK(parts[1].shape == std::vector<int64_t>{4, 5});
+  CHECK(parts[1].data[0] == w.data[2 * 5]);        // row 2: rank 1's first of piece 0 (rows 0-5)
+  CHECK(parts[1].data[2 * 5] == w.data[7 * 5]);    // row 7: its row of piece 1 (rows 6-8)
+  CHECK(gather_tensor(parts, rows, 3).data == w.data);
+  const ShardSpec cols{1, {5}};
+  CHECK_THROWS_WITH(shard_tensor(w, cols, 2, 0), Catch::Contains("not divisible"));
+}
+
+}  // namespace
+}  // namespace lj
