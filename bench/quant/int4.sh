@@ -14,6 +14,7 @@ lj="${1:?usage: $0 LAYERJIT [M ...]}"
 shift
 src="$(cd "$(dirname "$0")/../.." && pwd)"
 file="$src/bench/quant/int4_projections.lj"
+. "$src/bench/quant/graph_ms.sh"
 rows=("$@")
 [[ ${#rows[@]} -gt 0 ]] || rows=(1 16 32 4096)
 shapes=(qkv o gate_up down)
@@ -25,16 +26,8 @@ for m in "${rows[@]}"; do
       # --packed-weights: the 4-bit graphs read the codes at every row count (the GEMMs above 16).
       extra=()
       [[ $kind == q4 ]] && extra=(--packed-weights)
-      echo "== ${kind}_$s T=$m: $lj bench $file --graph ${kind}_$s --bind T=$m ${extra[*]}"
-      out="$("$lj" bench "$file" --graph "${kind}_$s" --bind "T=$m" "${extra[@]}" 2>&1)"
-      rc=$?
-      echo "$out"
-      if [[ $rc -ne 0 ]]; then
-        echo "int4.sh: ${kind}_$s at T=$m failed (exit $rc)" >&2
-        status=1
-        continue
-      fi
-      ms["$kind|$s|$m"]="$(awk -F'|' '/\| fused, one CUDA graph \|/ { gsub(/ /, "", $6); print $6 }' <<<"$out")"
+      graph_ms "int4.sh: ${kind}_$s T=$m" "$lj" bench "$file" --graph "${kind}_$s" --bind "T=$m" "${extra[@]}" || status=1
+      ms["$kind|$s|$m"]="$GRAPH_MS"
     done
   done
 done

@@ -10,6 +10,7 @@
 set -uo pipefail
 lj="${1:?usage: $0 LAYERJIT}"
 src="$(cd "$(dirname "$0")/../.." && pwd)"
+. "$src/bench/quant/graph_ms.sh"
 
 # layer|file (- for the built-in layer)|graph prefix
 layers=("bf16|-|llama3_8b" "int4|$src/examples/llama3_8b_int4.lj|llama3_8b_int4" "fp8|$src/examples/llama3_8b_fp8.lj|llama3_8b_fp8"
@@ -23,16 +24,8 @@ for c in "${cases[@]}"; do
     graph="${prefix}_${c%%|*}"
     args=(bench --graph "$graph" --bind "${c#*|}")
     [[ "$file" != "-" ]] && args=(bench "$file" --graph "$graph" --bind "${c#*|}")
-    echo "== $name $graph ${c#*|}: $lj ${args[*]}"
-    out="$("$lj" "${args[@]}" 2>&1)"
-    rc=$?
-    echo "$out"
-    if [[ $rc -ne 0 ]]; then
-      echo "layers.sh: $name $graph failed (exit $rc)" >&2
-      status=1
-      continue
-    fi
-    ms["$name|$c"]="$(awk -F'|' '/\| fused, one CUDA graph \|/ { gsub(/ /, "", $6); print $6 }' <<<"$out")"
+    graph_ms "layers.sh: $name $graph ${c#*|}" "$lj" "${args[@]}" || status=1
+    ms["$name|$c"]="$GRAPH_MS"
   done
 done
 echo
