@@ -351,6 +351,22 @@ int64_t full_index(const ShardSpec& spec, int tp, int rank, int64_t j) {
   LJ_ASSERT(false, "index past the pieces");
   __builtin_unreachable();
 }
+// f(i, j) for each element i of rank r's share (shape `part`) and its element j of the full tensor.
+template <class F>
+void for_each_share(const std::vector<int64_t>& full, const std::vector<int64_t>& part, const ShardSpec& spec, int tp, int rank, F f) {
+  const auto axis = static_cast<size_t>(spec.axis);
+  const std::vector<int64_t> fs = strides_of(full), ps = strides_of(part);
+  const int64_t n = part.empty() ? 1 : ps[0] * part[0];
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rest = i, j = 0;
+    for (size_t d = 0; d < part.size(); ++d) {
+      const int64_t idx = rest / ps[d];
+      rest %= ps[d];
+      j += (d == axis ? full_index(spec, tp, rank, idx) : idx) * fs[d];
+    }
+    f(i, j);
+  }
+}
 }  // namespace
 
 HostTensor shard_tensor(const HostTensor& full, const ShardSpec& spec, int tp, int rank) {
@@ -365,16 +381,8 @@ HostTensor shard_tensor(const HostTensor& full, const ShardSpec& spec, int tp, i
     LJ_CHECK(p % tp == 0, SourceLoc{}, "shard_tensor: a piece of {} along axis {} is not divisible by {} ranks", p, axis, tp);
   shape[axis] /= tp;
   HostTensor part(full.dtype, shape);
-  const std::vector<int64_t> fs = strides_of(full.shape), ps = strides_of(shape);
-  for (int64_t i = 0; i < part.numel(); ++i) {
-    int64_t rest = i, src = 0;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      const int64_t idx = rest / ps[d];
-      rest %= ps[d];
-      src += (d == axis ? full_index(spec, tp, rank, idx) : idx) * fs[d];
-    }
-    part.data[static_cast<size_t>(i)] = full.data[static_cast<size_t>(src)];
-  }
+  for_each_share(full.shape, shape, spec, tp, rank,
+                 [&](int64_t i, int64_t j) { part.data[static_cast<size_t>(i)] = full.data[static_cast<size_t>(j)]; });
   return part;
 }
 
@@ -385,17 +393,10 @@ HostTensor gather_tensor(const std::vector<HostTensor>& parts, const ShardSpec& 
   std::vector<int64_t> shape = parts[0].shape;
   shape[axis] *= tp;
   HostTensor full(parts[0].dtype, shape);
-  const std::vector<int64_t> fs = strides_of(shape), ps = strides_of(parts[0].shape);
   for (int r = 0; r < tp; ++r)
-    for (int64_t i = 0; i < parts[static_cast<size_t>(r)].numel(); ++i) {
-      int64_t rest = i, dst = 0;
-      for (size_t d = 0; d < shape.size(); ++d) {
-        const int64_t idx = rest / ps[d];
-        rest %= ps[d];
-        dst += (d == axis ? full_index(spec, tp, r, idx) : idx) * fs[d];
-      }
-      full.data[static_cast<size_t>(dst)] = parts[static_cast<size_t>(r)].data[static_cast<size_t>(i)];
-    }
+    for_each_share(shape, parts[static_cast<size_t>(r)].shape, spec, tp, r, [&](int64_t i, int64_t j) {
+      full.data[static_cast<size_t>(j)] = parts[static_cast<size_t>(r)].data[static_cast<size_t>(i)];
+    });
   return full;
 }
 
