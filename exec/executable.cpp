@@ -14,6 +14,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "codegen/collective_call.h"
 #include "compiler/fusion/tensor_layout.h"
 #include "jit/bundle.h"
 #include "jit/compile_plan.h"
@@ -21,6 +22,7 @@
 #include "runtime/kernel_args.h"
 #include "runtime/host_values.h"
 #include "runtime/launch.h"
+#include "runtime/nccl.h"
 
 namespace lj::exec {
 
@@ -72,16 +74,27 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
   if (!compiled.ok()) return compiled.status();
   e.compile_seconds_ = compiled->compile_seconds;
   e.cache_hits_ = compiled->cache_hits;
-  for (jit::CompiledGroup& cg : compiled->groups) {
+  LJ_RT_TRY(e.check_collectives(opts.comm));
+  // Kernels and NCCL calls interleaved in plan order: compile_plan keeps the collectives apart.
+  size_t next_kernel = 0, next_collective = 0;
+  for (const FusionGroup& grp : e.plan_.groups) {
+    if (is_collective(grp.kind)) {
+      e.steps_.push_back(Step{std::nullopt, rt::Kernel{}, true});
+      e.origins_.push_back(KernelOrigin{"(NCCL)", false, fmt::format("ncclAllReduce over {} ranks", opts.comm->ranks())});
+      e.kernels_.push_back(std::move(compiled->collectives.at(next_collective++)));
+      continue;
+    }
+    jit::CompiledGroup& cg = compiled->groups.at(next_kernel++);
     LJ_RT_ASSIGN(rt::Module mod, rt::Module::load(ctx, cg.compiled.program.image()));
     LJ_RT_ASSIGN(rt::Kernel kern, mod.kernel(cg.kernel.name));
-    e.steps_.push_back(Step{std::move(mod), kern});
+    e.steps_.push_back(Step{std::move(mod), kern, false});
     e.origins_.push_back(KernelOrigin{cg.config_source, cg.compiled.cache_hit,
                                       opts.bundle              ? bundle_image
                                       : cg.compiled.cache_hit ? "cubin from the cache"
                                                                : "compiled"});
     e.kernels_.push_back(std::move(cg.kernel));
   }
+  e.comm_ = opts.comm;
   e.scratch_.resize(e.steps_.size());
   e.scratch_used_.resize(e.steps_.size());
   const char* pdl = std::getenv("LAYERJIT_PDL");
@@ -93,6 +106,23 @@ rt::Result<Executable> Executable::build(rt::Context& ctx, const Graph& source, 
   e.programmatic_all_ = pdl_env == "all";
   e.log_dispatch_ = log_enabled(LogCategory::Dispatch);
   return e;
+}
+
+rt::Status Executable::check_collectives(const rt::NcclComm* comm) const {
+  const Graph& g = *graph_;
+  for (const FusionGroup& grp : plan_.groups) {
+    if (!is_collective(grp.kind)) continue;
+    const Node& n = g.node(grp.nodes.at(0));
+    const int64_t ranks = n.attrs.get_int("ranks");
+    if (!comm)
+      return rt::Error{fmt::format("@{} sums %{} over {} ranks (all_reduce, group {}): it is a rank graph of tensor parallelism; "
+                                   "build it with a communicator (lj::TensorParallel, `layerjit run --tp {}`), not alone",
+                                   g.name(), g.value(n.results.at(0)).name, ranks, grp.id, ranks)};
+    if (comm->ranks() != ranks)
+      return rt::Error{fmt::format("@{}: the all_reduce of %{} (group {}) is over {} ranks, the communicator has {}", g.name(),
+                                   g.value(n.results.at(0)).name, grp.id, ranks, comm->ranks())};
+  }
+  return {};
 }
 
 rt::Status Executable::bind(ValueId v, CUdeviceptr ptr) {
@@ -268,7 +298,9 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
   bool after_kernel = false;  // the first kernel of a call follows the caller's work: never launched early
   for (size_t i = 0; i < steps_.size(); ++i) {
     if (plan_.groups[i].prepare) continue;  // once per weights: prepare_weights
-    if (log) {
+    if (log && steps_[i].collective) {
+      std::fprintf(stderr, "  group %d %s: %s\n", plan_.groups[i].id, kernels_[i].name.c_str(), origins_[i].image.c_str());
+    } else if (log) {
       const GeneratedKernel& k = kernels_[i];
       const KernelOrigin& o = origins_[i];
       std::fprintf(stderr, "  group %d %s: %s%s; %s; grid %lld x %d threads, %d B shared\n", plan_.groups[i].id, k.name.c_str(),
@@ -276,7 +308,7 @@ rt::Status Executable::run(rt::Stream& stream, const Bindings& b) {
                    static_cast<long long>(k.launch.blocks(b)), k.launch.threads, k.launch.shared_bytes);
     }
     LJ_RT_TRY(launch(stream, i, b, after_kernel));
-    after_kernel = true;
+    after_kernel = !steps_[i].collective;  // never launched early behind NCCL's kernel
   }
   return {};
 }
@@ -288,7 +320,26 @@ rt::Status Executable::run_step(rt::Stream& stream, size_t i, const Bindings& b)
   return launch(stream, i, b, false);
 }
 
+rt::Status Executable::launch_collective(rt::Stream& stream, size_t i, const Bindings& b) {
+  const GeneratedKernel& k = kernels_[i];  // collective_call: [send, recv]
+  const ValueId send = k.params.at(0).buffer, recv = k.params.at(1).buffer;
+  auto address = [&](ValueId v) -> rt::Result<CUdeviceptr> {
+    if (auto it = planned_.offset.find(v); it != planned_.offset.end()) return arena_->ptr() + it->second;
+    if (auto ext = cur().external.find(v); ext != cur().external.end()) return ext->second;
+    return rt::Error{fmt::format("run @{}: %{} is not bound (the all_reduce of group {} reads or writes it)", graph_->name(),
+                                 graph_->value(v).name, plan_.groups[i].id)};
+  };
+  LJ_RT_ASSIGN(const CUdeviceptr from, address(send));
+  LJ_RT_ASSIGN(const CUdeviceptr to, address(recv));
+  const TensorType& t = graph_->value(recv).type;
+  nvtxRangePushA(k.name.c_str());
+  rt::Status st = comm_->all_reduce_sum(from, to, static_cast<size_t>(numel(resolve(t.shape, b))), t.dtype, stream.handle());
+  nvtxRangePop();
+  return st;
+}
+
 rt::Status Executable::launch(rt::Stream& stream, size_t i, const Bindings& b, bool after_kernel) {
+  if (steps_[i].collective) return launch_collective(stream, i, b);
   const Graph& g = *graph_;
   const MemoryPlan& mp = planned_;
   const GeneratedKernel& k = kernels_[i];

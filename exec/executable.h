@@ -25,6 +25,10 @@
 #include "runtime/stream.h"
 #include "exec/memory_plan.h"
 
+namespace lj::rt {
+class NcclComm;
+}
+
 namespace lj::jit {
 struct Bundle;
 struct CompileProgress;
@@ -57,6 +61,11 @@ struct BuildOptions {
   /// (another layerjit version, no plan of this graph at `hint`, a kernel whose key differs) is an
   /// error saying why. The plan is fused by `fusion` as the bundle's was.
   std::shared_ptr<const jit::Bundle> bundle;
+  /// This rank's communicator, for a rank graph of tensor parallelism (shard()): each all_reduce
+  /// group is an ncclAllReduce on the run's stream (captured into its CUDA graph like a kernel). A
+  /// plan with an all_reduce and no communicator, or one whose rank count differs from the op's, does
+  /// not build. Must outlive the executable.
+  const rt::NcclComm* comm = nullptr;
   /// Hears of each kernel as it finishes compiling (a cached one at once), for progress lines; the
   /// argument is a jit::CompileProgress.
   std::function<void(const jit::CompileProgress&)> progress;
@@ -140,9 +149,13 @@ class Executable {
   /// after_kernel: a kernel of the same call was launched before this one on `stream`.
   rt::Status launch(rt::Stream& stream, size_t i, const Bindings& b, bool after_kernel);
   struct Step {
-    rt::Module module;
+    std::optional<rt::Module> module;  // none for a collective
     rt::Kernel kernel;
+    bool collective = false;  // an all_reduce: comm_ runs it
   };
+  rt::Status launch_collective(rt::Stream& stream, size_t i, const Bindings& b);
+  rt::Status check_collectives(const rt::NcclComm* comm) const;  // every all_reduce has a communicator of its rank count
+  const rt::NcclComm* comm_ = nullptr;
   rt::Context* ctx_ = nullptr;
   std::shared_ptr<const Graph> graph_;
   FusionPlan plan_;

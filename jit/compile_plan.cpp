@@ -7,6 +7,7 @@
 
 #include "cache/location.h"
 #include "cache/tuning_db.h"
+#include "codegen/collective_call.h"
 #include "codegen/kernel_family.h"
 #include "jit/bundle.h"
 #include "compiler/dump.h"
@@ -69,6 +70,10 @@ rt::Result<CompiledPlan> from_bundle(const JitTarget& t, const Graph& g, const F
   const EmitOptions base = t.emit_options(o.hint);
   for (const FusionGroup& grp : plan.groups) {
     if (o.only_group && grp.id != *o.only_group) continue;
+    if (is_collective(grp.kind)) {
+      out.collectives.push_back(collective_call(g, grp));
+      continue;
+    }
     const BundleKernel* bk = nullptr;
     for (const BundleKernel& k : bp->kernels)
       if (k.group == grp.id) bk = &k;
@@ -108,6 +113,10 @@ rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const 
   const Bindings bucketed = bucket(o.hint);
   for (const FusionGroup& grp : plan.groups) {
     if (o.only_group && grp.id != *o.only_group) continue;
+    if (is_collective(grp.kind)) {
+      out.collectives.push_back(collective_call(g, grp));
+      continue;
+    }
     if (!has_emitter(grp.kind) && o.skip_ungenerated) {
       out.not_generated.push_back(NotGenerated{grp.id, grp.kind, "kernel generator not written yet"});
       continue;

@@ -79,6 +79,9 @@ struct CompiledPlan {
   JitTarget target;
   std::vector<CompiledGroup> groups;  ///< in plan order
   std::vector<NotGenerated> not_generated;
+  /// The groups NCCL runs (all_reduce: codegen/collective_call.h), in plan order: their ABIs, no
+  /// source, nothing compiled; not in `groups`.
+  std::vector<GeneratedKernel> collectives;
   double compile_seconds = 0;  ///< wall time of the compiles (cache lookups included)
   int cache_hits = 0;
 };

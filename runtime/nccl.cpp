@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace lj::rt {
 
@@ -52,6 +54,10 @@ Result<Nccl> load_nccl(const std::vector<std::string>& names) {
   sym(api.get_version, "ncclGetVersion");
   sym(api.get_unique_id, "ncclGetUniqueId");
   sym(api.comm_init_rank, "ncclCommInitRank");
+  sym(api.comm_init_all, "ncclCommInitAll");
+  sym(api.comm_count, "ncclCommCount");
+  sym(api.comm_user_rank, "ncclCommUserRank");
+  sym(api.comm_async_error, "ncclCommGetAsyncError");
   sym(api.comm_destroy, "ncclCommDestroy");
   sym(api.comm_abort, "ncclCommAbort");
   sym(api.all_reduce, "ncclAllReduce");
@@ -73,6 +79,69 @@ Result<const Nccl*> nccl() {
   static const Result<Nccl> loaded = load_nccl(nccl_search_path());
   if (!loaded.ok()) return Error{loaded.error().message};
   return &*loaded;
+}
+
+Result<ncclDataType_t> nccl_dtype(DType t) {
+  switch (t) {
+    case DType::BF16: return ncclBfloat16;
+    case DType::F16: return ncclFloat16;
+    case DType::F32: return ncclFloat32;
+    case DType::I8: return ncclInt8;
+    case DType::I32: return ncclInt32;
+    default: break;
+  }
+  return Error{fmt::format("NCCL does not sum {} values: an all_reduce takes bf16, f16, f32, i8 or i32", dtype_name(t))};
+}
+
+namespace {
+
+Status nccl_check(const Nccl& api, ncclResult_t r, const char* what) {
+  if (r == ncclSuccess) return {};
+  return Error{fmt::format("{} failed: {} (NCCL {}; NCCL_DEBUG=WARN says more)", what, api.error_string(r), api.version_str())};
+}
+
+}  // namespace
+
+Result<std::vector<NcclComm>> NcclComm::init_all(const Nccl& api, const std::vector<int>& ordinals) {
+  if (ordinals.empty()) return Error{"NCCL: a communicator needs at least one device"};
+  std::vector<ncclComm_t> comms(ordinals.size(), nullptr);
+  std::vector<int> devs(ordinals);
+  LJ_RT_TRY(nccl_check(api, api.comm_init_all(comms.data(), static_cast<int>(devs.size()), devs.data()),
+                       fmt::format("ncclCommInitAll over devices [{}]", fmt::join(ordinals, ", ")).c_str()));
+  std::vector<NcclComm> out;
+  for (size_t r = 0; r < comms.size(); ++r) out.push_back(NcclComm(&api, comms[r], static_cast<int>(r), static_cast<int>(comms.size())));
+  return out;
+}
+
+NcclComm::NcclComm(NcclComm&& o) noexcept
+    : api_(o.api_), comm_(std::exchange(o.comm_, nullptr)), rank_(o.rank_), ranks_(o.ranks_) {}
+
+NcclComm& NcclComm::operator=(NcclComm&& o) noexcept {
+  if (this != &o) {
+    if (comm_) api_->comm_destroy(comm_);
+    api_ = o.api_;
+    comm_ = std::exchange(o.comm_, nullptr);
+    rank_ = o.rank_;
+    ranks_ = o.ranks_;
+  }
+  return *this;
+}
+
+NcclComm::~NcclComm() {
+  if (comm_) api_->comm_destroy(comm_);
+}
+
+void NcclComm::abort() {
+  if (comm_) api_->comm_abort(std::exchange(comm_, nullptr));
+}
+
+Status NcclComm::all_reduce_sum(CUdeviceptr send, CUdeviceptr recv, size_t count, DType dtype, CUstream stream) const {
+  if (!comm_) return Error{"ncclAllReduce: the communicator was aborted (another rank failed)"};
+  LJ_RT_ASSIGN(const ncclDataType_t t, nccl_dtype(dtype));
+  return nccl_check(*api_,
+                    api_->all_reduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count, t, ncclSum, comm_,
+                                     reinterpret_cast<cudaStream_t>(stream)),
+                    "ncclAllReduce");
 }
 
 }  // namespace lj::rt

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "layerjit/types.h"
+#include "runtime/driver.h"
 #include "runtime/result.h"
 
 namespace lj::rt {
@@ -19,6 +21,10 @@ struct Nccl {
   decltype(&ncclGetVersion) get_version = nullptr;
   decltype(&ncclGetUniqueId) get_unique_id = nullptr;
   decltype(&ncclCommInitRank) comm_init_rank = nullptr;
+  decltype(&ncclCommInitAll) comm_init_all = nullptr;
+  decltype(&ncclCommCount) comm_count = nullptr;
+  decltype(&ncclCommUserRank) comm_user_rank = nullptr;
+  decltype(&ncclCommGetAsyncError) comm_async_error = nullptr;
   decltype(&ncclCommDestroy) comm_destroy = nullptr;
   decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
@@ -40,5 +46,39 @@ Result<Nccl> load_nccl(const std::vector<std::string>& names);
 
 /// NCCL for this process: load_nccl(nccl_search_path()), once; the library stays loaded.
 Result<const Nccl*> nccl();
+
+/// NCCL's element type for a dtype: bf16, f16, f32, i8, i32; an Error for the
+/// others (fp8 and 4-bit values are never summed across ranks).
+Result<ncclDataType_t> nccl_dtype(DType t);
+
+/// One rank's communicator, destroyed (ncclCommDestroy) with the object.
+class NcclComm {
+ public:
+  /// One communicator per device in `ordinals`, rank r on device ordinals[r], for one process
+  /// driving them all (ncclCommInitAll): the tensor-parallel executable's ranks. An Error names
+  /// NCCL's reason (a device listed twice, a device that does not exist).
+  static Result<std::vector<NcclComm>> init_all(const Nccl& api, const std::vector<int>& ordinals);
+  NcclComm(NcclComm&& o) noexcept;
+  NcclComm& operator=(NcclComm&& o) noexcept;
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+  ~NcclComm();
+
+  int rank() const { return rank_; }
+  int ranks() const { return ranks_; }
+  const Nccl& api() const { return *api_; }
+  /// recv = the sum over the ranks of send (`count` elements of `dtype`), enqueued on `stream`
+  /// (capturable: a CUDA graph records it). Every rank must call it, in the same order.
+  Status all_reduce_sum(CUdeviceptr send, CUdeviceptr recv, size_t count, DType dtype, CUstream stream) const;
+  /// Ends the communicator at once (ncclCommAbort), its pending operations included: what frees the
+  /// other ranks when one fails before an all_reduce they wait in. Calls after it are errors.
+  void abort();
+
+ private:
+  NcclComm(const Nccl* api, ncclComm_t c, int rank, int ranks) : api_(api), comm_(c), rank_(rank), ranks_(ranks) {}
+  const Nccl* api_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0, ranks_ = 1;
+};
 
 }  // namespace lj::rt

@@ -386,6 +386,42 @@ HostTensor shard_tensor(const HostTensor& full, const ShardSpec& spec, int tp, i
   return part;
 }
 
+std::vector<unsigned char> shard_bytes(std::span<const unsigned char> full, DType dtype, const std::vector<int64_t>& shape,
+                                       const ShardSpec& spec, int tp, int rank) {
+  const int64_t bits = dtype_bits(dtype);
+  LJ_CHECK(static_cast<int64_t>(full.size()) * 8 == numel(shape) * bits, SourceLoc{}, "shard_bytes: {} bytes for a {} tensor of shape [{}]",
+           full.size(), dtype_name(dtype), fmt::join(shape, ", "));
+  if (!spec.split()) return {full.begin(), full.end()};
+  const auto axis = static_cast<size_t>(spec.axis);
+  LJ_CHECK(axis < shape.size(), SourceLoc{}, "shard_bytes: axis {} of a rank-{} tensor", axis, shape.size());
+  int64_t total = 0;
+  for (int64_t p : spec.pieces) total += p;
+  LJ_CHECK(total == shape[axis], SourceLoc{}, "shard_bytes: pieces [{}] do not cover axis {} ({})", fmt::join(spec.pieces, ", "), axis, shape[axis]);
+  int64_t outer = 1, inner = 1;
+  for (size_t d = 0; d < axis; ++d) outer *= shape[d];
+  for (size_t d = axis + 1; d < shape.size(); ++d) inner *= shape[d];
+  // A run: the rank's r-th tp-th of one piece in one outer slice, contiguous; in bits, each must
+  // start and end on a byte (4-bit codes split between two elements of a byte cannot be cut).
+  const auto bytes_of = [&](int64_t index) {
+    const int64_t b = index * inner * bits;
+    LJ_CHECK(b % 8 == 0, SourceLoc{}, "shard_bytes: a rank's share of a {} tensor along axis {} starts inside a byte", dtype_name(dtype), axis);
+    return static_cast<size_t>(b / 8);
+  };
+  std::vector<unsigned char> part;
+  part.reserve(full.size() / static_cast<size_t>(tp));
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t start = 0;
+    for (int64_t p : spec.pieces) {
+      LJ_CHECK(p % tp == 0, SourceLoc{}, "shard_bytes: a piece of {} along axis {} is not divisible by {} ranks", p, axis, tp);
+      const int64_t share = p / tp, first = o * shape[axis] + start + rank * share;
+      const size_t from = bytes_of(first), to = bytes_of(first + share);
+      part.insert(part.end(), full.begin() + static_cast<std::ptrdiff_t>(from), full.begin() + static_cast<std::ptrdiff_t>(to));
+      start += p;
+    }
+  }
+  return part;
+}
+
 HostTensor gather_tensor(const std::vector<HostTensor>& parts, const ShardSpec& spec, int tp) {
   LJ_CHECK(static_cast<int>(parts.size()) == tp, SourceLoc{}, "gather_tensor: {} parts for {} ranks", parts.size(), tp);
   if (!spec.split()) return parts.at(0);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,11 @@ ShardedGraph shard(const Graph& g, int tp);
 
 /// Rank `rank`'s share of a full tensor under `spec`.
 HostTensor shard_tensor(const HostTensor& full, const ShardSpec& spec, int tp, int rank);
+/// shard_tensor over a tensor's raw little-endian elements of `dtype` (packed 4-bit ones too, where
+/// each rank's runs are whole bytes): what binding weights from a file does, run by run, without
+/// widening them. `full` must hold the tensor of `shape` exactly.
+std::vector<unsigned char> shard_bytes(std::span<const unsigned char> full, DType dtype, const std::vector<int64_t>& shape,
+                                       const ShardSpec& spec, int tp, int rank);
 /// The full tensor from every rank's share (a replicated spec: rank 0's).
 HostTensor gather_tensor(const std::vector<HostTensor>& parts, const ShardSpec& spec, int tp);
 

@@ -5,6 +5,7 @@
 
 #include "codegen/kernel.h"
 #include "jit/compile_kernels.h"
+#include "jit/compile_plan.h"
 #include "layerjit/llama.h"
 #include "layerjit/shard.h"
 #include "runtime/nvrtc.h"
@@ -45,4 +46,31 @@ TEST_CASE("every rank's kernels of the sharded 8B layer compile for sm_90a witho
     }
   CHECK(reduces == 8);  // two per layer: after o and after down
   CHECK(compiled >= 4 * 5);
+}
+
+TEST_CASE("compile_plan keeps each all_reduce apart as an NCCL call: its send and receive buffers, no source", "[codegen][shard]") {
+  const ShardedGraph s = shard(llama_decode(LlamaConfig::llama3_8b()), 2);
+  Bindings b;
+  b.set("B", 1), b.set("C", 4096);
+  const Lowered l = jit::plan(s.graph, {}, b);
+  auto t = jit::JitTarget::of_arch("sm_90a");
+  REQUIRE(t.ok());
+  jit::PlanCompileOptions o;
+  o.hint = b;
+  o.compile = false;
+  auto cp = jit::compile_plan(*t, *l.graph, l.plan, o);
+  REQUIRE(cp.ok());
+  REQUIRE(cp->collectives.size() == 2);
+  CHECK(cp->groups.size() + 2 == l.plan.groups.size());
+  for (const jit::CompiledGroup& cg : cp->groups) CHECK(cg.kernel.name.find("all_reduce") == std::string::npos);
+  for (const GeneratedKernel& k : cp->collectives) {
+    INFO(k.name);
+    CHECK(k.name.ends_with("_all_reduce"));
+    CHECK(k.source.empty());
+    REQUIRE(k.params.size() >= 2);
+    CHECK((k.params[0].read && !k.params[0].written));
+    CHECK((k.params[1].written && !k.params[1].read));
+    CHECK(k.params[0].dtype == DType::BF16);
+    CHECK(l.graph->value(k.params[1].buffer).name == (k.name.find("_g5_") != std::string::npos ? "o" : "down"));
+  }
 }

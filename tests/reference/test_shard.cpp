@@ -121,5 +121,38 @@ TEST_CASE("shard_tensor and gather_tensor invert each other, pieces included", "
   CHECK_THROWS_WITH(shard_tensor(w, cols, 2, 0), Catch::Contains("not divisible"));
 }
 
+// Raw elements of a tensor whose values are small integers, as i32 little-endian bytes.
+std::vector<unsigned char> i32_bytes(const HostTensor& t) {
+  std::vector<unsigned char> out;
+  for (double x : t.data) {
+    const auto v = static_cast<uint32_t>(static_cast<int32_t>(x));
+    for (int k = 0; k < 4; ++k) out.push_back(static_cast<unsigned char>(v >> (8 * k)));
+  }
+  return out;
+}
+
+TEST_CASE("shard_bytes cuts raw elements as shard_tensor cuts values, 4-bit codes included", "[shard]") {
+  HostTensor w(DType::I32, {2, 12, 3});
+  for (size_t i = 0; i < w.data.size(); ++i) w.data[i] = static_cast<double>(i * 7 % 101) - 50;
+  for (const ShardSpec& spec : {ShardSpec{1, {6, 3, 3}}, ShardSpec{0, {2}}, ShardSpec{2, {3}}, ShardSpec{}})
+    for (int tp : {1, 3}) {
+      if (spec.axis == 0 && tp == 3) continue;
+      for (int r = 0; r < tp; ++r) {
+        INFO("spec " << spec.str() << ", tp " << tp << ", rank " << r);
+        CHECK(shard_bytes(i32_bytes(w), DType::I32, w.shape, spec, tp, r) == i32_bytes(shard_tensor(w, spec, tp, r)));
+      }
+    }
+  // u4 [4, 8]: each row 4 bytes; cut by rows, or by columns in runs of 4 codes (2 bytes).
+  std::vector<unsigned char> codes(16);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<unsigned char>(0x11 * i);
+  CHECK(shard_bytes(codes, DType::U4, {4, 8}, ShardSpec{0, {4}}, 2, 1) == std::vector<unsigned char>(codes.begin() + 8, codes.end()));
+  CHECK(shard_bytes(codes, DType::U4, {4, 8}, ShardSpec{1, {8}}, 2, 1) ==
+        std::vector<unsigned char>{codes[2], codes[3], codes[6], codes[7], codes[10], codes[11], codes[14], codes[15]});
+  CHECK(shard_bytes(codes, DType::U4, {4, 8}, ShardSpec{1, {8}}, 4, 3) == std::vector<unsigned char>{codes[3], codes[7], codes[11], codes[15]});
+  const std::vector<unsigned char> odd(codes.begin(), codes.begin() + 6);  // u4 [2, 6]: 3 codes per rank
+  CHECK_THROWS_WITH(shard_bytes(odd, DType::U4, {2, 6}, ShardSpec{1, {6}}, 2, 1), Catch::Contains("inside a byte"));
+  CHECK_THROWS_WITH(shard_bytes(codes, DType::U4, {4, 6}, ShardSpec{1, {6}}, 2, 0), Catch::Contains("16 bytes for a u4 tensor"));
+}
+
 }  // namespace
 }  // namespace lj
