@@ -1,11 +1,13 @@
 #include "exec/tp_executable.h"
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "codegen/collective_call.h"
+#include "runtime/fill.h"
 #include "runtime/memory.h"
 
 namespace lj::exec {
@@ -22,7 +24,9 @@ rt::Result<std::unique_ptr<TpExecutable>> TpExecutable::build(const Graph& g, co
   std::vector<rt::Context*> contexts;
   for (int d : devices) {
     rt::Result<rt::Context*> ctx = rt::Context::get(d);
-    if (!ctx.ok()) return rt::Error{fmt::format("tensor parallelism over {} ranks needs {} GPUs (device {}): {}", o.tp, o.tp, d, ctx.message())};
+    if (!ctx.ok())
+      return rt::Error{fmt::format("tensor parallelism over {} rank{} needs {} GPU{}, one per rank; device {}: {}", o.tp, o.tp == 1 ? "" : "s", o.tp,
+                                   o.tp == 1 ? "" : "s", d, ctx.message())};
     contexts.push_back(*ctx);
   }
   LJ_RT_ASSIGN(const rt::Nccl* api, rt::nccl());
@@ -161,6 +165,23 @@ rt::Status TpExecutable::synchronize() {
     LJ_RT_TRY(rk->stream.synchronize());
   }
   return ranks_[0]->ctx->make_current();
+}
+
+rt::Status TpExecutable::poison_outputs(const Bindings& b) {
+  for (int r = 0; r < ranks(); ++r) {
+    const Executable& x = rank(r);
+    const Graph& rg = x.graph();
+    LJ_RT_TRY(context(r).make_current());
+    for (ValueId v : rg.outputs()) {
+      const ValueId buf = x.layout(v).buffer;
+      if (std::find(rg.inputs().begin(), rg.inputs().end(), buf) != rg.inputs().end()) continue;
+      const TensorType& t = rg.value(buf).type;
+      LJ_RT_ASSIGN(const CUdeviceptr at, x.buffer_address(v, b));
+      LJ_RT_TRY(rt::fill_poison(stream(r), at, static_cast<size_t>(tensor_bytes(t.dtype, resolve(t.shape, b))),
+                                static_cast<size_t>(dtype_bytes(t.dtype))));
+    }
+  }
+  return synchronize();
 }
 
 rt::Result<HostTensor> TpExecutable::download(size_t i, const Bindings& b, int rank_index) {

@@ -63,6 +63,9 @@ class TpExecutable {
   rt::Status capture_collectives(const Bindings& b);
   rt::Status replay_collectives();
   rt::Status synchronize();
+  /// Fills every output buffer of every rank that is not an input (a cache updated in place) with
+  /// NaN bit patterns, so a replay that writes nothing cannot pass for one that wrote the same values.
+  rt::Status poison_outputs(const Bindings& b);
   /// Output `i` of the unsharded graph after a run: gathered from the ranks, or rank 0's where every
   /// rank holds it whole (`rank` >= 0: that rank's copy of a replicated output, to compare them).
   rt::Result<HostTensor> download(size_t i, const Bindings& b, int rank = -1);

@@ -44,6 +44,12 @@ say() { echo "$*" | tee -a "$log"; }
 
 # The GPU-tier binaries: every test binary under tests/gpu (one per module as the tier grows).
 mapfile -t tests < <(find "$build/tests/gpu" -maxdepth 1 -type f -perm -u+x -name 'test_*' | sort)
+# test_gpu_tp2 needs two GPUs (it skips with fewer, which here would read as "no driver"): only where
+# the machine has them.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [[ ${gpus:-0} -lt 2 ]]; then
+  mapfile -t tests < <(printf '%s\n' "${tests[@]}" | grep -v '/test_gpu_tp2$')
+fi
 mapfile -t benches < <(find "$build/bench" -type f -perm -u+x -name 'bench_*' 2>/dev/null | sort)
 if [[ ${#tests[@]} -eq 0 ]]; then
   say "gpu-check: no GPU test binaries under $build/tests/gpu: build first"
@@ -260,6 +266,13 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   [[ -x "$lj" ]] && run "quant layers.sh" "$src/bench/quant/layers.sh" "$lj"
   # The 4-bit projections against bf16 ones at 1, 16, 32 and 4096 rows (GEMV and GEMMs on codes).
   [[ -x "$lj" ]] && run "quant int4.sh" "$src/bench/quant/int4.sh" "$lj"
+  # Tensor parallelism: the 8B layer at tp = 1 and 2 (decode B = 1, 32; prefill), the all_reduces alone,
+  # and the tp = 2 outputs against tp = 1 (`layerjit run --tp 2`): where the machine has two GPUs.
+  if [[ -x "$lj" && ${gpus:-0} -ge 2 ]]; then
+    run "tp run decode" "$lj" run --tp 2 --graph llama3_8b_decode --bind B=32,C=4096
+    run "tp run prefill" "$lj" run --tp 2 --graph llama3_8b_prefill --bind T=4096
+    run "tp tp.sh" "$src/bench/tp/tp.sh" "$lj" 2
+  fi
   # PyTorch anchors of the benchmarks (bench/*/*.py, e.g. SDPA for bench_attention), timed in the same
   # session: from the source tree next to this script, or copied into the build tree.
   mapfile -t anchors < <( { find "$src/bench" "$build/bench" -mindepth 2 -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)

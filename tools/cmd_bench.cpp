@@ -13,6 +13,8 @@
 #include "layerjit/text.h"
 #include "runtime/fill.h"
 #include "runtime/timer.h"
+#include "tools/run_tp.h"
+#include "tools/tp_report.h"
 #include "tools/args.h"
 #include "tools/bench_report.h"
 #include "tools/commands.h"
@@ -23,6 +25,7 @@ namespace lj::cli {
 const char* const kBenchUsage =
     "usage: layerjit bench [FILE] [--graph NAME] --bind T=4096 [--seed N] [--no-arch-specific]\n"
     "                      [--no-one-row-prologues] [--packed-weights] [--json FILE] [--csv FILE] [--roofline FILE.svg]\n"
+    "                      [--tp N]\n"
     "\n"
     "Measures one graph on GPU 0, on the random inputs `layerjit run` makes from --seed (default 1):\n"
     "  1. the device's ceilings, in this run: HBM bandwidth from a 1 GiB device-to-device copy (bytes\n"
@@ -38,7 +41,10 @@ const char* const kBenchUsage =
     "     calls), with kernel launches and modelled HBM bytes per call.\n"
     "--json and --csv write every row of the tables (and the ceilings) to FILE; --roofline draws each\n"
     "kernel against the measured ceilings (log-log, an SVG). --no-arch-specific and\n"
-    "--no-one-row-prologues and --packed-weights build the fused plan as `layerjit run` does. Needs a GPU.\n";
+    "--no-one-row-prologues and --packed-weights build the fused plan as `layerjit run` does. Needs a GPU.\n"
+    "--tp N: tensor parallelism over GPUs 0..N-1 instead (docs/tp.md): the layer at tp = 1 and tp = N,\n"
+    "each rank's run one CUDA graph with its NCCL calls, and the tp = N all_reduces alone, in 5\n"
+    "interleaved rounds of 10 calls on rank 0's stream; `layerjit run --tp N` also checks the outputs.\n";
 
 namespace {
 
@@ -111,7 +117,12 @@ int cmd_bench(const std::vector<std::string>& args) {
   cl.option("--json", json_path, "FILE", "every row printed, as JSON (layerjit.bench/1)");
   cl.option("--csv", csv_path, "FILE", "the same rows as CSV");
   cl.option("--roofline", svg_path, "FILE.svg", "each kernel against the measured roofline, as an SVG picture");
+  int tp = 0;
+  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "tensor parallelism over N GPUs (1-64)");
   if (!cl.parse(args)) return kExitOk;
+  if (tp > 0 && (json_path || csv_path || svg_path || !arch_specific || fusion.packed_weight_gemms || !fusion.one_row_prologues))
+    throw UsageError{"--tp times the default fused plan: --json, --csv, --roofline, --no-arch-specific, --packed-weights and "
+                     "--no-one-row-prologues do not combine with it"};
   // Checked before minutes of measuring: the files are written at the end.
   for (const auto& [flag, path] : {std::pair{"--json", &json_path}, {"--csv", &csv_path}, {"--roofline", &svg_path}}) {
     if (!*path) continue;
@@ -123,6 +134,13 @@ int cmd_bench(const std::vector<std::string>& args) {
   const Graph& g = single_graph(m);
   const Bindings& b = o.bindings;
   require_symbols(g, b);
+  if (tp > 0) {
+    TpRunOptions to;
+    to.tp = tp;
+    to.seed = seed;
+    to.check = false;
+    return run_tp(g, b, to);
+  }
   rt::Context& ctx = gpu_context();
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");
   std::string sizes;

@@ -22,13 +22,15 @@
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/run_inputs.h"
+#include "tools/run_tp.h"
+#include "tools/tp_report.h"
 
 namespace lj::cli {
 
 const char* const kRunUsage =
     "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
     "                    [--no-arch-specific] [--no-one-row-prologues] [--packed-weights] [--weights FILE] [--save DIR]\n"
-    "                    [--bundle FILE.ljb] [--quiet]\n"
+    "                    [--bundle FILE.ljb] [--tp N] [--quiet]\n"
     "\n"
     "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
     "+-1/sqrt(K), vector weights in [0.5, 1.5), activations in [-1, 1), positions at the end of each\n"
@@ -55,7 +57,13 @@ const char* const kRunUsage =
     "at once); --quiet leaves them out. The first line of the report gives each plan's build time.\n"
     "--save DIR: writes DIR/inputs.safetensors (every graph input as generated, weights and caches\n"
     "before the run), DIR/outputs.safetensors (the fused plan's outputs) and DIR/layerjit.json (graph,\n"
-    "sizes, device, times per call): what bench/compare_torch.py feeds PyTorch. Needs a GPU.\n";
+    "sizes, device, times per call): what bench/compare_torch.py feeds PyTorch. Needs a GPU.\n"
+    "--tp N: tensor parallelism over GPUs 0..N-1 of this machine (docs/tp.md): the graph sharded (as\n"
+    "`layerjit plan --tp N` shows), one process driving the N GPUs with NCCL between them, against the\n"
+    "same runtime at tp = 1 on the same inputs (and the CPU reference, as above). Checks every output of\n"
+    "tp = N against tp = 1, a replicated output equal on every rank, and the per-rank CUDA graphs against\n"
+    "the eager run; prints the time per call of both and of the all_reduces alone. Weights from --weights\n"
+    "are cut per rank as they are bound. Needs N GPUs and NCCL (LAYERJIT_NCCL names the library).\n";
 
 namespace {
 
@@ -119,6 +127,7 @@ int cmd_run(const std::vector<std::string>& args) {
   FusionOptions fusion;
   std::string save_dir, weights_path, bundle_path;
   bool quiet = false;
+  int tp = 0;
   std::string reference = "auto";
   CommandLine cl("run", kRunUsage);
   cl.graph_options(o);
@@ -135,8 +144,12 @@ int cmd_run(const std::vector<std::string>& args) {
   cl.option("--weights", weights_path, "FILE", "the param inputs from a safetensors file");
   cl.option("--save", save_dir, "DIR", "write inputs and outputs as safetensors");
   cl.option("--bundle", bundle_path, "FILE.ljb", "the fused plan's kernels from an AOT bundle");
+  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "tensor parallelism over N GPUs (1-64)");
   cl.flag("--quiet", quiet, "no progress lines");
   if (!cl.parse(args)) return kExitOk;
+  if (tp > 0 && (!save_dir.empty() || !bundle_path.empty() || !arch_specific || fusion.packed_weight_gemms || !fusion.one_row_prologues))
+    throw UsageError{"--tp runs the default fused plan: --save, --bundle, --no-arch-specific, --packed-weights and "
+                     "--no-one-row-prologues do not combine with it"};
   if (small && o.file) throw UsageError{"--small picks the built-in layer's small config: give no FILE with it"};
   Module m;
   if (small) {
@@ -160,6 +173,15 @@ int cmd_run(const std::vector<std::string>& args) {
     std::vector<std::string> unused;
     exec::match_weights(g, *weights, &unused);
     std::printf("weights: %s (%zu tensors of the file unused)\n", weights_path.c_str(), unused.size());
+  }
+  if (tp > 0) {
+    TpRunOptions to;
+    to.tp = tp;
+    to.seed = seed;
+    to.reference = reference;
+    to.quiet = quiet;
+    to.weights = weights ? &*weights : nullptr;
+    return run_tp(g, b, to);
   }
   std::shared_ptr<const jit::Bundle> bundle;
   if (!bundle_path.empty()) {  // read and checked before any GPU work, like the weights

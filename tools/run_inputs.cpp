@@ -63,9 +63,8 @@ Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch
                std::chrono::duration<double>(t2 - t1).count(), rt::nvrtc_compile_count() - nvrtc_before};
 }
 
-SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed,
-                         const exec::SafetensorsFile* weights) {
-  SeededInputs in;
+std::map<std::string, HostTensor> seeded_host_inputs(const Graph& g, const Bindings& b, uint64_t seed, const exec::SafetensorsFile* weights) {
+  std::map<std::string, HostTensor> out;
   std::map<ValueId, const exec::SafeTensor*> from_file;
   if (weights)
     for (const exec::WeightMatch& w : exec::match_weights(g, *weights)) from_file[w.param] = w.tensor;
@@ -73,9 +72,6 @@ SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, c
   for (ValueId v : g.inputs()) {
     const ValueInfo& info = g.value(v);
     const std::vector<int64_t> shape = resolve(info.type.shape, b);
-    const size_t n = static_cast<size_t>(numel(shape));
-    const size_t bytes = static_cast<size_t>(tensor_bytes(info.type.dtype, shape));
-    DeviceTensor d{must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(bytes, 1)), "allocate an input"), bytes};
     HostTensor host(info.type.dtype, shape);
     if (auto f = from_file.find(v); f != from_file.end()) {
       host = weights->read(*f->second);
@@ -90,11 +86,27 @@ SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, c
       const double hi = weight ? -lo : info.is_param ? 1.5 : 1.0;
       fill_uniform(host, seed * 1000 + ++k, lo, hi);
     }
-    std::vector<unsigned char> enc(bytes);
-    if (rt::encode_tensor(host, enc.data()))
-      throw InternalError(fmt::format("input %{}: a generated value does not fit {}", info.name, dtype_name(info.type.dtype)));
-    if (n) must(rt::copy_to_device(stream, d.buf.ptr(), enc.data(), bytes), "upload an input");
-    in.host[info.name] = std::move(host);
+    out.emplace(info.name, std::move(host));
+  }
+  return out;
+}
+
+std::vector<unsigned char> encoded(const HostTensor& t, std::string_view name) {
+  std::vector<unsigned char> enc(static_cast<size_t>(tensor_bytes(t.dtype, t.shape)));
+  if (rt::encode_tensor(t, enc.data()))
+    throw InternalError(fmt::format("input %{}: a generated value does not fit {}", name, dtype_name(t.dtype)));
+  return enc;
+}
+
+SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed,
+                         const exec::SafetensorsFile* weights) {
+  SeededInputs in;
+  in.host = seeded_host_inputs(g, b, seed, weights);
+  for (ValueId v : g.inputs()) {
+    const ValueInfo& info = g.value(v);
+    const std::vector<unsigned char> enc = encoded(in.host.at(info.name), info.name);
+    DeviceTensor d{must(rt::DeviceBuffer::allocate(ctx, std::max<size_t>(enc.size(), 1)), "allocate an input"), enc.size()};
+    if (!enc.empty()) must(rt::copy_to_device(stream, d.buf.ptr(), enc.data(), enc.size()), "upload an input");
     in.device.emplace(v, std::move(d));
   }
   return in;

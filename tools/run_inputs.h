@@ -57,6 +57,13 @@ struct Plans {
 Plans build_plans(rt::Context& ctx, const Graph& g, const Bindings& b, bool arch_specific, const FusionOptions& fusion = {},
                   std::shared_ptr<const jit::Bundle> bundle = nullptr, bool quiet = false);
 
+/// Every input of `g` at `b` from `seed` (with `weights`, every param input the file's tensor of its
+/// name), host values only: what make_inputs uploads.
+std::map<std::string, HostTensor> seeded_host_inputs(const Graph& g, const Bindings& b, uint64_t seed,
+                                                     const exec::SafetensorsFile* weights = nullptr);
+/// `t` in its dtype's device encoding (an InternalError naming input `name` where a value does not fit).
+std::vector<unsigned char> encoded(const HostTensor& t, std::string_view name);
+
 /// Generates and uploads every input of `g` at `b` from `seed`; with `weights`, every param input is
 /// the file's tensor of its name instead (exact). Throws UserError on a GPU failure.
 SeededInputs make_inputs(rt::Context& ctx, rt::Stream& stream, const Graph& g, const Bindings& b, uint64_t seed,
