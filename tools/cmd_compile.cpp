@@ -16,6 +16,7 @@
 #include "cache/location.h"
 #include "runtime/context.h"
 #include "runtime/nvrtc.h"
+#include "tools/tp_report.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "layerjit/check.h"
@@ -23,7 +24,7 @@
 namespace lj::cli {
 
 const char* const kCompileUsage =
-    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--no-fuse] [--quiet]\n"
+    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--no-fuse] [--tp N] [--quiet]\n"
     "\n"
     "Generates the kernels of every fusion group of each graph (default: the built-in Llama-3-8B layer)\n"
     "and compiles them with NVRTC for --arch (default: GPU 0's arch, else sm_90a; no GPU needed), in parallel, through the\n"
@@ -37,7 +38,9 @@ const char* const kCompileUsage =
     "chosen for its SM count and shared memory, with `layerjit tune`'s stored winners for the --bind\n"
     "sizes (manifest.json names each kernel's config and where it came from).\n"
     "Each kernel NVRTC compiles prints a progress line to stderr as it finishes (@graph [k/N], its time;\n"
-    "the cache's kernels count as done at once); --quiet leaves only the summary line.\n";
+    "the cache's kernels count as done at once); --quiet leaves only the summary line.\n"
+    "--tp N: the kernels of each graph's rank graph in an N-way tensor-parallel group (`layerjit plan\n"
+    "--tp N`; docs/tp.md), the same on every rank; its all_reduces are NCCL calls, not kernels.\n";
 
 namespace {
 void write_file(const std::filesystem::path& p, const std::string& text) {
@@ -109,11 +112,14 @@ int cmd_compile(const std::vector<std::string>& args) {
   cl.option("--emit", dir, "DIR", "where the .cu, .ptx, .cubin files and manifest.json go (required)");
   cl.option("--arch", arch, "sm_XY[a]", "the target (default: GPU 0's, else sm_90a)");
   cl.flag("--quiet", quiet, "no progress lines, only the summary");
+  int tp = 1;
+  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "the rank graph of an N-way tensor-parallel group (1-64)");
   fusion_flags(cl, fo);
   if (!cl.parse(args)) return kExitOk;
   if (!dir) throw UsageError{"--emit DIR is required"};
   const jit::JitTarget target = target_for_arch(arch);
   Module m = load_module(o);
+  shard_module(m, tp);
 
   std::error_code ec;
   std::filesystem::create_directories(*dir, ec);

@@ -10,6 +10,7 @@
 #include "cache/kernel_cache.h"
 #include "cache/tuning_db.h"
 #include "runtime/context.h"
+#include "tools/tp_report.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tune/tune_group.h"
@@ -17,7 +18,7 @@
 namespace lj::cli {
 
 const char* const kTuneUsage =
-    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--no-cublaslt] [--no-fuse] [--all] [--quiet]\n"
+    "usage: layerjit tune [FILE] [--graph NAME] --bind T=4096 [--group N] [--budget SECONDS] [--no-cublaslt] [--no-fuse] [--all] [--tp N] [--quiet]\n"
     "\n"
     "Autotunes every matmul and prefill attention group of the plan (or only group N) on GPU 0: every\n"
     "kernel config the pruner accepts for a matmul's shape, every attention tile set the emitter\n"
@@ -32,6 +33,8 @@ const char* const kTuneUsage =
     "in a plan, and libcublasLt is loaded at run time where present (LAYERJIT_CUBLASLT names the library;\n"
     "without one the reference is reported missing). --no-cublaslt skips it. --all lists every candidate,\n"
     "fastest first: its median, spread and compile time, or why it was not timed.\n"
+    "--tp N: tunes the rank graph of an N-way tensor-parallel group on GPU 0 (`layerjit plan --tp N`):\n"
+    "its winners serve every rank of `layerjit run --tp N`, whose kernels are the same on each GPU.\n"
     "Needs a CUDA driver and GPU.\n";
 
 namespace {
@@ -77,9 +80,12 @@ int cmd_tune(const std::vector<std::string>& args) {
   cl.flag("--cublaslt", [&cublaslt] { cublaslt = true; }, "time it (the default)");
   cl.flag("--all", all, "list every candidate's time (or why it has none), fastest first");
   cl.flag("--quiet", quiet, "no progress lines");
+  int tp = 1;
+  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "the rank graph of an N-way tensor-parallel group (1-64)");
   fusion_flags(cl, fo);
   if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
+  shard_module(m, tp);
   const Graph& source = single_graph(m);
   for (const std::string& s : source.symbols())
     if (!o.bindings.get(s))

@@ -55,4 +55,9 @@ std::string tp_summary(const ShardedGraph& s, const Bindings& b) {
   return out;
 }
 
+void shard_module(Module& m, int tp) {
+  if (tp == 1) return;
+  for (Graph& g : m.graphs) g = shard(g, tp).graph;
+}
+
 }  // namespace lj::cli
