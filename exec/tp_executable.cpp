@@ -15,7 +15,7 @@ namespace lj::exec {
 rt::Result<std::unique_ptr<TpExecutable>> TpExecutable::build(const Graph& g, const TpOptions& o) {
   std::unique_ptr<TpExecutable> e(new TpExecutable());
   e->source_ = &g;
-  e->sharded_ = shard(g, o.tp);
+  e->sharded_ = shard(g, o.tp, o.shard);
   std::vector<int> devices = o.devices;
   if (devices.empty())
     for (int r = 0; r < o.tp; ++r) devices.push_back(r);
@@ -43,7 +43,7 @@ rt::Result<std::unique_ptr<TpExecutable>> TpExecutable::build(const Graph& g, co
     LJ_RT_TRY(rk.ctx->make_current());
     BuildOptions bo = o.build;
     bo.comm = &rk.comm;
-    rt::Result<Executable> exe = Executable::build(*rk.ctx, e->sharded_.graph, bo);
+    rt::Result<Executable> exe = Executable::build(*rk.ctx, e->sharded_.rank_graph(r), bo);
     if (!exe.ok()) return rt::Error{fmt::format("rank {} of {} (device {}): {}", r, o.tp, devices[static_cast<size_t>(r)], exe.message())};
     rk.exe.emplace(std::move(*exe));
   }

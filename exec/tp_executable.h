@@ -27,6 +27,8 @@ struct TpOptions {
   std::vector<int> devices;
   /// Each rank's build (its comm is set per rank).
   BuildOptions build;
+  /// How the graph is sharded (residual adds folded before the all_reduces or not).
+  ShardOptions shard;
 };
 
 class TpExecutable {

@@ -25,7 +25,7 @@ namespace lj::cli {
 const char* const kBenchUsage =
     "usage: layerjit bench [FILE] [--graph NAME] --bind T=4096 [--seed N] [--no-arch-specific]\n"
     "                      [--no-one-row-prologues] [--packed-weights] [--json FILE] [--csv FILE] [--roofline FILE.svg]\n"
-    "                      [--tp N]\n"
+    "                      [--tp N [--no-residual-fold]]\n"
     "\n"
     "Measures one graph on GPU 0, on the random inputs `layerjit run` makes from --seed (default 1):\n"
     "  1. the device's ceilings, in this run: HBM bandwidth from a 1 GiB device-to-device copy (bytes\n"
@@ -119,6 +119,8 @@ int cmd_bench(const std::vector<std::string>& args) {
   cl.option("--roofline", svg_path, "FILE.svg", "each kernel against the measured roofline, as an SVG picture");
   int tp = 0;
   cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "tensor parallelism over N GPUs (1-64)");
+  bool fold = true;
+  cl.flag("--no-residual-fold", [&fold] { fold = false; }, "with --tp: residual adds after the all_reduces (`layerjit plan --help`)");
   if (!cl.parse(args)) return kExitOk;
   if (tp > 0 && (json_path || csv_path || svg_path || !arch_specific || fusion.packed_weight_gemms || !fusion.one_row_prologues))
     throw UsageError{"--tp times the default fused plan: --json, --csv, --roofline, --no-arch-specific, --packed-weights and "
@@ -137,6 +139,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   if (tp > 0) {
     TpRunOptions to;
     to.tp = tp;
+    to.fold_residuals = fold;
     to.seed = seed;
     to.check = false;
     return run_tp(g, b, to);

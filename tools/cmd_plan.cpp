@@ -14,7 +14,7 @@ const char* const kPlanUsage =
     "usage: layerjit plan [FILE] [--graph NAME] [--bind SYM=N,...] [--format text|json|dot|svg]\n"
     "                     [--no-fuse | --no-matmul-epilogues]\n"
     "                     [--no-output-view-copies] [--no-norm-folding] [--no-one-row-prologues]\n"
-    "                     [--packed-weights] [--tp N]\n"
+    "                     [--packed-weights] [--tp N] [--no-residual-fold]\n"
     "\n"
     "Shows how each graph of FILE (default: the built-in Llama-3-8B layer) is covered by fusion\n"
     "groups, one kernel each: the nodes a group absorbs, what it reads and writes in device memory,\n"
@@ -37,7 +37,10 @@ const char* const kPlanUsage =
     "memory (no bf16 copy of the weights; on the H200 slower than the bf16 GEMMs for now).\n"
     "--tp N plans the graph one rank of an N-way tensor-parallel group runs (docs/tp.md): how each\n"
     "input is split, the all_reduces and their bytes per call, then the rank graph's plan. A layer\n"
-    "whose heads or FFN width N does not divide is refused with the reason (exit 1).\n";
+    "whose heads or FFN width N does not divide is refused with the reason (exit 1). A residual add\n"
+    "after an all_reduce is folded before it (rank 0 adds the residual to its partial sums, so no add\n"
+    "kernel follows the all_reduce); the plan shown is rank 0's. --no-residual-fold keeps the adds after\n"
+    "the all_reduces, the same on every rank (to measure what the fold gains).\n";
 
 int cmd_plan(const std::vector<std::string>& args) {
   GraphOptions o;
@@ -53,6 +56,8 @@ int cmd_plan(const std::vector<std::string>& args) {
   }, "text|json|dot|svg", "the plan as text (default), JSON (docs/plan.schema.json), Graphviz DOT or SVG (needs dot)");
   fusion_flags(cl, fo);
   cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "the rank graph of an N-way tensor-parallel group (1-64)");
+  ShardOptions so;
+  cl.flag("--no-residual-fold", [&so] { so.fold_residuals = false; }, "with --tp: residual adds after the all_reduces");
   if (!cl.parse(args)) return kExitOk;
   Module m = load_module(o);
   // With --tp, each graph's rank graph (kept alive here: the plans point at them).
@@ -60,7 +65,7 @@ int cmd_plan(const std::vector<std::string>& args) {
   sharded.reserve(m.graphs.size());
   std::vector<PlannedGraph> graphs;
   for (const Graph& g : m.graphs) {
-    if (tp > 1) sharded.push_back(shard(g, tp));
+    if (tp > 1) sharded.push_back(shard(g, tp, so));
     const Graph& planned = tp > 1 ? sharded.back().graph : g;
     graphs.push_back({&planned, jit::plan(planned, fo, o.bindings)});
   }

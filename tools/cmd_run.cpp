@@ -30,7 +30,7 @@ namespace lj::cli {
 const char* const kRunUsage =
     "usage: layerjit run [FILE] [--graph NAME] --bind T=4096 [--seed N] [--small] [--reference auto|always|never]\n"
     "                    [--no-arch-specific] [--no-one-row-prologues] [--packed-weights] [--weights FILE] [--save DIR]\n"
-    "                    [--bundle FILE.ljb] [--tp N] [--quiet]\n"
+    "                    [--bundle FILE.ljb] [--tp N [--no-residual-fold]] [--quiet]\n"
     "\n"
     "Runs one graph on GPU 0: random inputs from --seed (default 1) — [N, K] weights uniform in\n"
     "+-1/sqrt(K), vector weights in [0.5, 1.5), activations in [-1, 1), positions at the end of each\n"
@@ -145,6 +145,8 @@ int cmd_run(const std::vector<std::string>& args) {
   cl.option("--save", save_dir, "DIR", "write inputs and outputs as safetensors");
   cl.option("--bundle", bundle_path, "FILE.ljb", "the fused plan's kernels from an AOT bundle");
   cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "tensor parallelism over N GPUs (1-64)");
+  bool fold = true;
+  cl.flag("--no-residual-fold", [&fold] { fold = false; }, "with --tp: residual adds after the all_reduces (`layerjit plan --help`)");
   cl.flag("--quiet", quiet, "no progress lines");
   if (!cl.parse(args)) return kExitOk;
   if (tp > 0 && (!save_dir.empty() || !bundle_path.empty() || !arch_specific || fusion.packed_weight_gemms || !fusion.one_row_prologues))
@@ -177,6 +179,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (tp > 0) {
     TpRunOptions to;
     to.tp = tp;
+    to.fold_residuals = fold;
     to.seed = seed;
     to.reference = reference;
     to.quiet = quiet;

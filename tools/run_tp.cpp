@@ -42,11 +42,11 @@ double relative_diff(const HostTensor& a, const HostTensor& b) {
   return scale > 0 ? worst / scale : worst;
 }
 
-std::unique_ptr<exec::TpExecutable> build_tp(const Graph& g, const Bindings& b, int tp, bool fuse, bool quiet) {
+std::unique_ptr<exec::TpExecutable> build_tp(const Graph& g, const Bindings& b, int tp, bool fold, bool quiet) {
   exec::TpOptions o;
   o.tp = tp;
+  o.shard.fold_residuals = fold;
   o.build.hint = b;
-  o.build.fusion.fuse = fuse;
   if (!quiet)
     o.build.progress = [tp](const jit::CompileProgress& p) {
       if (!p.cache_hit) std::fprintf(stderr, "  tp=%d [%zu/%zu] %s %s (%.2f s)\n", tp, p.done, p.total, p.name.c_str(), p.ok ? "compiled" : "FAILED", p.seconds);
@@ -64,18 +64,20 @@ void upload_all(exec::TpExecutable& e, const Graph& g, const std::map<std::strin
 }  // namespace
 
 int run_tp(const Graph& g, const Bindings& b, const TpRunOptions& o) {
-  const ShardedGraph preview = shard(g, o.tp);  // refusals (what does not divide) before any GPU work
+  ShardOptions so;
+  so.fold_residuals = o.fold_residuals;
+  const ShardedGraph preview = shard(g, o.tp, so);  // refusals (what does not divide) before any GPU work
   const rt::Nccl* nccl = must(rt::nccl(), "load NCCL");
   const auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<exec::TpExecutable> one = build_tp(g, b, 1, true, o.quiet);
-  std::unique_ptr<exec::TpExecutable> many = build_tp(g, b, o.tp, true, o.quiet);
+  std::unique_ptr<exec::TpExecutable> one = build_tp(g, b, 1, o.fold_residuals, o.quiet);
+  std::unique_ptr<exec::TpExecutable> many = build_tp(g, b, o.tp, o.fold_residuals, o.quiet);
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   size_t kernels = 0, reduces = 0;
   for (const FusionGroup& grp : many->rank(0).plan().groups) (grp.kind == GroupKind::AllReduce ? reduces : kernels) += grp.prepare ? 0 : 1;
-  std::printf("@%s at tp = %d on %d x %s (NCCL %s, %s): each rank runs %zu kernels and %zu all_reduces per call; tp = 1: %zu kernels; "
+  std::printf("@%s at tp = %d on %d x %s (NCCL %s, %s): rank 0 runs %zu kernels and %zu all_reduces per call%s; tp = 1: %zu kernels; "
               "built in %.1f s\n",
               g.name().c_str(), o.tp, o.tp, many->context(0).info().name.c_str(), nccl->version_str().c_str(), nccl->path.c_str(), kernels,
-              reduces, one->rank(0).launches_per_run(), build_s);
+              reduces, o.fold_residuals ? " (residual adds folded before them)" : "", one->rank(0).launches_per_run(), build_s);
   std::fputs(tp_summary(preview, b).c_str(), stdout);
 
   const std::map<std::string, HostTensor> host = seeded_host_inputs(g, b, o.seed, o.weights);

@@ -19,6 +19,8 @@ struct TpRunOptions {
   /// bench: no output checks, the timings only.
   bool check = true;
   bool quiet = false;
+  /// ShardOptions::fold_residuals (false: `--no-residual-fold`).
+  bool fold_residuals = true;
   const exec::SafetensorsFile* weights = nullptr;
 };
 

@@ -26,7 +26,10 @@ int parse_tp(const std::string& v) {
 
 std::string tp_summary(const ShardedGraph& s, const Bindings& b) {
   const Graph& g = s.graph;
-  std::string out = fmt::format("tensor parallel @{}: {} ranks, each runs the graph below (docs/tp.md)\n", g.name(), s.tp);
+  const bool folded = s.others.nodes().size() != g.nodes().size();
+  std::string out = folded ? fmt::format("tensor parallel @{}: {} ranks; rank 0 runs the graph below, the others the same without the "
+                                         "residual adds folded before the all_reduces (docs/tp.md)\n", g.name(), s.tp)
+                           : fmt::format("tensor parallel @{}: {} ranks, each runs the graph below (docs/tp.md)\n", g.name(), s.tp);
   for (ValueId in : g.inputs()) {
     const ShardSpec& spec = s.inputs.at(g.value(in).name);
     if (spec.split()) out += fmt::format("  %{}: {} (a rank holds {})\n", g.value(in).name, spec.str(), g.value(in).type.str());

@@ -12,8 +12,9 @@ namespace lj::cli {
 /// N of `--tp N`: an integer in 1..64, else a UsageError naming the value.
 int parse_tp(const std::string& v);
 
-/// Replaces every graph of `m` by its rank graph at `tp` (shard(); tp = 1 changes nothing): what
-/// `compile --tp` and `tune --tp` work on. A graph that does not shard is a UserError saying why.
+/// Replaces every graph of `m` by rank 0's graph at `tp` (shard(); tp = 1 changes nothing): what
+/// `compile --tp` and `tune --tp` work on. The other ranks' kernels are the same but for the o and
+/// down projections' epilogues, which do not add the residual (ShardOptions::fold_residuals). A graph that does not shard is a UserError saying why.
 void shard_module(Module& m, int tp);
 
 /// The header of a rank graph's plan: ranks, each split input, each all_reduce with its bytes per

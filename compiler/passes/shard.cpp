@@ -39,11 +39,14 @@ struct Split {
 
 class Sharder {
  public:
-  Sharder(const Graph& g, int tp) : g_(g), tp_(tp), split_(g.values().size()) {}
+  Sharder(const Graph& g, int tp, const ShardOptions& o) : g_(g), tp_(tp), opts_(o), split_(g.values().size()) {}
 
   ShardedGraph run() {
     for (NodeId n = 0; n < static_cast<NodeId>(g_.nodes().size()); ++n) decide(n);
-    return rebuild();
+    if (opts_.fold_residuals) find_folds();
+    ShardedGraph out = rebuild(true);
+    out.others = folds_.empty() ? out.graph : rebuild(false).graph;
+    return out;
   }
 
  private:
@@ -249,7 +252,36 @@ class Sharder {
     return s;
   }
 
-  ShardedGraph rebuild() {
+  // The residual adds after the all_reduces (`%h1 = add(%x, all_reduce(%o_partial))`) that can move
+  // before them: the reduced value has that add as its one use and is not returned, and the other
+  // operand is held whole on every rank and exists before the matmul. Rank 0 then adds it to its
+  // partial sums (the matmul's epilogue does) and the all_reduce yields the add's result: one kernel
+  // fewer per all_reduce, as one-shot fused all-reduce + residual kernels do.
+  void find_folds() {
+    std::vector<NodeId> producer(g_.values().size(), -1);
+    for (NodeId n = 0; n < static_cast<NodeId>(g_.nodes().size()); ++n)
+      for (ValueId r : g_.node(n).results) producer[static_cast<size_t>(r)] = n;
+    for (NodeId n : reduced_) {
+      const ValueId red = g_.node(n).results.at(0);
+      if (std::find(g_.outputs().begin(), g_.outputs().end(), red) != g_.outputs().end()) continue;
+      std::vector<NodeId> uses;
+      for (NodeId u = 0; u < static_cast<NodeId>(g_.nodes().size()); ++u)
+        for (ValueId v : g_.node(u).operands)
+          if (v == red) uses.push_back(u);
+      if (uses.size() != 1 || g_.node(uses[0]).kind != OpKind::Add) continue;
+      const Node& add = g_.node(uses[0]);
+      const ValueId other = add.operands[0] == red ? add.operands[1] : add.operands[0];
+      if (other == red || is_split(other) || producer[static_cast<size_t>(other)] > n) continue;
+      if (g_.value(other).type.shape != g_.value(red).type.shape || g_.value(other).type.dtype != g_.value(red).type.dtype) continue;
+      folds_[n] = uses[0];
+      notes_.push_back(fmt::format("%{} = add(...) folded before the all_reduce: rank 0 adds %{} to its partial sums of %{}, so the "
+                                   "all_reduce yields %{} (no add kernel after it)",
+                                   name(add.results[0]), name(other), name(red), name(add.results[0])));
+    }
+  }
+
+  // The rank graph of rank 0 (`first`: it adds the folded residuals) or of the other ranks.
+  ShardedGraph rebuild(bool first) {
     ShardedGraph out;
     out.tp = tp_;
     for (auto& [p, spec] : params_) {
@@ -289,12 +321,26 @@ class Sharder {
         map[static_cast<size_t>(node.results[0])] = b.reshape(ops[0], s).named(name(node.results[0]));
         continue;
       }
+      if (std::any_of(folds_.begin(), folds_.end(), [n](const auto& f) { return f.second == n; })) continue;  // made with its all_reduce
       std::vector<std::string> names;
       for (ValueId r : node.results) names.push_back(name(r));
       const bool reduce = std::find(reduced_.begin(), reduced_.end(), n) != reduced_.end();
       if (reduce) names[0] += "_partial";
       std::vector<Value> rs = b.op(node.kind, ops, attrs, node.loc, names);
-      if (reduce) {
+      if (reduce && folds_.count(n)) {
+        const Node& add = g_.node(folds_.at(n));
+        const ValueId sum = add.results[0];
+        Value partial = rs[0];
+        if (first) {
+          std::vector<Value> add_ops;
+          for (ValueId v : add.operands) add_ops.push_back(v == node.results[0] ? partial : map[static_cast<size_t>(v)]);
+          partial = b.op(OpKind::Add, add_ops, add.attrs, add.loc, {name(sum) + "_partial"})[0];
+        }
+        Attrs ar;
+        ar.set("ranks", int64_t{tp_});
+        rs[0] = b.op(OpKind::AllReduce, {partial}, ar, add.loc, {name(sum)})[0];
+        map[static_cast<size_t>(sum)] = rs[0];
+      } else if (reduce) {
         Attrs ar;
         ar.set("ranks", int64_t{tp_});
         rs[0] = b.op(OpKind::AllReduce, {rs[0]}, ar, node.loc, {name(node.results[0])})[0];
@@ -313,6 +359,8 @@ class Sharder {
 
   const Graph& g_;
   int tp_;
+  ShardOptions opts_;
+  std::map<NodeId, NodeId> folds_;       // row-parallel matmul -> the residual add folded before its all_reduce
   std::vector<Split> split_;
   std::map<ValueId, ShardSpec> params_, inputs_;
   std::map<ValueId, ValueId> column_w_;  // a column-parallel matmul's result -> its W
@@ -323,14 +371,14 @@ class Sharder {
 
 }  // namespace
 
-ShardedGraph shard(const Graph& g, int tp) {
+ShardedGraph shard(const Graph& g, int tp, const ShardOptions& o) {
   LJ_CHECK(tp >= 1 && tp <= 64, SourceLoc{}, "shard @{}: tp = {}: a tensor-parallel group has 1 to 64 ranks", g.name(), tp);
   if (tp == 1) {
-    ShardedGraph out{g, 1, {}, std::vector<ShardSpec>(g.outputs().size()), {}};
+    ShardedGraph out{g, g, 1, {}, std::vector<ShardSpec>(g.outputs().size()), {}};
     for (ValueId in : g.inputs()) out.inputs[g.value(in).name] = ShardSpec{};
     return out;
   }
-  return Sharder(g, tp).run();
+  return Sharder(g, tp, o).run();
 }
 
 namespace {

@@ -116,6 +116,12 @@ std::vector<HostTensor> run_reference(const Graph& g, const std::map<std::string
 
 std::vector<std::vector<HostTensor>> run_reference_ranks(const Graph& g, const std::vector<std::map<std::string, HostTensor>>& rank_inputs,
                                                          const Bindings& bindings) {
+  return run_reference_ranks(g, g, rank_inputs, bindings);
+}
+
+std::vector<std::vector<HostTensor>> run_reference_ranks(const Graph& first, const Graph& others,
+                                                         const std::vector<std::map<std::string, HostTensor>>& rank_inputs,
+                                                         const Bindings& bindings) {
   const size_t ranks = rank_inputs.size();
   LJ_CHECK(ranks >= 1, SourceLoc{}, "run_reference_ranks: no ranks");
   HostAllReduce comm(ranks);
@@ -125,7 +131,7 @@ std::vector<std::vector<HostTensor>> run_reference_ranks(const Graph& g, const s
   for (size_t r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
       try {
-        out[r] = run_graph(g, rank_inputs[r], bindings, [&comm, r](HostTensor& t) { comm.sum(r, t); });
+        out[r] = run_graph(r == 0 ? first : others, rank_inputs[r], bindings, [&comm, r](HostTensor& t) { comm.sum(r, t); });
       } catch (const RankAborted&) {
         // Stopped by another rank's error, which is the one reported.
       } catch (...) {

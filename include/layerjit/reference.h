@@ -27,6 +27,11 @@ std::vector<HostTensor> run_reference(const Graph& g, const std::map<std::string
 /// outputs in order.
 std::vector<std::vector<HostTensor>> run_reference_ranks(const Graph& g, const std::vector<std::map<std::string, HostTensor>>& rank_inputs,
                                                          const Bindings& bindings);
+/// The same where rank 0 runs `first` and the other ranks `others` (a sharded layer whose residual
+/// adds rank 0 makes before the all_reduces: ShardedGraph::rank_graph).
+std::vector<std::vector<HostTensor>> run_reference_ranks(const Graph& first, const Graph& others,
+                                                         const std::vector<std::map<std::string, HostTensor>>& rank_inputs,
+                                                         const Bindings& bindings);
 
 /// Evaluates one node kind on host tensors: the per-op reference semantics.
 std::vector<HostTensor> reference_op(OpKind kind, const std::vector<const HostTensor*>& operands,

@@ -37,19 +37,26 @@ Inputs layer_inputs(const LlamaConfig& c, const Graph& g, const Bindings& b, uin
   return in;
 }
 
-void check_sharded(const LlamaConfig& c, bool decode, int tp, const Bindings& b, uint64_t seed) {
+void check_sharded(const LlamaConfig& c, bool decode, int tp, const Bindings& b, uint64_t seed, bool fold = true) {
   const Graph g = decode ? llama_decode(c) : llama_prefill(c);
-  INFO(g.name() << " at tp = " << tp);
+  INFO(g.name() << " at tp = " << tp << (fold ? ", residuals folded" : ""));
   const Inputs full = layer_inputs(c, g, b, seed);
   const std::vector<HostTensor> want = run_reference(g, full, b);
-  const ShardedGraph s = shard(g, tp);
-  int reduces = 0;
-  for (const Node& n : s.graph.nodes()) reduces += n.kind == OpKind::AllReduce;
-  CHECK(reduces == 2);  // after o and after down
+  ShardOptions so;
+  so.fold_residuals = fold;
+  const ShardedGraph s = shard(g, tp, so);
+  for (const Graph* rg : {&s.graph, &s.others}) {
+    int reduces = 0, adds = 0;
+    for (const Node& n : rg->nodes()) reduces += n.kind == OpKind::AllReduce, adds += n.kind == OpKind::Add;
+    CHECK(reduces == 2);  // after o and after down
+    // The layer's two residual adds: on rank 0 before the all_reduces when folded, on no other rank.
+    CHECK(adds == (fold && rg == &s.others ? 0 : 2));
+  }
+  CHECK(s.graph.nodes().size() == s.others.nodes().size() + (fold ? 2 : 0));
   std::vector<Inputs> ranks(static_cast<size_t>(tp));
   for (int r = 0; r < tp; ++r)
     for (const auto& [name, t] : full) ranks[static_cast<size_t>(r)][name] = shard_tensor(t, s.inputs.at(name), tp, r);
-  const auto got = run_reference_ranks(s.graph, ranks, b);
+  const auto got = run_reference_ranks(s.graph, s.others, ranks, b);
   REQUIRE(want.size() == s.outputs.size());
   for (size_t o = 0; o < want.size(); ++o) {
     std::vector<HostTensor> parts;
@@ -78,6 +85,8 @@ TEST_CASE("sharded layers equal the unsharded layer at tp = 2 and 4 (prefill and
   uint64_t seed = 500;
   check_sharded(small, false, 2, pre, seed += 100);
   check_sharded(small, true, 2, dec, seed += 100);
+  check_sharded(small, true, 2, dec, seed += 100, false);
+  check_sharded(odd, false, 2, pre, seed += 100, false);
   for (int tp : {2, 4}) {
     check_sharded(odd, false, tp, pre, seed += 100);
     check_sharded(odd, true, tp, dec, seed += 100);
