@@ -84,8 +84,10 @@ std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b
   double total_bytes = 0, total_flops = 0, prep_bytes = 0;
   size_t per_call = 0;
   std::string body;
+  size_t reduces = 0;  // all_reduce groups: NCCL calls, not kernels
   for (const FusionGroup& grp : plan.groups) {
-    per_call += grp.prepare ? 0 : 1;
+    per_call += grp.prepare || grp.kind == GroupKind::AllReduce ? 0 : 1;
+    reduces += grp.kind == GroupKind::AllReduce ? 1 : 0;
     body += fmt::format("  group {} {}: {} node{}\n", grp.id, group_kind_name(grp.kind), grp.nodes.size(),
                         grp.nodes.size() == 1 ? "" : "s");
     for (NodeId n : grp.nodes) body += fmt::format("    {}\n", print_node(g, n));
@@ -104,6 +106,7 @@ std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b
   // Per-call figures: weight preparation runs once and is reported apart.
   std::string head = fmt::format("plan @{}{}: {} kernel{}", g.name(), binds.empty() ? "" : " (" + binds + ")", per_call,
                                  per_call == 1 ? "" : "s");
+  if (reduces) head += fmt::format(" and {} all_reduce{} (NCCL)", reduces, reduces == 1 ? "" : "s");
   if (costs) {
     head += fmt::format(", {} moved, {}", human_bytes(total_bytes), human_flops(total_flops));
     if (plan.fused) {
@@ -120,8 +123,8 @@ std::string print_plan(const Graph& g, const FusionPlan& plan, const Bindings& b
   }
   std::string views;
   for (NodeId n : plan.views) views += fmt::format("    {}\n", print_node(g, n));
-  if (per_call != plan.groups.size()) {
-    const size_t n = plan.groups.size() - per_call;
+  if (per_call + reduces != plan.groups.size()) {
+    const size_t n = plan.groups.size() - per_call - reduces;
     head += fmt::format("; weight preparation: {} kernel{} once{}", n, n == 1 ? "" : "s",
                         costs ? fmt::format(", {} moved", human_bytes(prep_bytes)) : "");
   }

@@ -22,6 +22,7 @@
 #include "layerjit/builder.h"
 #include "layerjit/error.h"
 #include "layerjit/check.h"
+#include "layerjit/op_attrs.h"
 
 namespace lj {
 
@@ -80,6 +81,42 @@ class Sharder {
   }
   void set(ValueId v, Split s) { split_[static_cast<size_t>(v)] = std::move(s); }
 
+  // A matmul's W split on `axis` (0: its rows, N; 1: its columns, K) in `pieces`: a param, or a
+  // group-wise dequantize of params (4-bit or i8 codes with their scales and zero points), whose
+  // codes split alike and whose [N, K / group] scales and zero points split by rows, or by whole
+  // groups along K. Records the params behind W (weight_params_) for the piece-by-piece cut of a
+  // column-parallel projection.
+  void split_weight(NodeId n, ValueId w, int axis, const std::vector<int64_t>& pieces) {
+    const ValueInfo& v = g_.value(w);
+    if (v.producer < 0 || g_.node(v.producer).kind != OpKind::Dequantize) {
+      split_param(n, w, axis, pieces);
+      weight_params_[w] = {w};
+      return;
+    }
+    const Node& dq = g_.node(v.producer);
+    const std::optional<int64_t> group = attr::group(dq.attrs);
+    if (!group)
+      refuse(n, fmt::format("%{} is a per-channel dequantize: only group-wise ones (group = ...) are sharded yet", name(w)));
+    std::vector<ValueId> params;
+    for (size_t i = 0; i < dq.operands.size(); ++i) {
+      const ValueId p = dq.operands[i];
+      std::vector<int64_t> ps = pieces;
+      if (i > 0 && axis == 1) {  // scales and zero points: one per group of K
+        for (int64_t& piece : ps) {
+          if (piece % (*group * tp_) != 0)
+            refuse(n, fmt::format("the {} columns of %{} do not split over {} ranks into whole groups of {} (its scales' groups)", piece,
+                                  name(w), tp_, *group));
+          piece /= *group;
+        }
+      }
+      split_param(n, p, axis, ps);
+      set(p, {axis, ps});
+      params.push_back(p);
+    }
+    set(w, {axis, pieces});
+    weight_params_[w] = params;
+  }
+
   void decide(NodeId n) {
     const Node& node = g_.node(n);
     const auto& ops = node.operands;
@@ -92,13 +129,13 @@ class Sharder {
         if (!is_split(x)) {  // column-parallel
           const int64_t rows = extent(n, w, 0);
           divisible(n, rows, fmt::format("the rows of %{}", name(w)));
-          split_param(n, w, 0, {rows});
+          split_weight(n, w, 0, {rows});
           set(y, {rank_of(y) - 1, {rows}});
           column_w_[y] = w;
           notes_.push_back(fmt::format("%{} = matmul: column-parallel, %{} split by rows", name(y), name(w)));
         } else {
           if (of(x).axis != k_axis) refuse(n, fmt::format("x (%{}) is split on axis {}, not on the reduced one", name(x), of(x).axis));
-          split_param(n, w, 1, of(x).pieces);
+          split_weight(n, w, 1, of(x).pieces);
           reduced_.push_back(n);
           notes_.push_back(fmt::format("%{} = matmul: row-parallel, %{} split by columns, then all_reduce of its partial sums", name(y),
                                        name(w)));
@@ -118,8 +155,13 @@ class Sharder {
         for (size_t i = 0; i < sizes.size(); ++i) divisible(n, sizes[i], fmt::format("piece {} of the split", i));
         for (size_t i = 0; i < sizes.size(); ++i) set(node.results[i], {axis, {sizes[i]}});
         // The projection's W rows are cut piece by piece: each rank keeps its share of every piece.
-        if (auto it = column_w_.find(x); it != column_w_.end()) params_[it->second].pieces = sizes;
-        else refuse(n, fmt::format("%{} is split but not the output of a column-parallel matmul", name(x)));
+        if (auto it = column_w_.find(x); it != column_w_.end()) {
+          for (ValueId p : weight_params_.at(it->second)) {
+            params_[p].pieces = sizes;
+            split_[static_cast<size_t>(p)].pieces = sizes;
+          }
+          if (it->second != weight_params_.at(it->second).front()) split_[static_cast<size_t>(it->second)].pieces = sizes;
+        } else refuse(n, fmt::format("%{} is split but not the output of a column-parallel matmul", name(x)));
         return;
       }
       case OpKind::Reshape: {
@@ -364,6 +406,7 @@ class Sharder {
   std::vector<Split> split_;
   std::map<ValueId, ShardSpec> params_, inputs_;
   std::map<ValueId, ValueId> column_w_;  // a column-parallel matmul's result -> its W
+  std::map<ValueId, std::vector<ValueId>> weight_params_;  // a matmul's W -> the params it is made of (itself, or a dequantize's)
   std::map<ValueId, int> reshaped_;      // a reshape's result -> its split axis (extent divided)
   std::vector<NodeId> reduced_;          // row-parallel matmuls
   std::vector<std::string> notes_;

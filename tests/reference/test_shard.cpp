@@ -26,6 +26,12 @@ Inputs layer_inputs(const LlamaConfig& c, const Graph& g, const Bindings& b, uin
       std::vector<double> p;
       for (int64_t i = 0; i < shape[0]; ++i) p.push_back(b.get("C") ? static_cast<double>((3 * i + 2) % *b.get("C")) : static_cast<double>(i));
       in[v.name] = test::tensor(DType::I32, shape, p);
+    } else if (is_packed(v.type.dtype)) {  // 4-bit codes and zero points
+      HostTensor t(v.type.dtype, shape);
+      fill_codes(t, ++seed);
+      in[v.name] = std::move(t);
+    } else if (v.name.ends_with("_s")) {  // group scales: code steps of a weight about +-1 / sqrt(K)
+      in[v.name] = random_tensor(v.type.dtype, shape, ++seed, 0.5 / static_cast<double>(c.hidden), 2.0 / static_cast<double>(c.hidden));
     } else if (shape.size() == 1) {
       in[v.name] = random_tensor(v.type.dtype, shape, ++seed, 0.5, 1.5);  // norm weights
     } else {
@@ -33,7 +39,6 @@ Inputs layer_inputs(const LlamaConfig& c, const Graph& g, const Bindings& b, uin
       in[v.name] = random_tensor(v.type.dtype, shape, ++seed, -a, a);
     }
   }
-  (void)c;
   return in;
 }
 
@@ -91,6 +96,25 @@ TEST_CASE("sharded layers equal the unsharded layer at tp = 2 and 4 (prefill and
     check_sharded(odd, false, tp, pre, seed += 100);
     check_sharded(odd, true, tp, dec, seed += 100);
   }
+}
+
+TEST_CASE("4-bit layers shard too: codes, scales and zero points cut with their weight, by whole groups along K", "[shard]") {
+  LlamaConfig c{"llama_q4", 128, 4, 2, 32, 256, 1e-5, 10000.0, DType::BF16};
+  c.quant = LlamaConfig::WeightQuant{DType::U4, 32, DType::F16, true};
+  Bindings pre, dec;
+  pre.set("T", 5);
+  dec.set("B", 2), dec.set("C", 9);
+  check_sharded(c, false, 2, pre, 900);
+  check_sharded(c, true, 2, dec, 1000);
+  const ShardedGraph s = shard(llama_decode(c), 2);
+  CHECK(s.inputs.at("w_qkv_q").str() == "split on axis 0 in pieces [128, 64, 64]");
+  CHECK(s.inputs.at("w_qkv_s").str() == "split on axis 0 in pieces [128, 64, 64]");
+  CHECK(s.inputs.at("w_down_q").str() == "split on axis 1");
+  CHECK(s.inputs.at("w_down_z").pieces == std::vector<int64_t>{8});  // 256 columns in groups of 32
+  // With groups of 64, o's 128 columns over 4 ranks would cut a group in half.
+  LlamaConfig wide{"llama_q4", 128, 4, 4, 32, 256, 1e-5, 10000.0, DType::BF16};
+  wide.quant = LlamaConfig::WeightQuant{DType::U4, 64, DType::F16, true};
+  CHECK_THROWS_WITH(shard(llama_decode(wide), 4), Catch::Contains("%o = matmul: the 128 columns of %w_o do not split over 4 ranks into whole groups of 64"));
 }
 
 TEST_CASE("shard splits QKV by head groups, gate with up, o and down by columns, and says what does not divide", "[shard]") {
