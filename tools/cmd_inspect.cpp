@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "tools/tp_report.h"
 #include "tools/args.h"
 #include "tools/external_tool.h"
 #include "tools/commands.h"
@@ -14,7 +15,7 @@ namespace lj::cli {
 const char* const kInspectUsage =
     "usage: layerjit inspect [FILE] [--graph NAME] --group N [--ptx | --sass | --resources] [--arch sm_XY[a]]\n"
     "                        [--no-fuse | --no-matmul-epilogues] [--no-norm-folding] [--no-one-row-prologues] [--packed-weights]\n"
-    "                        [--bind T=4096] [--config TEXT]\n"
+    "                        [--bind T=4096] [--config TEXT] [--tp N]\n"
     "\n"
     "Prints what layerjit generates for fusion group N (numbered as in `layerjit plan`) of the graph\n"
     "(default: the built-in Llama-3-8B layer; --graph picks one when the input has several): the CUDA\n"
@@ -66,6 +67,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
   cl.flag("--resources", resources, "registers, spills, stack, shared memory, threads per block");
   cl.option("--arch", arch, "sm_XY[a]", "the target (default: GPU 0's, else sm_90a)");
   cl.option("--config", config, "TEXT", "a matmul or attention kernel config, as `layerjit tune` prints it");
+  int tp = 1;
+  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "rank 0's graph of an N-way tensor-parallel group (as `plan --tp`)");
   fusion_flags(cl, fo);
   if (!cl.parse(args)) return kExitOk;
   const std::optional<int> group = group_text ? std::optional<int>(parse_group_number(*group_text)) : std::nullopt;
@@ -73,6 +76,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
   if (!group) throw UsageError{"--group N is required (see `layerjit plan` for the numbers)"};
   const jit::JitTarget target = target_for_arch(arch);
   Module m = load_module(o);
+  shard_module(m, tp);
   const Lowered lowered = jit::plan(single_graph(m), fo, o.bindings);
   const Graph& g = *lowered.graph;
   const FusionPlan& plan = lowered.plan;
@@ -80,6 +84,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
     throw UserError(fmt::format("@{} has {} fusion groups (0..{}); there is no group {}", g.name(), plan.groups.size(),
                                 plan.groups.size() - 1, *group));
   const FusionGroup& grp = plan.groups[static_cast<size_t>(*group)];
+  if (grp.kind == GroupKind::AllReduce)
+    throw UserError(fmt::format("group {} of @{} is an all_reduce: NCCL runs it between the ranks' kernels, no kernel is generated for "
+                                "it (docs/tp.md)", grp.id, g.name()));
   jit::PlanCompileOptions po;
   po.hint = o.bindings;
   po.only_group = grp.id;

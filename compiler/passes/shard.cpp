@@ -38,12 +38,34 @@ struct Split {
   std::vector<int64_t> pieces;  // along axis, full extents
 };
 
+// The pointwise ops the sharding rules let a split (or a per-rank scale) pass through.
+bool is_pointwise(OpKind k) {
+  switch (k) {
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Div:
+    case OpKind::Silu:
+    case OpKind::Gelu:
+    case OpKind::Relu:
+    case OpKind::Exp:
+    case OpKind::Rsqrt:
+    case OpKind::Cast: return true;
+    default: return false;
+  }
+}
+
 class Sharder {
  public:
-  Sharder(const Graph& g, int tp, const ShardOptions& o) : g_(g), tp_(tp), opts_(o), split_(g.values().size()) {}
+  Sharder(const Graph& g, int tp, const ShardOptions& o) : g_(g), tp_(tp), opts_(o), split_(g.values().size()), local_(g.values().size()) {}
 
   ShardedGraph run() {
     for (NodeId n = 0; n < static_cast<NodeId>(g_.nodes().size()); ++n) decide(n);
+    for (ValueId o : g_.outputs())
+      if (is_local(o))
+        throw UserError(fmt::format("shard @{} over {} ranks: the output %{} would differ per rank (it comes from a rank's own "
+                                    "quantization scale)", g_.name(), tp_, name(o)), g_.value(o).loc);
+    sink_reduces();
     if (opts_.fold_residuals) find_folds();
     ShardedGraph out = rebuild(true);
     out.others = folds_.empty() ? out.graph : rebuild(false).graph;
@@ -60,6 +82,9 @@ class Sharder {
   const std::string& name(ValueId v) const { return g_.value(v).name; }
   int rank_of(ValueId v) const { return static_cast<int>(g_.value(v).type.shape.size()); }
   bool is_split(ValueId v) const { return split_[static_cast<size_t>(v)].axis >= 0; }
+  // A value each rank computes whole but differently: a per-token quantization scale of a row each
+  // rank holds a part of (its own amax). Only the row-parallel matmul's row scale may use one.
+  bool is_local(ValueId v) const { return local_[static_cast<size_t>(v)] != 0; }
   const Split& of(ValueId v) const { return split_[static_cast<size_t>(v)]; }
   int64_t extent(NodeId n, ValueId v, int axis) const {
     const Dim& d = g_.value(v).type.shape.at(static_cast<size_t>(axis));
@@ -121,17 +146,23 @@ class Sharder {
     const Node& node = g_.node(n);
     const auto& ops = node.operands;
     const bool any = std::any_of(ops.begin(), ops.end(), [&](ValueId v) { return is_split(v); });
+    const auto local = std::find_if(ops.begin(), ops.end(), [&](ValueId v) { return is_local(v); });
+    if (local != ops.end() && node.kind != OpKind::Matmul && !is_pointwise(node.kind))
+      refuse(n, fmt::format("%{} differs per rank (a rank's own quantization scale) and only a row-parallel matmul's row scale may use it",
+                            name(*local)));
     switch (node.kind) {
       case OpKind::Matmul: {
         const ValueId x = ops[0], w = ops[1], y = node.results[0];
         if (ops.size() == 3 && is_split(ops[2])) refuse(n, "its row scale is split");
+        if (ops.size() == 3 && is_local(ops[2]) && !is_split(x)) refuse(n, "its row scale differs per rank but x is held whole");
         const int k_axis = rank_of(x) - 1;
         if (!is_split(x)) {  // column-parallel
           const int64_t rows = extent(n, w, 0);
           divisible(n, rows, fmt::format("the rows of %{}", name(w)));
           split_weight(n, w, 0, {rows});
           set(y, {rank_of(y) - 1, {rows}});
-          column_w_[y] = w;
+          column_w_[y] = weight_params_.at(w);
+          if (weight_params_.at(w).front() != w) column_w_[y].push_back(w);  // the dequantized W is cut in the same pieces
           notes_.push_back(fmt::format("%{} = matmul: column-parallel, %{} split by rows", name(y), name(w)));
         } else {
           if (of(x).axis != k_axis) refuse(n, fmt::format("x (%{}) is split on axis {}, not on the reduced one", name(x), of(x).axis));
@@ -156,11 +187,10 @@ class Sharder {
         for (size_t i = 0; i < sizes.size(); ++i) set(node.results[i], {axis, {sizes[i]}});
         // The projection's W rows are cut piece by piece: each rank keeps its share of every piece.
         if (auto it = column_w_.find(x); it != column_w_.end()) {
-          for (ValueId p : weight_params_.at(it->second)) {
-            params_[p].pieces = sizes;
+          for (ValueId p : it->second) {
+            if (auto pp = params_.find(p); pp != params_.end()) pp->second.pieces = sizes;
             split_[static_cast<size_t>(p)].pieces = sizes;
           }
-          if (it->second != weight_params_.at(it->second).front()) split_[static_cast<size_t>(it->second)].pieces = sizes;
         } else refuse(n, fmt::format("%{} is split but not the output of a column-parallel matmul", name(x)));
         return;
       }
@@ -240,10 +270,16 @@ class Sharder {
       case OpKind::Exp:
       case OpKind::Rsqrt:
       case OpKind::Cast: {
+        if (local != ops.end()) {
+          if (any) refuse(n, fmt::format("it mixes a split value with %{}, which differs per rank", name(*local)));
+          for (ValueId r : node.results) local_[static_cast<size_t>(r)] = 1;
+          return;
+        }
         if (!any) return;
         // Axes counted from the end (broadcasting aligns trailing dims).
         const int out_rank = rank_of(node.results[0]);
         std::optional<Split> s;
+        std::vector<ValueId> cut_here;  // params split by this op
         int from_end = 0;
         for (ValueId v : ops)
           if (is_split(v)) {
@@ -257,8 +293,39 @@ class Sharder {
           if (g_.value(v).type.shape[static_cast<size_t>(rank_of(v) - from_end)] == Dim(1)) continue;
           split_param(n, v, rank_of(v) - from_end, s->pieces);  // a bias or scale along the split axis
           set(v, {rank_of(v) - from_end, s->pieces});
+          cut_here.push_back(v);
         }
         set(node.results[0], {out_rank - from_end, s->pieces});
+        // A column-parallel projection's output through its per-column scales and cast (W8A8): a
+        // split after it cuts W and those scales piece by piece alike.
+        for (ValueId v : ops)
+          if (auto it = column_w_.find(v); it != column_w_.end()) {
+            std::vector<ValueId> params = it->second;
+            params.insert(params.end(), cut_here.begin(), cut_here.end());
+            column_w_[node.results[0]] = std::move(params);
+            break;
+          }
+        return;
+      }
+      case OpKind::Quantize: {
+        const ValueId x = ops[0];
+        if (!is_split(x)) {
+          if (any) refuse(n, "its scale is split");
+          return;
+        }
+        if (ops.size() > 1 && is_split(ops[1])) refuse(n, "its scale is split");
+        set(node.results[0], of(x));
+        if (node.results.size() < 2) return;  // a given scale: each rank quantizes its part with it
+        const std::optional<int64_t> ax = attr::scale_axis(node.attrs);
+        const int keep = ax ? static_cast<int>(*ax < 0 ? *ax + rank_of(x) : *ax) : -1;
+        if (keep == of(x).axis) {  // one scale per index of the split axis: split alike
+          set(node.results[1], {0, of(x).pieces});
+        } else {  // each scale is a max over a row each rank holds a part of: every rank computes its own
+          local_[static_cast<size_t>(node.results[1])] = 1;
+          notes_.push_back(fmt::format("%{} = quantize: each rank takes its scales from its own part of each row of %{} (a finer "
+                                       "quantization than the whole row's, not bit-equal to one GPU)",
+                                       name(node.results[0]), name(x)));
+        }
         return;
       }
       case OpKind::RmsNorm:
@@ -294,6 +361,42 @@ class Sharder {
     return s;
   }
 
+  // A row-parallel matmul's partial sums through linear per-column steps (a quantized projection's
+  // f32 sums times its per-channel scales, then cast to bf16: W8A8): the all_reduce moves after
+  // them, so each rank scales and rounds its own partial sums (as a bf16 projection's do) and the
+  // ranks add bf16 rows instead of f32 ones, after which the residual fold applies as it does there.
+  void sink_reduces() {
+    std::vector<NodeId> producer(g_.values().size(), -1);
+    for (NodeId n = 0; n < static_cast<NodeId>(g_.nodes().size()); ++n)
+      for (ValueId r : g_.node(n).results) producer[static_cast<size_t>(r)] = n;
+    for (NodeId& at : reduced_) {
+      const NodeId matmul = at;
+      for (;;) {
+        const ValueId v = g_.node(at).results.at(0);
+        if (std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end()) break;
+        std::vector<NodeId> uses;
+        for (NodeId u = 0; u < static_cast<NodeId>(g_.nodes().size()); ++u)
+          for (ValueId o : g_.node(u).operands)
+            if (o == v) uses.push_back(u);
+        if (uses.size() != 1) break;
+        const Node& u = g_.node(uses[0]);
+        bool linear = false;
+        if (u.kind == OpKind::Mul && u.operands.size() == 2) {
+          const ValueId other = u.operands[0] == v ? u.operands[1] : u.operands[0];
+          linear = other != v && !is_split(other) && !is_local(other) && producer[static_cast<size_t>(other)] < matmul;
+        } else if (u.kind == OpKind::Cast) {
+          linear = is_float(g_.value(u.results[0]).type.dtype) && !is_fp8(g_.value(u.results[0]).type.dtype);
+        }
+        if (!linear) break;
+        at = uses[0];
+      }
+      if (at != matmul)
+        notes_.push_back(fmt::format("%{}: the all_reduce of %{} moves after its per-column scale and cast (linear): each rank "
+                                     "scales and rounds its partial sums, the ranks add %{}'s rows",
+                                     name(g_.node(at).results[0]), name(g_.node(matmul).results[0]), name(g_.node(at).results[0])));
+    }
+  }
+
   // The residual adds after the all_reduces (`%h1 = add(%x, all_reduce(%o_partial))`) that can move
   // before them: the reduced value has that add as its one use and is not returned, and the other
   // operand is held whole on every rank and exists before the matmul. Rank 0 then adds it to its
@@ -313,7 +416,7 @@ class Sharder {
       if (uses.size() != 1 || g_.node(uses[0]).kind != OpKind::Add) continue;
       const Node& add = g_.node(uses[0]);
       const ValueId other = add.operands[0] == red ? add.operands[1] : add.operands[0];
-      if (other == red || is_split(other) || producer[static_cast<size_t>(other)] > n) continue;
+      if (other == red || is_split(other) || is_local(other) || producer[static_cast<size_t>(other)] > n) continue;
       if (g_.value(other).type.shape != g_.value(red).type.shape || g_.value(other).type.dtype != g_.value(red).type.dtype) continue;
       folds_[n] = uses[0];
       notes_.push_back(fmt::format("%{} = add(...) folded before the all_reduce: rank 0 adds %{} to its partial sums of %{}, so the "
@@ -405,7 +508,10 @@ class Sharder {
   std::map<NodeId, NodeId> folds_;       // row-parallel matmul -> the residual add folded before its all_reduce
   std::vector<Split> split_;
   std::map<ValueId, ShardSpec> params_, inputs_;
-  std::map<ValueId, ValueId> column_w_;  // a column-parallel matmul's result -> its W
+  std::vector<char> local_;               // per value: differs per rank (is_local)
+  // A column-parallel matmul's result (and the pointwise results that keep its split) -> the values
+  // cut along its columns (W's params, the dequantized W, per-column scales): re-pieced by a split.
+  std::map<ValueId, std::vector<ValueId>> column_w_;
   std::map<ValueId, std::vector<ValueId>> weight_params_;  // a matmul's W -> the params it is made of (itself, or a dequantize's)
   std::map<ValueId, int> reshaped_;      // a reshape's result -> its split axis (extent divided)
   std::vector<NodeId> reduced_;          // row-parallel matmuls

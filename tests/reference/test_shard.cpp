@@ -117,6 +117,89 @@ TEST_CASE("4-bit layers shard too: codes, scales and zero points cut with their 
   CHECK_THROWS_WITH(shard(llama_decode(wide), 4), Catch::Contains("%o = matmul: the 128 columns of %w_o do not split over 4 ranks into whole groups of 64"));
 }
 
+// A quantized MLP block as the fp8 and W8A8 layers write theirs: per-token activation quantization,
+// a column-parallel then a row-parallel projection, the residual add.
+constexpr const char* kW8a8Block = R"(graph @w8a8_block(%x: bf16[T, 64], %w_up: param i8[96, 64], %s_up: param f32[96],
+    %w_down: param i8[64, 96], %s_down: param f32[64]) {
+  %xq, %x_scale = quantize(%x) {dtype = i8, axis = 0}
+  %up_acc = matmul(%xq, %w_up, %x_scale) {out_dtype = f32}
+  %up_scaled = mul(%up_acc, %s_up)
+  %up = cast(%up_scaled) {dtype = bf16}
+  %act = silu(%up)
+  %aq, %a_scale = quantize(%act) {dtype = i8, axis = 0}
+  %d_acc = matmul(%aq, %w_down, %a_scale) {out_dtype = f32}
+  %d_scaled = mul(%d_acc, %s_down)
+  %d = cast(%d_scaled) {dtype = bf16}
+  %y = add(%x, %d)
+  return %y
+}
+)";
+constexpr const char* kFp8Block = R"(graph @fp8_block(%x: bf16[T, 64], %w_up: param f8e4m3[96, 64], %s_up: param f32[1],
+    %w_down: param f8e4m3[64, 96], %s_down: param f32[1]) {
+  %xq, %x_scale = quantize(%x) {dtype = f8e4m3, axis = 0}
+  %up_rs = mul(%x_scale, %s_up)
+  %up = matmul(%xq, %w_up, %up_rs)
+  %act = silu(%up)
+  %aq, %a_scale = quantize(%act) {dtype = f8e4m3, axis = 0}
+  %down_rs = mul(%a_scale, %s_down)
+  %d = matmul(%aq, %w_down, %down_rs)
+  %y = add(%x, %d)
+  return %y
+}
+)";
+
+TEST_CASE("fp8 and W8A8 blocks shard: each rank quantizes its part of a row with its own scale", "[shard]") {
+  for (const char* text : {kW8a8Block, kFp8Block}) {
+    const Graph g = parse_module(text, "<block>").graphs.at(0);
+    INFO(g.name());
+    Bindings b;
+    b.set("T", 5);
+    Inputs full;
+    uint64_t seed = 77;
+    for (ValueId id : g.inputs()) {
+      const ValueInfo& v = g.value(id);
+      const std::vector<int64_t> shape = resolve(v.type.shape, b);
+      if (v.type.dtype == DType::I8) full[v.name] = random_tensor(DType::F32, shape, ++seed, -127.4, 127.4), full[v.name].dtype = DType::I8;
+      else if (v.name.starts_with("s_") && v.type.shape.size() == 1 && shape[0] > 1) full[v.name] = random_tensor(DType::F32, shape, ++seed, 0.002, 0.004);
+      else if (v.name.starts_with("s_")) full[v.name] = random_tensor(DType::F32, shape, ++seed, 0.5, 1.5);  // fp8: per-tensor
+      else if (is_fp8(v.type.dtype)) full[v.name] = random_tensor(v.type.dtype, shape, ++seed, -0.2, 0.2);
+      else full[v.name] = random_tensor(v.type.dtype, shape, ++seed, -1.0, 1.0);
+    }
+    for (auto& [name, t] : full)
+      if (t.dtype == DType::I8)
+        for (double& e : t.data) e = std::round(e);
+    const std::vector<HostTensor> want = run_reference(g, full, b);
+    const ShardedGraph s = shard(g, 2);
+    std::vector<Inputs> ranks(2);
+    for (int r = 0; r < 2; ++r)
+      for (const auto& [name, t] : full) ranks[static_cast<size_t>(r)][name] = shard_tensor(t, s.inputs.at(name), 2, r);
+    const auto got = run_reference_ranks(s.graph, s.others, ranks, b);
+    CHECK(got[0][0].data == got[1][0].data);
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < want[0].data.size(); ++i) {
+      worst = std::max(worst, std::fabs(got[0][0].data[i] - want[0].data[i]));
+      scale = std::max(scale, std::fabs(want[0].data[i]));
+    }
+    INFO("worst " << worst << " of " << scale);
+    CHECK(worst <= scale / 16);  // quantized per rank, with finer scales than the whole row's
+    double moved = 0;  // the block's own contribution, so that the comparison says something
+    for (size_t i = 0; i < want[0].data.size(); ++i) moved = std::max(moved, std::fabs(want[0].data[i] - full.at("x").data[i]));
+    CHECK(moved > scale / 8);
+    int adds = 0;
+    for (const Node& n : s.others.nodes()) adds += n.kind == OpKind::Add;
+    CHECK(adds == 0);  // the residual is rank 0's, folded before the all_reduce
+  }
+  // A per-rank scale may feed only a row-parallel matmul's row scale.
+  const Graph bad = parse_module(R"(graph @bad(%x: bf16[T, 64], %w: param bf16[96, 64]) {
+  %h = matmul(%x, %w)
+  %hq, %h_scale = quantize(%h) {dtype = f8e4m3, axis = 0}
+  %y = rms_scale(%h_scale)
+  return %y
+}
+)", "<bad>").graphs.at(0);
+  CHECK_THROWS_WITH(shard(bad, 2), Catch::Contains("%h_scale differs per rank"));
+}
+
 TEST_CASE("shard splits QKV by head groups, gate with up, o and down by columns, and says what does not divide", "[shard]") {
   const LlamaConfig c{"llama_tp", 96, 8, 4, 24, 200, 1e-5, 10000.0, DType::BF16};
   const ShardedGraph s = shard(llama_prefill(c), 2);
