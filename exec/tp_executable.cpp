@@ -116,6 +116,17 @@ rt::Result<std::vector<std::string>> TpExecutable::load_weights(const Safetensor
   return unused;
 }
 
+size_t TpExecutable::add_binding_set() {
+  size_t i = 0;
+  for (auto& rk : ranks_) i = rk->exe->add_binding_set();
+  return i;
+}
+
+rt::Status TpExecutable::use_binding_set(size_t i) {
+  for (auto& rk : ranks_) LJ_RT_TRY(rk->exe->use_binding_set(i));
+  return {};
+}
+
 rt::Status TpExecutable::run(const Bindings& b) {
   LJ_RT_TRY(on_ranks([&](int r) { return rank(r).run(stream(r), b); }));
   return synchronize();

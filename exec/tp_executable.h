@@ -54,8 +54,17 @@ class TpExecutable {
   /// shapes), each rank taking its share; returns the file's tensors the graph does not use.
   rt::Result<std::vector<std::string>> load_weights(const SafetensorsFile& f);
 
+  /// Binding sets on every rank (Executable::add_binding_set): a model's layers, each with its own
+  /// weights and caches, sharing the kernels and the arena. upload() binds into the current set.
+  size_t add_binding_set();
+  rt::Status use_binding_set(size_t i);
+
   /// Runs every rank on its stream (asynchronously, from a thread per rank) and waits for all.
   rt::Status run(const Bindings& b);
+  /// f(r) for every rank on a thread of its own with rank r's context current, concurrently (NCCL
+  /// needs the ranks' calls issued together); the first error, after which every communicator is
+  /// aborted so no rank waits in an all_reduce another never reaches.
+  rt::Status on_ranks(const std::function<rt::Status(int)>& f);
   /// Each rank's run at `b` recorded as a CUDA graph (NCCL calls included); replay() launches them.
   rt::Status capture(const Bindings& b);
   /// Launches every rank's captured graph on its stream (graph launches do not block: one thread).
@@ -82,8 +91,6 @@ class TpExecutable {
     std::optional<rt::Graph> graph, collectives;
   };
   TpExecutable() = default;
-  /// f(r) for every rank on a thread of its own (its context current); the first error.
-  rt::Status on_ranks(const std::function<rt::Status(int)>& f);
   rt::Result<ValueId> rank_value(int r, std::string_view name) const;
   rt::Status replay_each(std::optional<rt::Graph> Rank::*which, const char* what);
   ShardedGraph sharded_;

@@ -7,33 +7,12 @@
 #include <fmt/format.h>
 
 #include "layerjit/error.h"
+#include "models/view_rows.h"
 #include "runtime/graph.h"
 
 namespace lj::models {
 
 namespace {
-
-rt::Result<ValueId> named(const Graph& g, const std::string& name) {
-  for (ValueId v : g.inputs())
-    if (g.value(v).name == name) return v;
-  return rt::Error{fmt::format("internal error: @{} has no input %{} (please report)", g.name(), name)};
-}
-
-int64_t eval(const DimProduct& p, const Bindings& b) {
-  int64_t x = p.constant;
-  for (const std::string& s : p.symbols) x *= *b.get(s);
-  return x;
-}
-
-// A [T, kvh, d] view: its first element (in elements) and its token stride (in bytes); its heads
-// and head elements must be dense within a token.
-size_t view_offset(const TensorLayout& l, const Bindings& b) { return static_cast<size_t>(eval(l.offset, b)); }
-
-rt::Result<size_t> token_pitch(const TensorLayout& l, const Bindings& b, size_t eb, int64_t head_dim) {
-  if (l.strides.size() != 3 || eval(l.strides[2], b) != 1 || eval(l.strides[1], b) != head_dim)
-    return rt::Error{"internal error: a returned K/V view is not [T, heads, head_dim] with dense heads (please report)"};
-  return static_cast<size_t>(eval(l.strides[0], b)) * eb;
-}
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -137,11 +116,11 @@ rt::Result<DeviceModel> DeviceModel::open(rt::Context& ctx, const Model& m, cons
 rt::Status DeviceModel::bind_layer(exec::Executable& e, int64_t layer) {
   const Graph& eg = e.graph();
   for (const auto& [name, ptr] : layer_w_[static_cast<size_t>(layer)]) {
-    LJ_RT_ASSIGN(ValueId v, named(eg, name));
+    LJ_RT_ASSIGN(ValueId v, input_named(eg, name));
     LJ_RT_TRY(e.bind(v, ptr));
   }
-  LJ_RT_ASSIGN(ValueId x, named(eg, "x"));
-  LJ_RT_ASSIGN(ValueId pos, named(eg, "pos"));
+  LJ_RT_ASSIGN(ValueId x, input_named(eg, "x"));
+  LJ_RT_ASSIGN(ValueId pos, input_named(eg, "pos"));
   LJ_RT_TRY(e.bind(x, x_[layer % 2]->ptr()));
   LJ_RT_TRY(e.bind(pos, pos_->ptr()));
   LJ_RT_TRY(e.bind(eg.outputs()[0], x_[(layer + 1) % 2]->ptr()));
@@ -152,8 +131,8 @@ rt::Status DeviceModel::bind_layer(exec::Executable& e, int64_t layer) {
 rt::Status DeviceModel::bind_caches(exec::Executable& e, int64_t layer) {
   const Graph& eg = e.graph();
   const CUdeviceptr k = k_cache_[static_cast<size_t>(layer)].ptr(), v = v_cache_[static_cast<size_t>(layer)].ptr();
-  LJ_RT_ASSIGN(ValueId kc, named(eg, "k_cache"));
-  LJ_RT_ASSIGN(ValueId vc, named(eg, "v_cache"));
+  LJ_RT_ASSIGN(ValueId kc, input_named(eg, "k_cache"));
+  LJ_RT_ASSIGN(ValueId vc, input_named(eg, "v_cache"));
   LJ_RT_TRY(e.bind(kc, k));
   LJ_RT_TRY(e.bind(vc, v));
   LJ_RT_TRY(e.bind(eg.outputs()[1], k));
@@ -209,12 +188,12 @@ rt::Result<GenerateResult> DeviceModel::generate(const std::vector<int32_t>& pro
   const size_t row_bytes = static_cast<size_t>(c.layer.hidden) * eb;
   const Graph& eg = embed_->graph();
   const Graph& hg = head_->graph();
-  LJ_RT_ASSIGN(ValueId e_ids, named(eg, "ids"));
-  LJ_RT_ASSIGN(ValueId e_table, named(eg, "embed_tokens"));
-  LJ_RT_ASSIGN(ValueId h_x, named(hg, "x"));
+  LJ_RT_ASSIGN(ValueId e_ids, input_named(eg, "ids"));
+  LJ_RT_ASSIGN(ValueId e_table, input_named(eg, "embed_tokens"));
+  LJ_RT_ASSIGN(ValueId h_x, input_named(hg, "x"));
   LJ_RT_TRY(embed_->bind(e_table, embed_w_.at("embed_tokens")));
   for (const auto& [name, ptr] : head_w_) {
-    LJ_RT_ASSIGN(ValueId v, named(hg, name));
+    LJ_RT_ASSIGN(ValueId v, input_named(hg, name));
     LJ_RT_TRY(head_->bind(v, ptr));
   }
   LJ_RT_TRY(head_->bind(hg.outputs()[0], logits_->ptr()));

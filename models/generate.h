@@ -33,7 +33,10 @@ struct GenerateResult {
 };
 
 /// Throws UserError for a bad request (check_generate_request) or a model too large for the
-/// reference (its weights as doubles over 4 GiB).
-GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& prompt, const GenerateOptions& opts);
+/// reference (its weights as doubles over 4 GiB). `tp` > 1: every layer runs sharded over tp ranks
+/// (shard(), run_reference_ranks: each rank's share of the weights and caches, the all-reduces done
+/// on the host), the embedding and the head whole: what TpModel computes, for checking the sharding
+/// of a whole model on the CPU; a layer that does not shard is the UserError shard() throws.
+GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& prompt, const GenerateOptions& opts, int tp = 1);
 
 }  // namespace lj::models

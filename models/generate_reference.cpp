@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include "layerjit/check.h"
 #include "layerjit/error.h"
 #include "layerjit/reference.h"
+#include "layerjit/shard.h"
 #include "models/generate.h"
 
 namespace lj::models {
@@ -45,9 +47,39 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+
+// One layer graph through the reference: whole, or over the ranks of its sharded form (inputs cut,
+// outputs gathered).
+class LayerRunner {
+ public:
+  LayerRunner(const Graph& g, int tp) : g_(g), tp_(tp) {
+    if (tp > 1) sharded_.emplace(shard(g, tp));
+  }
+  std::vector<HostTensor> run(const Inputs& in, const Bindings& b) const {
+    if (!sharded_) return run_reference(g_, in, b);
+    const ShardedGraph& s = *sharded_;
+    std::vector<Inputs> ranks(static_cast<size_t>(tp_));
+    for (const auto& [name, t] : in)
+      for (int r = 0; r < tp_; ++r) ranks[static_cast<size_t>(r)][name] = shard_tensor(t, s.inputs.at(name), tp_, r);
+    const std::vector<std::vector<HostTensor>> got = run_reference_ranks(s.graph, s.others, ranks, b);
+    std::vector<HostTensor> out;
+    for (size_t o = 0; o < s.outputs.size(); ++o) {
+      std::vector<HostTensor> parts;
+      for (const auto& rank_out : got) parts.push_back(rank_out.at(o));
+      out.push_back(gather_tensor(parts, s.outputs[o], tp_));
+    }
+    return out;
+  }
+
+ private:
+  const Graph& g_;
+  int tp_;
+  std::optional<ShardedGraph> sharded_;
+};
+
 }  // namespace
 
-GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
+GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& prompt, const GenerateOptions& opts, int tp) {
   const ModelConfig& c = m.config();
   check_generate_request(c, prompt, opts.new_tokens, opts.forced);
   const uint64_t doubles = m.weight_bytes() / static_cast<uint64_t>(dtype_bytes(c.layer.dtype)) * sizeof(double);
@@ -55,6 +87,7 @@ GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& pr
            "the CPU reference holds weights as doubles: this model's would take {:.1f} GiB (the limit is {} GiB); run it on a GPU",
            static_cast<double>(doubles) / (1ull << 30), kMaxReferenceBytes >> 30);
   const ModelGraphs& g = m.graphs();
+  const LayerRunner prefill_layer(g.prefill, tp), decode_layer(g.decode, tp);
   const int64_t t_len = static_cast<int64_t>(prompt.size());
   const int64_t capacity = t_len + opts.new_tokens;
   const int64_t kvh = c.layer.n_kv_heads, d = c.layer.head_dim;
@@ -102,7 +135,7 @@ GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& pr
       Inputs& in = layers[li];
       in["x"] = std::move(x);
       in["pos"] = pos;
-      std::vector<HostTensor> out = run_reference(g.prefill, in, pb);
+      std::vector<HostTensor> out = prefill_layer.run(in, pb);
       x = std::move(out[0]);
       // K and V of the prompt: cache rows 0 .. T-1 (the cache is [1, C, kvh, d], the rows [T, kvh, d]).
       std::copy(out[1].data.begin(), out[1].data.end(), k_cache[li].data.begin());
@@ -128,7 +161,7 @@ GenerateResult generate_reference(const Model& m, const std::vector<int32_t>& pr
       in["pos"] = pos;
       in["k_cache"] = std::move(k_cache[li]);
       in["v_cache"] = std::move(v_cache[li]);
-      std::vector<HostTensor> out = run_reference(g.decode, in, db);
+      std::vector<HostTensor> out = decode_layer.run(in, db);
       in.erase("k_cache");
       in.erase("v_cache");
       x = std::move(out[0]);

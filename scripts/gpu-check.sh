@@ -272,6 +272,7 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
     run "tp run decode" "$lj" run --tp 2 --graph llama3_8b_decode --bind B=32,C=4096
     run "tp run prefill" "$lj" run --tp 2 --graph llama3_8b_prefill --bind T=4096
     run "tp tp.sh" "$src/bench/tp/tp.sh" "$lj" 2
+    [[ -x "$build/tests/models/make_hf_model" ]] && run "tp model.sh (32-layer 8B model)" "$src/bench/tp/model.sh" "$lj" "$build/tests/models/make_hf_model" 2
   fi
   # PyTorch anchors of the benchmarks (bench/*/*.py, e.g. SDPA for bench_attention), timed in the same
   # session: from the source tree next to this script, or copied into the build tree.

@@ -10,15 +10,18 @@
 #include "exec/safetensors.h"
 #include "layerjit/check.h"
 #include "models/device_model.h"
+#include "models/tp_model.h"
 #include "models/generate.h"
 #include "runtime/context.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "tools/tp_report.h"
 
 namespace lj::cli {
 
 const char* const kGenerateUsage =
     "usage: layerjit generate MODEL_DIR --ids ID,ID,... [--new N] [--cpu] [--no-graphs] [--logits-out FILE.safetensors]\n"
+    "                         [--tp N]\n"
     "\n"
     "Greedy generation over a Hugging Face model directory (config.json and model.safetensors, or shards with\n"
     "model.safetensors.index.json; Llama, Mistral, Qwen2 and Qwen3 architectures): the prompt's token ids run\n"
@@ -26,7 +29,12 @@ const char* const kGenerateUsage =
     "time per step. The ids are the tokenizer's (layerjit has none): e.g. tokenizer.encode(text) in Python. On the GPU\n"
     "every layer shares one set of compiled kernels, and each decode step after the first is one CUDA-graph replay.\n"
     "--cpu runs the model through the CPU reference (small models; no GPU needed). --logits-out writes the\n"
-    "logits of every step as one f32 tensor `logits` [N, vocab] (row 0: the logits after the prompt).\n";
+    "logits of every step as one f32 tensor `logits` [N, vocab] (row 0: the logits after the prompt).\n"
+    "--tp N: tensor parallelism over GPUs 0..N-1 (docs/tp.md): every layer sharded, each GPU holding its share\n"
+    "of the weights (cut from the checkpoint as they are uploaded) and of the KV caches, NCCL between them; the\n"
+    "embedding and the head run whole on every GPU. Refused with the reason where the heads or widths do not\n"
+    "divide by N. With --cpu, the CPU reference runs every layer sharded over N ranks (the all-reduces on the\n"
+    "host): the same computation without GPUs, to check a model shards.\n";
 
 namespace {
 
@@ -77,6 +85,8 @@ int cmd_generate(const std::vector<std::string>& args) {
   cl.flag("--cpu", cpu, "run the CPU reference (small models; no GPU needed)");
   cl.flag("--no-graphs", no_graphs, "launch every decode step's kernels one by one instead of replaying a CUDA graph");
   cl.option("--logits-out", logits_out, "FILE", "write every step's logits as f32 `logits` [N, vocab] (safetensors)");
+  int tp = 1;
+  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "tensor parallelism over N GPUs (1-64)");
   if (!cl.parse(args)) return kExitOk;
   const bool graphs = !no_graphs;
   if (!ids_text) throw UsageError{"--ids is required (the prompt's token ids)"};
@@ -103,8 +113,23 @@ int cmd_generate(const std::vector<std::string>& args) {
   }
   models::GenerateResult r;
   if (cpu) {
-    r = models::generate_reference(m, prompt, opts);
-    std::printf("prompt: %zu tokens; generated %zu (CPU reference)\n", prompt.size(), r.tokens.size());
+    r = models::generate_reference(m, prompt, opts, tp);
+    std::printf("prompt: %zu tokens; generated %zu (CPU reference%s)\n", prompt.size(), r.tokens.size(),
+                tp > 1 ? fmt::format(", every layer sharded over {} ranks", tp).c_str() : "");
+  } else if (tp > 1) {
+    models::TpModelOptions topts;
+    topts.tp = tp;
+    topts.model.capacity = static_cast<int64_t>(prompt.size()) + opts.new_tokens;
+    topts.model.graphs = graphs;
+    auto tm = models::TpModel::open(m, topts);
+    LJ_CHECK(tm.ok(), SourceLoc{}, "{}", tm.ok() ? "" : tm.message());
+    auto gr = (*tm)->generate(prompt, opts);
+    LJ_CHECK(gr.ok(), SourceLoc{}, "{}", gr.ok() ? "" : gr.message());
+    r = std::move(*gr);
+    std::printf("prompt: %zu tokens; generated %zu on %d GPUs (tp = %d: %zu kernels and NCCL calls per decode step on each%s; "
+                "compiled in %.2f s)\n",
+                prompt.size(), r.tokens.size(), tp, tp, (*tm)->launches_per_decode_step(), graphs ? ", one CUDA graph per GPU" : "",
+                (*tm)->compile_seconds());
   } else {
     auto ctx = rt::Context::get(0);
     LJ_CHECK(ctx.ok(), SourceLoc{}, "{} (generate --cpu runs the CPU reference without a GPU)", ctx.ok() ? "" : ctx.message());

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # generate.sh LAYERJIT MAKE_HF_MODEL WORK: `layerjit generate --cpu` on each family's tiny Hugging Face
 # model (written by make_hf_model: hidden 72, 3 layers, 6/2 heads, vocab 301, 2 shards), the logits
-# file, model directories in check/plan/compile, and the errors of bad requests and bad models.
+# file, model directories in check/plan/compile, `--tp`, and the errors of bad requests and bad models.
 set -uo pipefail
 lj=$1 make=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
@@ -65,6 +65,11 @@ grep -q "lj_flash_decode<lj_bf16, 16, 3, 3, 16, [0-9]*, 3, [0-9]*, true, false, 
 "$lj" plan "$work/qwen3" --graph qwen3_decode --bind B=1,C=64 > "$work/qwen3-plan.txt" || fail "plan qwen3"
 grep -q "absorbed %q_normed = rms_norm (per-head RMSNorm" "$work/qwen3-plan.txt" || fail "the q norm is not in the rope kernel"
 ! grep -q "row_reduce" "$work/qwen3-plan.txt" || fail "Qwen3's decode layer still has a row kernel"
+# Tensor parallelism: every layer sharded over 2 ranks in the CPU reference picks the tokens one rank
+# does (the logits agree within bf16 rounding: tests/models); 4 ranks do not divide 6 heads.
+tp1=$("$lj" generate "$work/qwen2" --ids 5,17,250,3,99,42,7 --new 4 --cpu 2>&1 | sed -n 's/^tokens: //p')
+expect_rc 0 "^tokens: $tp1$" "$lj" generate "$work/qwen2" --ids 5,17,250,3,99,42,7 --new 4 --cpu --tp 2
+expect_rc 1 "shard @llama_decode over 4 ranks: .* is not divisible by 4 ranks" "$lj" generate "$work/llama" --ids 1,2 --tp 4
 # Without a driver, generate says how to run without one.
 if ! "$lj" devices >/dev/null 2>&1; then
   expect_rc 1 "no CUDA driver.*generate --cpu runs the CPU reference without a GPU" "$lj" generate "$work/llama" --ids 1,2

@@ -193,3 +193,36 @@ TEST_CASE("decode steps over the KV caches equal a prefill of the whole sequence
     CHECK(std::equal(full.logits.data.begin(), full.logits.data.end(), r.logits.data.begin() + 3 * 301));
   }
 }
+
+/// Tensor parallelism over a whole model: every layer sharded over 2 ranks (the all-reduces on the
+/// host), fed the tokens the unsharded run chose, gives each step's logits within bf16 rounding of
+/// the unsharded ones, for every family (Qwen2's q/k/v biases and Qwen3's q/k norms are cut with
+/// their heads).
+TEST_CASE("a model sharded over 2 ranks computes the logits of the unsharded model", "[models][shard]") {
+  for (Architecture a : {Architecture::Llama, Architecture::Mistral, Architecture::Qwen2, Architecture::Qwen3}) {
+    INFO(architecture_name(a));
+    testing::TempModelDir dir(std::string(architecture_name(a)) + "-tp");
+    testing::write_hf_model(dir.str(), testing::tiny_spec(a));
+    const Model m = Model::open(dir.str());
+    const std::vector<int32_t> prompt = {5, 17, 250, 3, 99, 42, 7};
+    GenerateOptions o;
+    o.new_tokens = 3;
+    o.keep_logits = true;
+    const GenerateResult one = generate_reference(m, prompt, o);
+    o.forced = {one.tokens[0], one.tokens[1]};
+    const GenerateResult two = generate_reference(m, prompt, o, 2);
+    REQUIRE(two.logits.shape == one.logits.shape);
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < one.logits.data.size(); ++i) {
+      worst = std::max(worst, std::fabs(two.logits.data[i] - one.logits.data[i]));
+      scale = std::max(scale, std::fabs(one.logits.data[i]));
+    }
+    INFO("logits: max |difference| " << worst << " of max |logit| " << scale);
+    CHECK(scale > 0);
+    CHECK(worst <= scale / 32);
+  }
+  testing::TempModelDir dir("llama-tp3");
+  testing::write_hf_model(dir.str(), testing::tiny_spec(Architecture::Llama));
+  const Model m = Model::open(dir.str());
+  CHECK_THROWS_WITH(generate_reference(m, {1, 2}, GenerateOptions{}, 4), Catch::Contains("not divisible by 4 ranks"));
+}
