@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "models/device_model.h"
+#include "models/tp_model.h"
 #include "models/generate.h"
 #include "models/model.h"
 #include "runtime/context.h"
@@ -77,12 +78,13 @@ std::vector<Graph> Model::graphs() const {
 
 std::vector<std::string> Model::unused_tensors() const { return impl_->model.unused_tensors(); }
 
-Generation Model::generate_cpu(const std::vector<int32_t>& prompt, const GenerateSettings& settings) const {
-  return generation_of(models::generate_reference(impl_->model, prompt, options_of(settings)));
+Generation Model::generate_cpu(const std::vector<int32_t>& prompt, const GenerateSettings& settings, int tensor_parallel) const {
+  return generation_of(models::generate_reference(impl_->model, prompt, options_of(settings), tensor_parallel));
 }
 
 struct ModelRunner::Impl {
   std::optional<models::DeviceModel> dm;
+  std::unique_ptr<models::TpModel> tp;  // tensor_parallel > 1
 };
 
 ModelRunner::ModelRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -98,21 +100,34 @@ ModelRunner ModelRunner::open(const Device& device, const Model& model, const Mo
   o.graphs = settings.cuda_graphs;
   o.build.fusion.fuse = settings.fuse;
   o.build.use_tuned = settings.use_tuned;
+  auto impl = std::make_unique<Impl>();
+  if (settings.tensor_parallel > 1) {
+    models::TpModelOptions to;
+    to.model = o;
+    to.tp = settings.tensor_parallel;
+    for (int r = 0; r < to.tp; ++r) to.devices.push_back(device.ordinal() + r);
+    rt::Result<std::unique_ptr<models::TpModel>> tm = models::TpModel::open(model.impl_->model, to);
+    if (!tm.ok()) throw RuntimeError(tm.message());
+    impl->tp = std::move(tm).value();
+    return ModelRunner(std::move(impl));
+  }
   rt::Result<models::DeviceModel> dm = models::DeviceModel::open(ctx, model.impl_->model, o);
   if (!dm.ok()) throw RuntimeError(dm.message());
-  auto impl = std::make_unique<Impl>();
   impl->dm.emplace(std::move(dm).value());
   return ModelRunner(std::move(impl));
 }
 
 Generation ModelRunner::generate(const std::vector<int32_t>& prompt, const GenerateSettings& settings) {
-  rt::Result<models::GenerateResult> r = impl_->dm->generate(prompt, options_of(settings));
+  rt::Result<models::GenerateResult> r = impl_->tp ? impl_->tp->generate(prompt, options_of(settings))
+                                                   : impl_->dm->generate(prompt, options_of(settings));
   if (!r.ok()) throw RuntimeError(r.message());
   return generation_of(std::move(r).value());
 }
 
-int64_t ModelRunner::capacity() const { return impl_->dm->capacity(); }
-size_t ModelRunner::launches_per_decode_step() const { return impl_->dm->launches_per_decode_step(); }
-double ModelRunner::compile_seconds() const { return impl_->dm->compile_seconds(); }
+int64_t ModelRunner::capacity() const { return impl_->tp ? impl_->tp->capacity() : impl_->dm->capacity(); }
+size_t ModelRunner::launches_per_decode_step() const {
+  return impl_->tp ? impl_->tp->launches_per_decode_step() : impl_->dm->launches_per_decode_step();
+}
+double ModelRunner::compile_seconds() const { return impl_->tp ? impl_->tp->compile_seconds() : impl_->dm->compile_seconds(); }
 
 }  // namespace lj

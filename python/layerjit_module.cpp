@@ -406,17 +406,17 @@ PYBIND11_MODULE(_layerjit, m) {
         return out;
       })
       .def("unused_tensors", &lj::Model::unused_tensors)
-      .def("generate_cpu", [generation](const lj::Model& mo, const std::vector<int32_t>& prompt, int64_t n, bool logits) {
+      .def("generate_cpu", [generation](const lj::Model& mo, const std::vector<int32_t>& prompt, int64_t n, bool logits, int tp) {
         lj::Generation g;
         {
           py::gil_scoped_release released;
-          g = mo.generate_cpu(prompt, {n, logits});
+          g = mo.generate_cpu(prompt, {n, logits}, tp);
         }
         return generation(g, logits);
       });
   py::class_<lj::ModelRunner>(m, "_ModelRunner")
-      .def(py::init([](const lj::Device& d, const lj::Model& mo, int64_t capacity, bool graphs, bool fuse, bool tuned) {
-             return lj::ModelRunner::open(d, mo, {capacity, graphs, fuse, tuned});
+      .def(py::init([](const lj::Device& d, const lj::Model& mo, int64_t capacity, bool graphs, bool fuse, bool tuned, int tp) {
+             return lj::ModelRunner::open(d, mo, {capacity, graphs, fuse, tuned, tp});
            }),
            py::keep_alive<1, 3>())  // the model outlives its runner
       .def("generate", [generation](lj::ModelRunner& r, const std::vector<int32_t>& prompt, int64_t n, bool logits) {

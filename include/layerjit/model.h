@@ -66,7 +66,9 @@ class Model {
   std::vector<std::string> unused_tensors() const;
   /// Greedy generation through the CPU reference (double precision, rounded as the GPU rounds):
   /// small models only (UserError past 4 GiB of weights as doubles); needs no GPU.
-  Generation generate_cpu(const std::vector<int32_t>& prompt, const GenerateSettings& settings = {}) const;
+  /// `tensor_parallel` > 1: every layer sharded over that many ranks, the all-reduces done on the
+  /// host (docs/tp.md): what a tensor-parallel ModelRunner computes, to check a model shards.
+  Generation generate_cpu(const std::vector<int32_t>& prompt, const GenerateSettings& settings = {}, int tensor_parallel = 1) const;
 
  private:
   friend class ModelRunner;
@@ -81,6 +83,9 @@ struct ModelRunnerSettings {
   bool cuda_graphs = true;  ///< each decode step after the first a CUDA-graph replay
   bool fuse = true;
   bool use_tuned = true;  ///< `layerjit tune`'s stored winners
+  /// Tensor parallelism over this many GPUs, the device given and the ones after it (docs/tp.md):
+  /// every layer sharded, NCCL between the GPUs (loaded at run time; LAYERJIT_NCCL names it).
+  int tensor_parallel = 1;
 };
 
 /// A Model on a device: its kernels compiled (through the kernel cache), every weight uploaded, the

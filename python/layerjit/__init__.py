@@ -325,13 +325,15 @@ class Model:
     def unused_tensors(self) -> List[str]:
         return self._model.unused_tensors()
 
-    def generate_cpu(self, prompt: Iterable[int], new_tokens: int = 8, keep_logits: bool = False) -> Generation:
-        """Greedy generation through the CPU reference."""
-        return Generation(self._model.generate_cpu([int(t) for t in prompt], int(new_tokens), keep_logits))
+    def generate_cpu(self, prompt: Iterable[int], new_tokens: int = 8, keep_logits: bool = False,
+                     tensor_parallel: int = 1) -> Generation:
+        """Greedy generation through the CPU reference; tensor_parallel > 1 runs every layer sharded
+        over that many ranks (the all-reduces on the host), as a tensor-parallel runner computes it."""
+        return Generation(self._model.generate_cpu([int(t) for t in prompt], int(new_tokens), keep_logits, int(tensor_parallel)))
 
     def runner(self, device: Union[int, Device] = 0, capacity: int = 0, cuda_graphs: bool = True, fuse: bool = True,
-               tuned: bool = True) -> "ModelRunner":
-        return ModelRunner(self, device, capacity, cuda_graphs, fuse, tuned)
+               tuned: bool = True, tensor_parallel: int = 1) -> "ModelRunner":
+        return ModelRunner(self, device, capacity, cuda_graphs, fuse, tuned, tensor_parallel)
 
     def __repr__(self) -> str:
         i = self.info
@@ -341,13 +343,15 @@ class Model:
 class ModelRunner:
     """A Model on a device: kernels compiled (cached), weights uploaded, KV caches of `capacity`
     positions per layer (0: max_position_embeddings, at most 4096). Each decode step after the first
-    is a CUDA-graph replay unless cuda_graphs=False."""
+    is a CUDA-graph replay unless cuda_graphs=False. tensor_parallel=N shards every layer over the
+    device and the N - 1 after it, NCCL between them (docs/tp.md)."""
 
     def __init__(self, model: Model, device: Union[int, Device] = 0, capacity: int = 0, cuda_graphs: bool = True,
-                 fuse: bool = True, tuned: bool = True):
+                 fuse: bool = True, tuned: bool = True, tensor_parallel: int = 1):
         self.model = model
         self.device = device if isinstance(device, Device) else Device(device)
-        self._runner = _layerjit._ModelRunner(self.device, model._model, int(capacity), cuda_graphs, fuse, tuned)
+        self._runner = _layerjit._ModelRunner(self.device, model._model, int(capacity), cuda_graphs, fuse, tuned,
+                                              int(tensor_parallel))
 
     @property
     def capacity(self) -> int:

@@ -321,6 +321,18 @@ class TestModels(unittest.TestCase):
         self.assertEqual([int(r.argmax()) for r in out.logits], out.tokens)
         self.assertIsNone(m.generate_cpu([1, 2], new_tokens=2).logits)
 
+    def test_generate_cpu_sharded_over_two_ranks(self):
+        m = layerjit.Model(self.paths["llama"])
+        one = m.generate_cpu([5, 17, 250, 3], new_tokens=4, keep_logits=True)
+        two = m.generate_cpu([5, 17, 250, 3], new_tokens=4, keep_logits=True, tensor_parallel=2)
+        self.assertEqual(len(two.tokens), 4)
+        if one.logits is None or isinstance(one.logits, list):
+            self.skipTest("numpy is not installed")
+        scale = float(abs(one.logits).max())
+        self.assertLessEqual(float(abs(two.logits[0] - one.logits[0]).max()), scale / 32)  # the same prompt: bf16 rounding apart
+        with self.assertRaisesRegex(layerjit.UserError, "not divisible by 4 ranks"):
+            m.generate_cpu([1, 2], tensor_parallel=4)
+
     def test_bad_requests_and_directories(self):
         m = layerjit.Model(self.paths["llama"])
         with self.assertRaisesRegex(layerjit.UserError, r"outside the vocabulary \[0, 301\)"):
