@@ -1,18 +1,22 @@
-// Tensor parallelism, compile tier: every kernel of the Llama-3-8B layer's rank graph (the sharding
-// pass's, docs/tp.md) at tp = 2 and 4, prefill and decode, is generated for the rank's shapes and
-// compiles for sm_90a without spills; each all_reduce is a group with no kernel (NCCL runs it).
+// Tensor parallelism, compile tier: every kernel of the Llama-3-8B layer's rank graphs (the sharding
+// pass's, docs/tp.md) at tp = 2 and 4, prefill and decode, and of the INT4, FP8 and W8A8 layers'
+// decode rank graphs at tp = 2, is generated for the rank's shapes and compiles for sm_90a without
+// spills; each all_reduce is a group with no kernel (NCCL runs it).
 #include <catch2/catch.hpp>
+
+#include <fmt/format.h>
 
 #include "codegen/kernel.h"
 #include "jit/compile_kernels.h"
 #include "jit/compile_plan.h"
 #include "layerjit/llama.h"
 #include "layerjit/shard.h"
+#include "layerjit/text.h"
 #include "runtime/nvrtc.h"
 
 using namespace lj;
 
-TEST_CASE("every rank's kernels of the sharded 8B layer compile for sm_90a without spills (tp = 2, 4)", "[codegen][shard]") {
+TEST_CASE("every rank's kernels of the sharded 8B layers compile for sm_90a without spills (tp = 2, 4; quantized at 2)", "[codegen][shard]") {
   auto target = rt::Target::parse("sm_90a");
   REQUIRE(target.ok());
   int compiled = 0, reduces = 0;
@@ -51,6 +55,14 @@ TEST_CASE("every rank's kernels of the sharded 8B layer compile for sm_90a witho
     }
   CHECK(reduces == 10);  // two per rank graph: after o and after down
   CHECK(compiled >= 4 * 5);
+  // The quantized layers' decode rank graphs at tp = 2: 4-bit codes, fp8 and W8A8 (rank-local
+  // activation scales, the all_reduce after the per-channel scale and cast).
+  for (const char* name : {"int4", "fp8", "w8a8"}) {
+    const Module m = parse_file(fmt::format("{}/examples/llama3_8b_{}.lj", LAYERJIT_SOURCE_DIR, name));
+    for (const Graph& g : m.graphs)
+      if (g.name().ends_with("_decode")) check_graph(shard(g, 2).graph, 2, true);
+  }
+  CHECK(reduces == 16);
 }
 
 TEST_CASE("compile_plan keeps each all_reduce apart as an NCCL call: its send and receive buffers, no source", "[codegen][shard]") {
