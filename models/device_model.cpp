@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "layerjit/error.h"
-#include "models/view_rows.h"
+#include "models/device_common.h"
 #include "runtime/graph.h"
 
 namespace lj::models {
@@ -174,15 +174,8 @@ size_t DeviceModel::launches_per_decode_step() const {
 
 rt::Result<GenerateResult> DeviceModel::generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
   const ModelConfig& c = model_->config();
-  try {
-    check_generate_request(c, prompt, opts.new_tokens, opts.forced);
-  } catch (const UserError& e) {
-    return rt::Error{e.what()};
-  }
+  LJ_RT_TRY(check_device_request(c, prompt, opts, capacity_));
   const auto t_len = static_cast<int64_t>(prompt.size());
-  if (t_len + opts.new_tokens > capacity_)
-    return rt::Error{fmt::format("{} prompt tokens and {} new ones need {} cache positions; the model was opened with {}", t_len,
-                                 opts.new_tokens, t_len + opts.new_tokens, capacity_)};
   rt::Stream& st = *stream_;
   const auto eb = static_cast<size_t>(dtype_bytes(c.layer.dtype));
   const size_t row_bytes = static_cast<size_t>(c.layer.hidden) * eb;
@@ -230,18 +223,14 @@ rt::Result<GenerateResult> DeviceModel::generate(const std::vector<int32_t>& pro
     pb.set("T", t_len);
     pb.set("C", capacity_);
     const Graph& pg = prefill_->graph();
-    const size_t kv_row = static_cast<size_t>(c.layer.n_kv_heads * c.layer.head_dim) * eb;
     for (int64_t l = 0; l < c.n_layers; ++l) {
       LJ_RT_TRY(prefill_->use_binding_set(static_cast<size_t>(l)));
       LJ_RT_TRY(prefill_->run(st, pb));
       for (int i = 1; i <= 2; ++i) {
         if (!copied_[static_cast<size_t>(i - 1)]) continue;
-        const ValueId kv = pg.outputs()[static_cast<size_t>(i)];
-        LJ_RT_ASSIGN(CUdeviceptr base, prefill_->buffer_address(kv, pb));
-        LJ_RT_ASSIGN(size_t pitch, token_pitch(prefill_->layout(kv), pb, eb, c.layer.head_dim));
         const CUdeviceptr cache = (i == 1 ? k_cache_ : v_cache_)[static_cast<size_t>(l)].ptr();
-        LJ_RT_TRY(rt::copy_rows_on_device(st, cache, kv_row, base + view_offset(prefill_->layout(kv), pb) * eb, pitch, kv_row,
-                                          static_cast<size_t>(t_len)));
+        LJ_RT_TRY(copy_prompt_rows(st, *prefill_, pg.outputs()[static_cast<size_t>(i)], pb, c.layer.dtype, c.layer.n_kv_heads,
+                                   c.layer.head_dim, cache));
       }
     }
     // The last position's row, copied to the start of the other buffer: the head's kernels assume

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "layerjit/error.h"
-#include "models/view_rows.h"
+#include "models/device_common.h"
 #include "runtime/graph.h"
 #include "runtime/memory.h"
 
@@ -245,18 +245,10 @@ size_t TpModel::launches_per_decode_step() const {
 
 rt::Result<GenerateResult> TpModel::generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts) {
   const ModelConfig& c = model_->config();
-  try {
-    check_generate_request(c, prompt, opts.new_tokens, opts.forced);
-  } catch (const UserError& e) {
-    return rt::Error{e.what()};
-  }
+  LJ_RT_TRY(check_device_request(c, prompt, opts, capacity_));
   const auto t_len = static_cast<int64_t>(prompt.size());
-  if (t_len + opts.new_tokens > capacity_)
-    return rt::Error{fmt::format("{} prompt tokens and {} new ones need {} cache positions; the model was opened with {}", t_len,
-                                 opts.new_tokens, t_len + opts.new_tokens, capacity_)};
   const auto eb = static_cast<size_t>(dtype_bytes(c.layer.dtype));
   const size_t row_bytes = static_cast<size_t>(c.layer.hidden) * eb;
-  const size_t kv_row = static_cast<size_t>((c.layer.n_kv_heads / ranks()) * c.layer.head_dim) * eb;
   for (auto& rk : ranks_) {  // the embedding table and the head's weights and outputs
     LJ_RT_TRY(rk->ctx->make_current());
     const Graph& eg = rk->embed->graph();
@@ -314,12 +306,9 @@ rt::Result<GenerateResult> TpModel::generate(const std::vector<int32_t>& prompt,
       LJ_RT_TRY(layer.run(st, pb));
       for (int i = 1; i <= 2; ++i) {
         if (!rk.copied[i - 1]) continue;
-        const ValueId kv = pg.outputs()[static_cast<size_t>(i)];
-        LJ_RT_ASSIGN(const CUdeviceptr base, layer.buffer_address(kv, pb));
-        LJ_RT_ASSIGN(const size_t pitch, token_pitch(layer.layout(kv), pb, eb, c.layer.head_dim));
         const CUdeviceptr cache = (i == 1 ? rk.k_cache : rk.v_cache)[static_cast<size_t>(l)];
-        LJ_RT_TRY(rt::copy_rows_on_device(st, cache, kv_row, base + view_offset(layer.layout(kv), pb) * eb, pitch, kv_row,
-                                          static_cast<size_t>(t_len)));
+        LJ_RT_TRY(copy_prompt_rows(st, layer, pg.outputs()[static_cast<size_t>(i)], pb, c.layer.dtype, c.layer.n_kv_heads / ranks(),
+                                   c.layer.head_dim, cache));
       }
     }
     // The last row to the start of the other buffer (the head assumes a buffer start's alignment).

@@ -117,12 +117,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   cl.option("--json", json_path, "FILE", "every row printed, as JSON (layerjit.bench/1)");
   cl.option("--csv", csv_path, "FILE", "the same rows as CSV");
   cl.option("--roofline", svg_path, "FILE.svg", "each kernel against the measured roofline, as an SVG picture");
-  int tp = 0;
-  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "tensor parallelism over N GPUs (1-64)");
-  bool fold = true;
-  cl.flag("--no-residual-fold", [&fold] { fold = false; }, "with --tp: residual adds after the all_reduces (`layerjit plan --help`)");
+  TpRunOptions tpo;
+  tp_flags(cl, tpo);
   if (!cl.parse(args)) return kExitOk;
-  if (tp > 0 && (json_path || csv_path || svg_path || !arch_specific || fusion.packed_weight_gemms || !fusion.one_row_prologues))
+  if (tpo.tp > 0 && (json_path || csv_path || svg_path || !arch_specific || fusion.packed_weight_gemms || !fusion.one_row_prologues))
     throw UsageError{"--tp times the default fused plan: --json, --csv, --roofline, --no-arch-specific, --packed-weights and "
                      "--no-one-row-prologues do not combine with it"};
   // Checked before minutes of measuring: the files are written at the end.
@@ -136,13 +134,10 @@ int cmd_bench(const std::vector<std::string>& args) {
   const Graph& g = single_graph(m);
   const Bindings& b = o.bindings;
   require_symbols(g, b);
-  if (tp > 0) {
-    TpRunOptions to;
-    to.tp = tp;
-    to.fold_residuals = fold;
-    to.seed = seed;
-    to.check = false;
-    return run_tp(g, b, to);
+  if (tpo.tp > 0) {
+    tpo.seed = seed;
+    tpo.check = false;
+    return run_tp(g, b, tpo);
   }
   rt::Context& ctx = gpu_context();
   rt::Stream stream = must(rt::Stream::create(ctx), "stream");

@@ -127,7 +127,6 @@ int cmd_run(const std::vector<std::string>& args) {
   FusionOptions fusion;
   std::string save_dir, weights_path, bundle_path;
   bool quiet = false;
-  int tp = 0;
   std::string reference = "auto";
   CommandLine cl("run", kRunUsage);
   cl.graph_options(o);
@@ -144,12 +143,11 @@ int cmd_run(const std::vector<std::string>& args) {
   cl.option("--weights", weights_path, "FILE", "the param inputs from a safetensors file");
   cl.option("--save", save_dir, "DIR", "write inputs and outputs as safetensors");
   cl.option("--bundle", bundle_path, "FILE.ljb", "the fused plan's kernels from an AOT bundle");
-  cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "tensor parallelism over N GPUs (1-64)");
-  bool fold = true;
-  cl.flag("--no-residual-fold", [&fold] { fold = false; }, "with --tp: residual adds after the all_reduces (`layerjit plan --help`)");
+  TpRunOptions tpo;
+  tp_flags(cl, tpo);
   cl.flag("--quiet", quiet, "no progress lines");
   if (!cl.parse(args)) return kExitOk;
-  if (tp > 0 && (!save_dir.empty() || !bundle_path.empty() || !arch_specific || fusion.packed_weight_gemms || !fusion.one_row_prologues))
+  if (tpo.tp > 0 && (!save_dir.empty() || !bundle_path.empty() || !arch_specific || fusion.packed_weight_gemms || !fusion.one_row_prologues))
     throw UsageError{"--tp runs the default fused plan: --save, --bundle, --no-arch-specific, --packed-weights and "
                      "--no-one-row-prologues do not combine with it"};
   if (small && o.file) throw UsageError{"--small picks the built-in layer's small config: give no FILE with it"};
@@ -176,15 +174,12 @@ int cmd_run(const std::vector<std::string>& args) {
     exec::match_weights(g, *weights, &unused);
     std::printf("weights: %s (%zu tensors of the file unused)\n", weights_path.c_str(), unused.size());
   }
-  if (tp > 0) {
-    TpRunOptions to;
-    to.tp = tp;
-    to.fold_residuals = fold;
-    to.seed = seed;
-    to.reference = reference;
-    to.quiet = quiet;
-    to.weights = weights ? &*weights : nullptr;
-    return run_tp(g, b, to);
+  if (tpo.tp > 0) {
+    tpo.seed = seed;
+    tpo.reference = reference;
+    tpo.quiet = quiet;
+    tpo.weights = weights ? &*weights : nullptr;
+    return run_tp(g, b, tpo);
   }
   std::shared_ptr<const jit::Bundle> bundle;
   if (!bundle_path.empty()) {  // read and checked before any GPU work, like the weights

@@ -63,6 +63,11 @@ void upload_all(exec::TpExecutable& e, const Graph& g, const std::map<std::strin
 
 }  // namespace
 
+void tp_flags(CommandLine& cl, TpRunOptions& o) {
+  cl.option("--tp", [&o](const std::string& v) { o.tp = parse_tp(v); }, "N", "tensor parallelism over N GPUs (1-64)");
+  cl.flag("--no-residual-fold", [&o] { o.fold_residuals = false; }, "with --tp: residual adds after the all_reduces (`layerjit plan --help`)");
+}
+
 int run_tp(const Graph& g, const Bindings& b, const TpRunOptions& o) {
   ShardOptions so;
   so.fold_residuals = o.fold_residuals;

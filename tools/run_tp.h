@@ -8,11 +8,12 @@
 
 #include "exec/safetensors.h"
 #include "layerjit/graph.h"
+#include "tools/args.h"
 
 namespace lj::cli {
 
 struct TpRunOptions {
-  int tp = 2;
+  int tp = 0;  ///< 0: --tp not given
   uint64_t seed = 1;
   /// Compare with the CPU reference of the unsharded graph too ("auto": at most 5 GFLOP).
   std::string reference = "auto";
@@ -23,6 +24,9 @@ struct TpRunOptions {
   bool fold_residuals = true;
   const exec::SafetensorsFile* weights = nullptr;
 };
+
+/// Registers --tp N (o.tp) and --no-residual-fold (o.fold_residuals) on `cl`, as run and bench take them.
+void tp_flags(CommandLine& cl, TpRunOptions& o);
 
 /// Builds the graph at tp = 1 and tp = N, runs both on the same inputs, checks every output (tp = N
 /// against tp = 1 within the dtype's tolerance, a replicated output equal on every rank, the CUDA

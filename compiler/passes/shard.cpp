@@ -38,22 +38,9 @@ struct Split {
   std::vector<int64_t> pieces;  // along axis, full extents
 };
 
-// The pointwise ops the sharding rules let a split (or a per-rank scale) pass through.
-bool is_pointwise(OpKind k) {
-  switch (k) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Silu:
-    case OpKind::Gelu:
-    case OpKind::Relu:
-    case OpKind::Exp:
-    case OpKind::Rsqrt:
-    case OpKind::Cast: return true;
-    default: return false;
-  }
-}
+// The pointwise ops the sharding rules let a split (or a per-rank scale) pass through: the
+// elementwise class but the quantize and dequantize ops, which have rules of their own.
+bool is_pointwise(OpKind k) { return op_class(k) == OpClass::Elementwise && k != OpKind::Quantize && k != OpKind::Dequantize; }
 
 class Sharder {
  public:
@@ -365,25 +352,36 @@ class Sharder {
   // f32 sums times its per-channel scales, then cast to bf16: W8A8): the all_reduce moves after
   // them, so each rank scales and rounds its own partial sums (as a bf16 projection's do) and the
   // ranks add bf16 rows instead of f32 ones, after which the residual fold applies as it does there.
-  void sink_reduces() {
-    std::vector<NodeId> producer(g_.values().size(), -1);
+  // The nodes reading v (once per operand), and whether v is returned.
+  std::vector<NodeId> uses_of(ValueId v) const {
+    std::vector<NodeId> uses;
+    for (NodeId u = 0; u < static_cast<NodeId>(g_.nodes().size()); ++u)
+      for (ValueId o : g_.node(u).operands)
+        if (o == v) uses.push_back(u);
+    return uses;
+  }
+  bool returned(ValueId v) const { return std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end(); }
+  // The node computing v (-1 for an input).
+  NodeId producer(ValueId v) const {
     for (NodeId n = 0; n < static_cast<NodeId>(g_.nodes().size()); ++n)
-      for (ValueId r : g_.node(n).results) producer[static_cast<size_t>(r)] = n;
+      for (ValueId r : g_.node(n).results)
+        if (r == v) return n;
+    return -1;
+  }
+
+  void sink_reduces() {
     for (NodeId& at : reduced_) {
       const NodeId matmul = at;
       for (;;) {
         const ValueId v = g_.node(at).results.at(0);
-        if (std::find(g_.outputs().begin(), g_.outputs().end(), v) != g_.outputs().end()) break;
-        std::vector<NodeId> uses;
-        for (NodeId u = 0; u < static_cast<NodeId>(g_.nodes().size()); ++u)
-          for (ValueId o : g_.node(u).operands)
-            if (o == v) uses.push_back(u);
+        if (returned(v)) break;
+        const std::vector<NodeId> uses = uses_of(v);
         if (uses.size() != 1) break;
         const Node& u = g_.node(uses[0]);
         bool linear = false;
         if (u.kind == OpKind::Mul && u.operands.size() == 2) {
           const ValueId other = u.operands[0] == v ? u.operands[1] : u.operands[0];
-          linear = other != v && !is_split(other) && !is_local(other) && producer[static_cast<size_t>(other)] < matmul;
+          linear = other != v && !is_split(other) && !is_local(other) && producer(other) < matmul;
         } else if (u.kind == OpKind::Cast) {
           linear = is_float(g_.value(u.results[0]).type.dtype) && !is_fp8(g_.value(u.results[0]).type.dtype);
         }
@@ -403,20 +401,14 @@ class Sharder {
   // partial sums (the matmul's epilogue does) and the all_reduce yields the add's result: one kernel
   // fewer per all_reduce, as one-shot fused all-reduce + residual kernels do.
   void find_folds() {
-    std::vector<NodeId> producer(g_.values().size(), -1);
-    for (NodeId n = 0; n < static_cast<NodeId>(g_.nodes().size()); ++n)
-      for (ValueId r : g_.node(n).results) producer[static_cast<size_t>(r)] = n;
     for (NodeId n : reduced_) {
       const ValueId red = g_.node(n).results.at(0);
-      if (std::find(g_.outputs().begin(), g_.outputs().end(), red) != g_.outputs().end()) continue;
-      std::vector<NodeId> uses;
-      for (NodeId u = 0; u < static_cast<NodeId>(g_.nodes().size()); ++u)
-        for (ValueId v : g_.node(u).operands)
-          if (v == red) uses.push_back(u);
+      if (returned(red)) continue;
+      const std::vector<NodeId> uses = uses_of(red);
       if (uses.size() != 1 || g_.node(uses[0]).kind != OpKind::Add) continue;
       const Node& add = g_.node(uses[0]);
       const ValueId other = add.operands[0] == red ? add.operands[1] : add.operands[0];
-      if (other == red || is_split(other) || is_local(other) || producer[static_cast<size_t>(other)] > n) continue;
+      if (other == red || is_split(other) || is_local(other) || producer(other) > n) continue;
       if (g_.value(other).type.shape != g_.value(red).type.shape || g_.value(other).type.dtype != g_.value(red).type.dtype) continue;
       folds_[n] = uses[0];
       notes_.push_back(fmt::format("%{} = add(...) folded before the all_reduce: rank 0 adds %{} to its partial sums of %{}, so the "
