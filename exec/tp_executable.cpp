@@ -109,13 +109,6 @@ rt::Status TpExecutable::upload(std::string_view name, std::span<const unsigned 
   return ranks_[0]->ctx->make_current();
 }
 
-rt::Result<std::vector<std::string>> TpExecutable::load_weights(const SafetensorsFile& f) {
-  std::vector<std::string> unused;
-  const std::vector<WeightMatch> matches = match_weights(*source_, f, &unused);
-  for (const WeightMatch& m : matches) LJ_RT_TRY(upload(source_->value(m.param).name, f.mapped(*m.tensor), Bindings{}));
-  return unused;
-}
-
 size_t TpExecutable::add_binding_set() {
   size_t i = 0;
   for (auto& rk : ranks_) i = rk->exe->add_binding_set();

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "exec/executable.h"
-#include "exec/safetensors.h"
 #include "layerjit/shard.h"
 #include "runtime/nccl.h"
 
@@ -50,9 +49,6 @@ class TpExecutable {
   /// Input `name` of the unsharded graph given whole (its raw little-endian elements at sizes `b`):
   /// each rank's share uploaded into a buffer the executable owns and bound.
   rt::Status upload(std::string_view name, std::span<const unsigned char> full, const Bindings& b);
-  /// Every param from a safetensors file (matched against the unsharded graph: names, dtypes and
-  /// shapes), each rank taking its share; returns the file's tensors the graph does not use.
-  rt::Result<std::vector<std::string>> load_weights(const SafetensorsFile& f);
 
   /// Binding sets on every rank (Executable::add_binding_set): a model's layers, each with its own
   /// weights and caches, sharing the kernels and the arena. upload() binds into the current set.

@@ -284,7 +284,7 @@ rt::Result<GenerateResult> TpModel::generate(const std::vector<int32_t>& prompt,
   auto t0 = std::chrono::steady_clock::now();
   std::vector<int32_t> positions(static_cast<size_t>(t_len));
   for (int64_t t = 0; t < t_len; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(t);
-  LJ_RT_TRY(prefill_->on_ranks([&](int r) -> rt::Status {
+  const rt::Status prefilled = prefill_->on_ranks([&](int r) -> rt::Status {
     Rank& rk = *ranks_[static_cast<size_t>(r)];
     rt::Stream& st = *rk.stream;
     exec::Executable& layer = prefill_->rank(r);
@@ -318,7 +318,8 @@ rt::Result<GenerateResult> TpModel::generate(const std::vector<int32_t>& prompt,
     LJ_RT_TRY(rk.head->bind(hx, rk.x[(c.n_layers + 1) % 2]));
     LJ_RT_TRY(rk.head->run(st, hb));
     return st.synchronize();
-  }));
+  });
+  LJ_RT_TRY(prefilled);
   LJ_RT_TRY(collect(0));
   res.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   if (opts.new_tokens == 1) return res;
@@ -367,12 +368,13 @@ rt::Result<GenerateResult> TpModel::generate(const std::vector<int32_t>& prompt,
     res.step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     if (opts_.model.graphs && !captured && s + 1 < opts.new_tokens) {
       // Every buffer exists now (the eager step sized them): record each rank's step once.
-      LJ_RT_TRY(decode_->on_ranks([&](int r) -> rt::Status {
+      const rt::Status recorded = decode_->on_ranks([&](int r) -> rt::Status {
         Rank& rk = *ranks_[static_cast<size_t>(r)];
         LJ_RT_ASSIGN(rt::Graph g, rt::Graph::capture(*rk.stream, [&] { return step(r); }));
         rk.graph.emplace(std::move(g));
         return {};
-      }));
+      });
+      LJ_RT_TRY(recorded);
       captured = true;
     }
   }
