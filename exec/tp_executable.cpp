@@ -51,7 +51,14 @@ rt::Result<std::unique_ptr<TpExecutable>> TpExecutable::build(const Graph& g, co
   return e;
 }
 
-TpExecutable::~TpExecutable() = default;
+// Each rank's modules, streams, graphs and buffers are released with its context current (module
+// unloads act on the current context).
+TpExecutable::~TpExecutable() {
+  for (auto& rk : ranks_) {
+    (void)rk->ctx->make_current();
+    rk.reset();
+  }
+}
 
 rt::Status TpExecutable::on_ranks(const std::function<rt::Status(int)>& f) {
   std::vector<rt::Status> st(ranks_.size());

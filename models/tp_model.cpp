@@ -61,7 +61,14 @@ rt::Result<std::unique_ptr<exec::TpExecutable>> build_layer(const Graph& g, cons
 }  // namespace
 
 TpModel::TpModel() = default;
-TpModel::~TpModel() = default;
+// Each rank's executables and buffers are released with its context current (module unloads act
+// on the current context); the layer executables release theirs the same way.
+TpModel::~TpModel() {
+  for (auto& rk : ranks_) {
+    (void)rk->ctx->make_current();
+    rk.reset();
+  }
+}
 
 rt::Result<std::unique_ptr<TpModel>> TpModel::open(const Model& m, const TpModelOptions& o) {
   std::unique_ptr<TpModel> d(new TpModel());

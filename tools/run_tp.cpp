@@ -11,6 +11,8 @@
 #include "exec/tp_executable.h"
 #include "jit/compile_kernels.h"
 #include "layerjit/reference.h"
+#include "runtime/device_info.h"
+#include "runtime/driver.h"
 #include "runtime/nccl.h"
 #include "runtime/timer.h"
 #include "tools/cli.h"
@@ -72,6 +74,10 @@ int run_tp(const Graph& g, const Bindings& b, const TpRunOptions& o) {
   ShardOptions so;
   so.fold_residuals = o.fold_residuals;
   const ShardedGraph preview = shard(g, o.tp, so);  // refusals (what does not divide) before any GPU work
+  // What the run needs, said before anything is built: N GPUs and NCCL.
+  const rt::Driver* driver = must(rt::Driver::get(), fmt::format("--tp {} needs {} GPUs", o.tp, o.tp).c_str());
+  const int gpus = must(rt::device_count(*driver), "count the GPUs");
+  if (gpus < o.tp) throw UserError(fmt::format("--tp {} needs {} GPUs, one per rank; this machine has {}", o.tp, o.tp, gpus));
   const rt::Nccl* nccl = must(rt::nccl(), "load NCCL");
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<exec::TpExecutable> one = build_tp(g, b, 1, o.fold_residuals, o.quiet);

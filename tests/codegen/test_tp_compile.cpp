@@ -16,7 +16,7 @@
 
 using namespace lj;
 
-TEST_CASE("every rank's kernels of the sharded 8B layers compile for sm_90a without spills (tp = 2, 4; quantized at 2)", "[codegen][shard]") {
+TEST_CASE("every rank's kernels of the sharded 8B layers compile for sm_90a without spills (tp = 2 and 4, the quantized ones at 2)", "[codegen][shard]") {
   auto target = rt::Target::parse("sm_90a");
   REQUIRE(target.ok());
   int compiled = 0, reduces = 0;
