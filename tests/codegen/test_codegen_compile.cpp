@@ -42,7 +42,10 @@ void compile_all(bool fuse) {
       if (!has_emitter(grp.kind)) continue;
       GeneratedKernel k = emit_group(g, grp);
       CHECK(emit_group(g, grp).source == k.source);  // deterministic
-      for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
+      // The source is emitted for sm_90 without arch-specific instructions, so sm_90a would compile
+      // the same code again; the arch-specific kernels have sweeps of their own (wgmma configs, the
+      // Llama layers' kernels for sm_90a).
+      for (const char* arch : {"sm_80", "sm_90"}) {
         auto target = rt::Target::parse(arch);
         REQUIRE(target.ok());
         const rt::CompileJob job = jit::compile_job(k, *target);
@@ -107,9 +110,9 @@ TEST_CASE("every kernel and every pruned matmul config is generated, determinist
   CHECK(emitted > 100);
 }
 
-TEST_CASE("every fused kernel compiles for sm_80, sm_90 and sm_90a", "[codegen]") { compile_all(true); }
+TEST_CASE("every fused kernel compiles for sm_80 and sm_90", "[codegen]") { compile_all(true); }
 
-TEST_CASE("every unfused kernel compiles for sm_80, sm_90 and sm_90a", "[codegen]") { compile_all(false); }
+TEST_CASE("every unfused kernel compiles for sm_80 and sm_90", "[codegen]") { compile_all(false); }
 
 TEST_CASE("the device headers are embedded", "[codegen]") {
   const auto& h = codegen_device_headers();
