@@ -286,24 +286,30 @@ rt::Result<BundleWriteReport> write_bundle(const std::string& path, std::span<co
   for (size_t ti = 0; ti < o.targets.size(); ++ti) {
     const JitTarget& t = o.targets[ti];
     targets.push_back({{"arch", t.target.name()}, {"sm_count", t.sm_count}, {"max_shared_bytes", t.max_shared_bytes}, {"driver", t.driver_version}});
-    for (const Graph& source : graphs) {
-      const Lowered l = plan(source, o.fusion, o.hint);
+    // Every graph's kernels for this target in one batch of compiles.
+    std::vector<Lowered> lowered;
+    std::vector<PlanToCompile> batch;
+    for (const Graph& source : graphs) lowered.push_back(plan(source, o.fusion, o.hint));
+    for (const Lowered& l : lowered) batch.push_back({l.graph.get(), &l.plan});
+    PlanCompileOptions po;
+    po.hint = o.hint;
+    po.use_tuned = o.use_tuned;
+    po.cache = kc;
+    po.want_ptx = true;
+    po.progress = o.progress;
+    std::vector<rt::Result<CompiledPlan>> all;
+    try {
+      all = compile_plans(t, batch, po);
+    } catch (const UserError& e) {
+      return rt::Error{fmt::format("{}: {}", t.target.name(), e.what())};
+    }
+    if (!all.empty() && all.front().ok()) rep.compile_seconds += all.front()->compile_seconds;  // the batch's, once
+    for (size_t gi = 0; gi < lowered.size(); ++gi) {
+      const Lowered& l = lowered[gi];
       const Graph& g = *l.graph;
-      PlanCompileOptions po;
-      po.hint = o.hint;
-      po.use_tuned = o.use_tuned;
-      po.cache = kc;
-      po.want_ptx = true;
-      po.progress = o.progress;
-      rt::Result<CompiledPlan> compiled = rt::Error{"not compiled"};
-      try {
-        compiled = compile_plan(t, g, l.plan, po);
-      } catch (const UserError& e) {
-        return rt::Error{fmt::format("@{} for {}: {}", g.name(), t.target.name(), e.what())};
-      }
+      rt::Result<CompiledPlan>& compiled = all[gi];
       if (!compiled.ok()) return compiled.status();
       rep.cache_hits += compiled->cache_hits;
-      rep.compile_seconds += compiled->compile_seconds;
       json kernels = json::array();
       for (const CompiledGroup& cg : compiled->groups) {
         const rt::CompiledProgram& prog = cg.compiled.program;

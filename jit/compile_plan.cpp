@@ -99,8 +99,10 @@ rt::Result<CompiledPlan> from_bundle(const JitTarget& t, const Graph& g, const F
 
 }  // namespace
 
-rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const FusionPlan& plan, const PlanCompileOptions& o) {
-  if (o.bundle) return from_bundle(t, g, plan, o);
+namespace {
+
+// Chooses and emits every group of one plan (no NVRTC).
+CompiledPlan emit_plan(const JitTarget& t, const Graph& g, const FusionPlan& plan, const PlanCompileOptions& o) {
   CompiledPlan out;
   out.target = t;
   const EmitOptions base = t.emit_options(o.hint);
@@ -127,10 +129,34 @@ rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const 
     dump(DumpStage::Source, cg.kernel.name, cg.kernel.source);
     out.groups.push_back(std::move(cg));
   }
-  if (!o.compile) return out;
+  return out;
+}
 
+}  // namespace
+
+rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const FusionPlan& plan, const PlanCompileOptions& o) {
+  const PlanToCompile one{&g, &plan};
+  std::vector<rt::Result<CompiledPlan>> out = compile_plans(t, std::span(&one, 1), o);
+  return std::move(out.front());
+}
+
+std::vector<rt::Result<CompiledPlan>> compile_plans(const JitTarget& t, std::span<const PlanToCompile> plans, const PlanCompileOptions& o) {
+  std::vector<rt::Result<CompiledPlan>> out;
+  if (o.bundle) {
+    for (const PlanToCompile& p : plans) out.push_back(from_bundle(t, *p.graph, *p.plan, o));
+    return out;
+  }
+  std::vector<CompiledPlan> emitted;
+  for (const PlanToCompile& p : plans) emitted.push_back(emit_plan(t, *p.graph, *p.plan, o));
+  if (!o.compile) {
+    for (CompiledPlan& e : emitted) out.push_back(std::move(e));
+    return out;
+  }
+  // Every plan's kernels in one batch: one pool of workers, started once, packs the big kernels of
+  // all the graphs (compile_parallel takes the longest first) instead of each graph ending on its own tail.
   std::vector<GeneratedKernel> kernels;
-  for (const CompiledGroup& cg : out.groups) kernels.push_back(cg.kernel);
+  for (const CompiledPlan& e : emitted)
+    for (const CompiledGroup& cg : e.groups) kernels.push_back(cg.kernel);
   KernelCompileOptions ko;
   ko.want_ptx = o.want_ptx;
   ko.progress = o.progress;
@@ -141,13 +167,26 @@ rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const 
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto results = compile_kernels(kernels, t.target, ko);
-  out.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (size_t i = 0; i < results.size(); ++i) {
-    if (!results[i].ok()) return results[i].status();
-    CompiledGroup& cg = out.groups[i];
-    cg.compiled = std::move(*results[i]);
-    out.cache_hits += cg.compiled.cache_hit ? 1 : 0;
-    if (o.want_ptx) dump(DumpStage::Ptx, cg.kernel.name, cg.compiled.program.ptx);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  size_t next = 0;
+  for (CompiledPlan& e : emitted) {
+    e.compile_seconds = seconds;
+    std::optional<rt::Error> failed;
+    for (CompiledGroup& cg : e.groups) {
+      rt::Result<CompiledKernel>& r = results[next++];
+      if (!r.ok()) {
+        if (!failed) failed = r.error();
+        continue;
+      }
+      cg.compiled = std::move(*r);
+      e.cache_hits += cg.compiled.cache_hit ? 1 : 0;
+      if (o.want_ptx) dump(DumpStage::Ptx, cg.kernel.name, cg.compiled.program.ptx);
+    }
+    if (failed) {
+      out.push_back(std::move(*failed));
+    } else {
+      out.push_back(std::move(e));
+    }
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -82,7 +83,9 @@ struct CompiledPlan {
   /// The groups NCCL runs (all_reduce: codegen/collective_call.h), in plan order: their ABIs, no
   /// source, nothing compiled; not in `groups`.
   std::vector<GeneratedKernel> collectives;
-  double compile_seconds = 0;  ///< wall time of the compiles (cache lookups included)
+  /// Wall time of the compiles (cache lookups included); for plans compiled together
+  /// (compile_plans), the batch's, the same in each.
+  double compile_seconds = 0;
   int cache_hits = 0;
 };
 
@@ -90,5 +93,16 @@ struct CompiledPlan {
 /// UserError where the input is at fault (a group without a generator, a given config an emitter
 /// refuses); returns an Error when a kernel fails to compile (naming the group and its lines).
 rt::Result<CompiledPlan> compile_plan(const JitTarget& t, const Graph& g, const FusionPlan& plan, const PlanCompileOptions& o = {});
+
+struct PlanToCompile {
+  const Graph* graph = nullptr;  ///< a Lowered's graph
+  const FusionPlan* plan = nullptr;
+};
+
+/// compile_plan over several plans (a module's graphs) with their kernels compiled as one batch: one
+/// pool of compile workers for all, the biggest kernels first, so a module compiles in about the
+/// time of its total NVRTC work divided among the workers rather than graph after graph. Results in
+/// the order of `plans`; a kernel's compile error fails only its own plan. Progress counts the batch.
+std::vector<rt::Result<CompiledPlan>> compile_plans(const JitTarget& t, std::span<const PlanToCompile> plans, const PlanCompileOptions& o = {});
 
 }  // namespace lj::jit

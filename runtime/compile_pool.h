@@ -1,6 +1,8 @@
 // The pool both compile paths share (compile_parallel's threads, compile_in_workers' worker
-// drivers): `threads` threads, the caller's among them, each pulling the next job index, results in
-// job order, `done` told of each as it finishes.
+// drivers): `threads` threads, the caller's among them, each pulling the next job, results in job
+// order, `done` told of each as it finishes. Jobs are taken longest first (estimated_compile_cost),
+// the classic greedy for scheduling on identical machines: a big kernel started last would leave the
+// other threads idle while it finishes.
 #pragma once
 
 #include <algorithm>
@@ -20,10 +22,20 @@ std::vector<Result<CompiledProgram>> run_compile_pool(std::span<const CompileJob
                                                       MakeCompiler make) {
   threads = std::clamp<int>(threads, 1, static_cast<int>(std::max<size_t>(jobs.size(), 1)));
   std::vector<std::optional<Result<CompiledProgram>>> slots(jobs.size());
+  std::vector<size_t> order(jobs.size());
+  {
+    std::vector<size_t> cost(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      order[i] = i;
+      cost[i] = estimated_compile_cost(jobs[i]);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  }
   std::atomic<size_t> next{0};
   auto drive = [&] {
     auto compiler = make();
-    for (size_t i = next.fetch_add(1); i < jobs.size(); i = next.fetch_add(1)) {
+    for (size_t n = next.fetch_add(1); n < jobs.size(); n = next.fetch_add(1)) {
+      const size_t i = order[n];
       slots[i].emplace(compiler(jobs[i]));
       if (done) done(i, *slots[i]);
     }

@@ -314,6 +314,38 @@ int default_compile_workers() {
   return static_cast<int>(std::clamp(hw, 1u, 8u));
 }
 
+size_t estimated_compile_cost(const CompileJob& job) {
+  auto find_header = [&](std::string_view name) -> const std::string* {
+    for (const auto& [n, text] : job.options.headers)
+      if (n == name) return &text;
+    for (const auto& [n, text] : embedded_headers())
+      if (n == name) return &text;
+    return nullptr;
+  };
+  size_t cost = job.source.size();
+  std::vector<std::string_view> seen;
+  std::vector<std::string_view> pending{job.source};
+  while (!pending.empty()) {
+    const std::string_view text = pending.back();
+    pending.pop_back();
+    for (size_t at = text.find("#include"); at != std::string_view::npos; at = text.find("#include", at + 8)) {
+      const size_t open = text.find('"', at);
+      const size_t eol = text.find('\n', at);
+      if (open == std::string_view::npos || open > eol) continue;  // <system> headers: not ours
+      const size_t close = text.find('"', open + 1);
+      if (close == std::string_view::npos || close > eol) continue;
+      const std::string_view name = text.substr(open + 1, close - open - 1);
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      seen.push_back(name);
+      if (const std::string* h = find_header(name)) {
+        cost += h->size();
+        pending.push_back(*h);
+      }
+    }
+  }
+  return cost;
+}
+
 std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers, const CompileDone& done) {
   WorkerSettings settings = worker_settings_from_env();
   if (workers > 0) settings.jobs = workers;

@@ -105,13 +105,20 @@ struct CompileJob {
   CompileOptions options;
   Target target;
 };
+/// A job's expected compile cost, for ordering (not a time): the bytes of its translation unit,
+/// its source plus every in-memory header it includes, directly or through another (each counted
+/// once; headers NVRTC finds elsewhere count nothing). Generated kernels' NVRTC time follows the
+/// templates they instantiate, which is what this sees: a wgmma GEMM or attention kernel pulls in
+/// ~40 KB of headers, a row kernel ~8 KB.
+size_t estimated_compile_cost(const CompileJob& job);
 /// The default number of compile workers: min(hardware threads, 8).
 int default_compile_workers();
 /// Called as each job finishes, from whichever thread finished it (serialise in the callback).
 using CompileDone = std::function<void(size_t job, const Result<CompiledProgram>& result)>;
 /// Compiles independent jobs: in worker processes where the worker is found (compile_workers.h),
 /// else on a bounded pool of threads (workers <= 0: LAYERJIT_COMPILE_JOBS, else the default);
-/// results are in job order. `done` (optional) hears of each job as it finishes.
+/// results are in job order. Jobs start in descending estimated_compile_cost, so the big kernels do
+/// not trail at the end with the other workers idle. `done` (optional) hears of each job as it finishes.
 std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers = 0, const CompileDone& done = {});
 
 }  // namespace lj::rt

@@ -129,12 +129,10 @@ int cmd_compile(const std::vector<std::string>& args) {
   po.hint = o.bindings;  // --bind picks each matmul's kernel (GEMV for a few rows, else the GEMM)
   po.want_ptx = true;
   po.skip_ungenerated = true;
-  std::string graph_name;  // the graph being compiled, for its progress lines
   if (!quiet)
-    po.progress = [&graph_name](const jit::CompileProgress& p) {
+    po.progress = [](const jit::CompileProgress& p) {
       if (p.cache_hit) return;  // counted in [k/N]; the summary says how many
-      std::fprintf(stderr, "  @%s [%zu/%zu] %s %s (%.2f s)\n", graph_name.c_str(), p.done, p.total, p.name.c_str(),
-                   p.ok ? "compiled" : "FAILED", p.seconds);
+      std::fprintf(stderr, "  [%zu/%zu] %s %s (%.2f s)\n", p.done, p.total, p.name.c_str(), p.ok ? "compiled" : "FAILED", p.seconds);
     };
   cache::KernelCache kcache(cache::DiskCache::open(cache::cache_options_from_env()));
   po.cache = &kcache;  // one memory layer for every graph of the module
@@ -144,13 +142,17 @@ int cmd_compile(const std::vector<std::string>& args) {
   size_t kernels = 0, hits = 0;
   double wall = 0;
   const int64_t nvrtc_before = rt::nvrtc_compile_count();
-  for (const Graph& source : m.graphs) {
-    graph_name = source.name();
-    const Lowered l = jit::plan(source, fo, o.bindings);
-    const Graph& g = *l.graph;
-    auto compiled = jit::compile_plan(target, g, l.plan, po);
+  // Every graph's kernels in one batch (one pool of compile workers, the biggest kernels first).
+  std::vector<Lowered> lowered;
+  std::vector<jit::PlanToCompile> plans;
+  for (const Graph& source : m.graphs) lowered.push_back(jit::plan(source, fo, o.bindings));
+  for (const Lowered& l : lowered) plans.push_back({l.graph.get(), &l.plan});
+  std::vector<rt::Result<jit::CompiledPlan>> all = jit::compile_plans(target, plans, po);
+  for (size_t gi = 0; gi < lowered.size(); ++gi) {
+    const Graph& g = *lowered[gi].graph;
+    auto& compiled = all[gi];
     if (!compiled.ok()) throw InternalError(compiled.message());  // generated code must compile: a layerjit bug
-    wall += compiled->compile_seconds;
+    wall = compiled->compile_seconds;  // the batch's
     for (const jit::NotGenerated& n : compiled->not_generated)
       skipped.push_back({{"graph", g.name()}, {"group", n.group}, {"kind", std::string(group_kind_name(n.kind))}, {"reason", n.reason}});
     for (const jit::CompiledGroup& cg : compiled->groups) {

@@ -64,15 +64,17 @@ Bindings parse_bind(const std::string& text) {
 // Every graph's plan compiled (or loaded) through `cache` or `bundle`; returns the kernel count.
 size_t build_all(const std::vector<Graph>& graphs, const jit::JitTarget& t, const Bindings& hint, cache::KernelCache* cache,
                  bool want_ptx, const jit::Bundle* bundle = nullptr) {
+  std::vector<Lowered> lowered;
+  std::vector<jit::PlanToCompile> plans;
+  for (const Graph& g : graphs) lowered.push_back(jit::plan(g, {}, hint));
+  for (const Lowered& l : lowered) plans.push_back({l.graph.get(), &l.plan});
+  jit::PlanCompileOptions po;
+  po.hint = hint;
+  po.cache = cache;
+  po.want_ptx = want_ptx;
+  po.bundle = bundle;
   size_t kernels = 0;
-  for (const Graph& g : graphs) {
-    const Lowered l = jit::plan(g, {}, hint);
-    jit::PlanCompileOptions po;
-    po.hint = hint;
-    po.cache = cache;
-    po.want_ptx = want_ptx;
-    po.bundle = bundle;
-    auto r = jit::compile_plan(t, *l.graph, l.plan, po);
+  for (auto& r : jit::compile_plans(t, plans, po)) {  // one batch, as `layerjit compile` does
     if (!r.ok()) fail(r.message());
     kernels += r->groups.size();
   }

@@ -200,6 +200,50 @@ TEST_CASE("compile_plan: progress hears of every kernel once, in order of finish
   for (const jit::CompileProgress& p : heard) CHECK(p.cache_hit);
 }
 
+TEST_CASE("compile_plans: several plans in one batch give each plan what compile_plan gives it, progress over the batch", "[jit]") {
+  ScopedCacheDir cache_dir;
+  const Module m = parse_module(R"(
+graph @proj(%x: bf16[T, 4096], %w: param bf16[1000, 4096]) -> bf16[T, 1000] {
+  %y = matmul(%x, %w)
+  return %y
+}
+graph @norm(%x: bf16[T, 300], %g: param bf16[300]) -> bf16[T, 300] {
+  %y = rms_norm(%x, %g) {eps = 1e-05}
+  return %y
+})");
+  const Lowered a = jit::plan(m.graphs.at(0), {}, rows(9));
+  const Lowered b = jit::plan(m.graphs.at(1), {}, rows(9));
+  auto t = jit::JitTarget::of_arch("sm_80");
+  REQUIRE(t.ok());
+  jit::PlanCompileOptions o;
+  o.hint = rows(9);
+  o.use_cache = false;  // NVRTC for both: the batch is what is compared
+  std::vector<jit::CompileProgress> heard;
+  o.progress = [&](const jit::CompileProgress& p) { heard.push_back(p); };
+  const std::vector<jit::PlanToCompile> both = {{a.graph.get(), &a.plan}, {b.graph.get(), &b.plan}};
+  auto batch = jit::compile_plans(*t, both, o);
+  REQUIRE(batch.size() == 2);
+  REQUIRE(batch[0].ok());
+  REQUIRE(batch[1].ok());
+  const size_t kernels = batch[0]->groups.size() + batch[1]->groups.size();
+  REQUIRE(heard.size() == kernels);
+  for (const jit::CompileProgress& p : heard) CHECK(p.total == kernels);
+  CHECK(heard.back().done == kernels);
+  o.progress = nullptr;
+  const Lowered* each[] = {&a, &b};
+  for (size_t i = 0; i < 2; ++i) {
+    auto alone = jit::compile_plan(*t, *each[i]->graph, each[i]->plan, o);
+    REQUIRE(alone.ok());
+    REQUIRE(alone->groups.size() == batch[i]->groups.size());
+    for (size_t k = 0; k < alone->groups.size(); ++k) {
+      CHECK(batch[i]->groups[k].kernel.name == alone->groups[k].kernel.name);
+      CHECK(batch[i]->groups[k].kernel.source == alone->groups[k].kernel.source);
+      CHECK(batch[i]->groups[k].compiled.program.cubin == alone->groups[k].compiled.program.cubin);
+    }
+  }
+  CHECK(batch[0]->compile_seconds == batch[1]->compile_seconds);  // the batch's wall time, in each
+}
+
 TEST_CASE("compile_plan: the PTX of a cubin cached without it is compiled once, then read from the cache", "[jit]") {
   ScopedCacheDir cache_dir;
   const Graph g = parse_module(kProjection).graphs.at(0);

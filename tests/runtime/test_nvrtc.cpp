@@ -154,6 +154,31 @@ TEST_CASE("compile_parallel returns each job's own outcome in order", "[nvrtc]")
   CHECK(default_compile_workers() <= 8);
 }
 
+TEST_CASE("estimated_compile_cost counts the source and each in-memory header it reaches once", "[nvrtc]") {
+  CompileJob job;
+  job.options.headers = {{"a.cuh", "#include \"b.cuh\"\n" + std::string(100, 'a')},
+                         {"b.cuh", "#include \"a.cuh\"\n" + std::string(1000, 'b')},
+                         {"unused.cuh", std::string(10000, 'u')}};
+  job.source = "#include \"a.cuh\"\n#include \"b.cuh\"\n#include <cuda_fp16.h>\n#include \"elsewhere.h\"\n";
+  const size_t a = job.options.headers[0].second.size(), b = job.options.headers[1].second.size();
+  CHECK(estimated_compile_cost(job) == job.source.size() + a + b);  // the include cycle ends, b counts once
+  job.source = "__global__ void k() {}";
+  CHECK(estimated_compile_cost(job) == job.source.size());
+}
+
+TEST_CASE("compile_parallel starts the biggest translation unit first, results still in job order", "[nvrtc]") {
+  CompileJob small{lj_test::kSaxpy, {}, Target{90, false, false}};
+  CompileJob big = small;
+  big.options.headers = {{"big.cuh", "// " + std::string(20000, 'x') + "\n"}};
+  big.source = "#include \"big.cuh\"\n" + big.source;
+  const std::vector<CompileJob> jobs = {small, small, big};
+  std::vector<size_t> finished;
+  auto r = compile_parallel(jobs, 1, [&](size_t job, const Result<CompiledProgram>&) { finished.push_back(job); });
+  REQUIRE(r.size() == 3);
+  for (const auto& x : r) CHECK(x.ok());
+  CHECK(finished == std::vector<size_t>{2, 0, 1});  // one worker: the order it took them in
+}
+
 TEST_CASE("automatic precompiled headers (-pch) are accepted", "[nvrtc]") {
   CompileOptions opts;
   opts.pch = true;
