@@ -24,7 +24,7 @@
 namespace lj::cli {
 
 const char* const kCompileUsage =
-    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--no-fuse] [--tp N] [--quiet]\n"
+    "usage: layerjit compile [FILE] [--graph NAME] --emit DIR [--arch sm_XY[a]] [--ptx-only] [--no-fuse] [--tp N] [--quiet]\n"
     "\n"
     "Generates the kernels of every fusion group of each graph (default: the built-in Llama-3-8B layer)\n"
     "and compiles them with NVRTC for --arch (default: GPU 0's arch, else sm_90a; no GPU needed), in parallel, through the\n"
@@ -37,8 +37,11 @@ const char* const kCompileUsage =
     "On a machine whose GPU is the --arch target, the kernels are those `layerjit run` launches there:\n"
     "chosen for its SM count and shared memory, with `layerjit tune`'s stored winners for the --bind\n"
     "sizes (manifest.json names each kernel's config and where it came from).\n"
-    "Each kernel NVRTC compiles prints a progress line to stderr as it finishes (@graph [k/N], its time;\n"
-    "the cache's kernels count as done at once); --quiet leaves only the summary line.\n"
+    "Every graph's kernels compile as one batch, the biggest first. Each kernel NVRTC compiles prints a\n"
+    "progress line to stderr as it finishes ([k/N] over the batch, its time; the cache's kernels count as\n"
+    "done at once); --quiet leaves only the summary line.\n"
+    "--ptx-only: the PTX without ptxas (compute_XY[a]: the text a cubin compile gives, in about 60 % of\n"
+    "the time), no .cubin files: for reading and diffing the PTX (the golden kernel check uses it).\n"
     "--tp N: the kernels of each graph's rank graph in an N-way tensor-parallel group (`layerjit plan\n"
     "--tp N`; docs/tp.md), the same on every rank; its all_reduces are NCCL calls, not kernels.\n";
 
@@ -112,12 +115,16 @@ int cmd_compile(const std::vector<std::string>& args) {
   cl.option("--emit", dir, "DIR", "where the .cu, .ptx, .cubin files and manifest.json go (required)");
   cl.option("--arch", arch, "sm_XY[a]", "the target (default: GPU 0's, else sm_90a)");
   cl.flag("--quiet", quiet, "no progress lines, only the summary");
+  bool ptx_only = false;
+  cl.flag("--ptx-only", ptx_only, "PTX without ptxas (compute_XY[a]), no .cubin files");
   int tp = 1;
   cl.option("--tp", [&tp](const std::string& v) { tp = parse_tp(v); }, "N", "the rank graph of an N-way tensor-parallel group (1-64)");
   fusion_flags(cl, fo);
   if (!cl.parse(args)) return kExitOk;
   if (!dir) throw UsageError{"--emit DIR is required"};
-  const jit::JitTarget target = target_for_arch(arch);
+  jit::JitTarget target = target_for_arch(arch);
+  // The kernels are emitted for the arch as ever; only NVRTC's output stops at the PTX.
+  target.target.ptx_only = ptx_only;
   Module m = load_module(o);
   shard_module(m, tp);
 
@@ -161,10 +168,13 @@ int cmd_compile(const std::vector<std::string>& args) {
       ++kernels;
       hits += cg.compiled.cache_hit;
       const std::filesystem::path base = std::filesystem::path(*dir) / k.name;
-      const nlohmann::json files = {k.name + ".cu", k.name + ".ptx", k.name + ".cubin"};
+      nlohmann::json files = {k.name + ".cu", k.name + ".ptx"};
       write_file(base.string() + ".cu", k.source);
       write_file(base.string() + ".ptx", p.ptx);
-      write_file(base.string() + ".cubin", p.cubin);
+      if (!ptx_only) {
+        files.push_back(k.name + ".cubin");
+        write_file(base.string() + ".cubin", p.cubin);
+      }
       list.push_back({{"graph", g.name()},
                       {"group", k.group},
                       {"kernel", k.name},

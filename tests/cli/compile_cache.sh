@@ -3,7 +3,8 @@
 # compiles every kernel (20 NVRTC compiles of both graphs in one batch, in worker processes: the CLI
 # finds layerjit-compile-worker beside it); the second reads every cubin and PTX from the cache and makes
 # no NVRTC call. Both runs write .cu, .ptx and .cubin for every kernel, byte-identical. A third run
-# in-process (LAYERJIT_COMPILE_WORKER=off) into a fresh cache writes the same bytes.
+# in-process (LAYERJIT_COMPILE_WORKER=off) into a fresh cache writes the same bytes; a --ptx-only run
+# the same .cu and .ptx and no .cubin.
 set -euo pipefail
 lj="$1"; work="$2"
 rm -rf "$work"; mkdir -p "$work"
@@ -36,6 +37,14 @@ LAYERJIT_CACHE_DIR="$work/cache2" LAYERJIT_COMPILE_WORKER=off "$lj" compile --qu
 test ! -s "$work/quiet.err"  # --quiet: the summary line only
 for k in $kernels; do
   for ext in cu ptx cubin; do cmp "$work/cold/$k.$ext" "$work/inproc/$k.$ext"; done
+done
+# --ptx-only: NVRTC stops at the PTX (compute_90a), whose text is the cubin compile's; no .cubin.
+ptx=$(LAYERJIT_CACHE_DIR="$work/cache3" "$lj" compile --quiet --ptx-only --arch sm_90a --emit "$work/ptxonly" 2>/dev/null)
+grep -Eq '^20 kernels for compute_90a in [0-9.]+ s \(0 from the cache, 20 compiled; 20 NVRTC compiles\)' <<<"$ptx" || { echo "--ptx-only: $ptx"; exit 1; }
+for k in $kernels; do
+  cmp "$work/cold/$k.ptx" "$work/ptxonly/$k.ptx"
+  cmp "$work/cold/$k.cu" "$work/ptxonly/$k.cu"
+  test ! -e "$work/ptxonly/$k.cubin"
 done
 grep -q 'ld.global' "$work/warm/lj_llama3_8b_prefill_g7_row_reduce.ptx"
 grep -q '^\.target sm_90a' "$work/warm/lj_llama3_8b_prefill_g7_row_reduce.ptx"
