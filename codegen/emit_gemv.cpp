@@ -9,6 +9,7 @@
 // of M instead. The main loop is the lj_gemv_pass template (templates/layerjit/gemv.cuh); this
 // emitter specialises it and writes the row addressing and the epilogue.
 #include <algorithm>
+#include <optional>
 
 #include "codegen/emit_matmul.h"
 #include "layerjit/op_attrs.h"
@@ -36,13 +37,15 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   const DimProduct& rows = op.rows;
   // MT: rows of x per pass over W (default 4: few enough accumulators for several CTAs per SM); a
   // constant M below that needs no more.
-  const int mt = rows.symbols.empty() ? static_cast<int>(std::clamp<int64_t>(rows.constant, 1, cfg.rows_per_pass)) : cfg.rows_per_pass;
+  // An activation-quantize prologue makes x's codes one row at a time (in shared memory): MT = 1.
+  const bool xq = op.x_quantize >= 0;
+  const int mt = xq ? 1 : rows.symbols.empty() ? static_cast<int>(std::clamp<int64_t>(rows.constant, 1, cfg.rows_per_pass)) : cfg.rows_per_pass;
   const int warps = static_cast<int>(std::min<int64_t>(cfg.warps, units));
   const int threads = warps * 32;
   const int64_t step = int64_t{32} * vec * unroll;  // elements of a row one warp reads per iteration
 
   ctx.add_group_params();
-  const std::string px = ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = rope ? "" : ctx.buffer_param(op.out, true);
+  const std::string px = xq ? "xq_s" : ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = rope ? "" : ctx.buffer_param(op.out, true);
   const char* tx = c_type(xt);
   const char* tw = c_type(wdt);
   const std::string xn = g.value(x).name, wn = g.value(wt).name;
@@ -52,6 +55,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   w.line("#include \"layerjit/gemv.cuh\"");
   w.line("#include \"layerjit/reduce.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
+  if (xq) w.line("#include \"layerjit/quant.cuh\"");
   w.blank();
   if (op.table >= 0) emit_inv_freq_table(w, g, op.table);
   if (op.glu) {
@@ -76,60 +80,79 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     w.line("const int lane = threadIdx.x & 31;");
     if (rope) {
       w.line("const lj_i64 pr = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);  // the warp's pair of columns");
-      w.line("if (pr >= N / 2) return;  // a whole warp: the shuffles below never see an exited lane");
+      w.put(xq ? "const bool active = pr < N / 2;  // every warp takes part in the prologue's block reductions"
+                : "if (pr >= N / 2) return;  // a whole warp: the shuffles below never see an exited lane");
       if (op.rope_interleaved)
         w.line("const lj_i64 n = 2 * pr, n2 = n + 1;");
       else
         w.line("const lj_i64 n = pr / HALF * D + pr % HALF, n2 = n + HALF;");
     } else {
       w.line("const lj_i64 n = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);");
-      w.line("if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
+      w.put(xq ? "const bool active = n < N;  // every warp takes part in the prologue's block reductions"
+                : "if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
     }
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(rows), xn);
-    w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, "n", "0", "wc"));
+    // (An inactive warp's rows of W are never read: its pointers may point past them.)
+    w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, xq ? "(active ? n : 0)" : "n", "0", "wc"));
     if (two_rows)
-      w.line("const {}* __restrict__ w_up = {} + {};", tw, pw, row_address(w, ctx, wt, rope ? "n2" : "(N + n)", "0", "wu"));
-    w.comment("Rows of %" + xn + " in chunks of MT; %" + wn + " is streamed once per chunk.");
+      w.line("const {}* __restrict__ w_up = {} + {};", tw, pw,
+             row_address(w, ctx, wt, xq ? (rope ? "(active ? n2 : 0)" : "(N + (active ? n : 0))") : (rope ? "n2" : "(N + n)"), "0", "wu"));
+    if (xq)
+      w.comment("Rows of %" + xn + " one at a time, each quantized into shared memory first; %" + wn + " is streamed once per row.");
+    else
+      w.comment("Rows of %" + xn + " in chunks of MT; %" + wn + " is streamed once per chunk.");
     auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += MT)");
-    w.line("const int rows = M - m0 < MT ? (int)(M - m0) : MT;");
-    w.line("lj_i64 x_row[MT];  // element offsets of the chunk's rows of %{}", xn);
-    {
+    std::optional<SourceWriter::Scope> active_scope;
+    if (xq) {
+      emit_x_quantize_prologue(w, ctx, op, threads, "m0");
+      active_scope.emplace(w.scope("if (active)"));
+      w.line("const int rows = 1;");
+      w.line("const lj_i64 x_row[MT] = {{0}};  // the row's codes in xq_s");
+    } else {
+      w.line("const int rows = M - m0 < MT ? (int)(M - m0) : MT;");
+      w.line("lj_i64 x_row[MT];  // element offsets of the chunk's rows of %{}", xn);
       w.line("#pragma unroll");
       auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
       w.line("const lj_i64 m = m0 + (i < rows ? i : 0);  // rows past M are never read");
       w.line("x_row[i] = {};", row_address(w, ctx, x, "m", "0", "xc"));
     }
-    const bool rms = op.rms >= 0;  // the rows' RMS factor from the squares of the x read on the way
-    const std::string accs = two_rows ? "float acc[MT], acc_up[MT]" : "float acc[MT]";
-    w.put(rms ? accs + ", ss[MT];  // ss: each row's sum of squares of %" + xn : accs + ";");
-    {
-      auto sw = w.scope("switch (rows)");
-      for (int r = 1; r <= mt; ++r) {
-        const std::string pass = fmt::format("lj_gemv_pass<{}, {}, MT, V, U, K, {}>", tw, tx, r);
-        const std::string first = rms ? fmt::format("lj_gemv_pass_sq<{}, {}, MT, V, U, K, {}>(w_row, {}, x_row, lane, acc, ss)", tw, tx, r, px)
-                                      : fmt::format("{}(w_row, {}, x_row, lane, acc)", pass, px);
-        if (two_rows)
-          w.line("case {}: {}; {}(w_up, {}, x_row, lane, acc_up); break;", r, first, pass, px);
-        else
-          w.line("case {}: {}; break;", r, first);
+    {  // the pass and the epilogue (inside `if (active)` with the prologue)
+      const bool rms = op.rms >= 0;  // the rows' RMS factor from the squares of the x read on the way
+      const std::string accs = two_rows ? "float acc[MT], acc_up[MT]" : "float acc[MT]";
+      w.put(rms ? accs + ", ss[MT];  // ss: each row's sum of squares of %" + xn : accs + ";");
+      {
+        auto sw = w.scope("switch (rows)");
+        for (int r = 1; r <= mt; ++r) {
+          const std::string pass = fmt::format("lj_gemv_pass<{}, {}, MT, V, U, K, {}>", tw, tx, r);
+          const std::string first = rms ? fmt::format("lj_gemv_pass_sq<{}, {}, MT, V, U, K, {}>(w_row, {}, x_row, lane, acc, ss)", tw, tx, r, px)
+                                        : fmt::format("{}(w_row, {}, x_row, lane, acc)", pass, px);
+          if (two_rows)
+            w.line("case {}: {}; {}(w_up, {}, x_row, lane, acc_up); break;", r, first, pass, px);
+          else
+            w.line("case {}: {}; break;", r, first);
+        }
       }
+      w.line("#pragma unroll");
+      auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
+      w.line("if (i >= rows) break;  // uniform across the warp");
+      w.line("const lj_i64 m = m0 + i;");
+      // A folded RMSNorm: the row's sums times its factor, before the one rounding.
+      std::string rs = rms ? fmt::format("rsqrtf(lj_warp_sum(ss[i]) / (float)K + {}f)", attr::eps(g.node(op.rms).attrs))
+                           : row_scale_expr(w, ctx, op, "m", "sc");
+      if (rms) w.comment(print_node(g, op.rms) + ": from the row this warp read");
+      if (!rs.empty()) {
+        w.line("const float rs = {};  // %{}", rs, g.value(op.row_scale).name);
+        rs = " * rs";
+      }
+      w.line("const float sum = lj_warp_sum(acc[i]){};", rs);
+      if (two_rows) w.line("const float sum_up = lj_warp_sum(acc_up[i]){};", rs);
+      auto store = w.scope("if (lane == 0)");
+      emit_gemv_output(w, ctx, op, po);
     }
-    w.line("#pragma unroll");
-    auto i_loop = w.scope("for (int i = 0; i < MT; ++i)");
-    w.line("if (i >= rows) break;  // uniform across the warp");
-    w.line("const lj_i64 m = m0 + i;");
-    // A folded RMSNorm: the row's sums times its factor, before the one rounding.
-    std::string rs = rms ? fmt::format("rsqrtf(lj_warp_sum(ss[i]) / (float)K + {}f)", attr::eps(g.node(op.rms).attrs))
-                         : row_scale_expr(w, ctx, op, "m", "sc");
-    if (rms) w.comment(print_node(g, op.rms) + ": from the row this warp read");
-    if (!rs.empty()) {
-      w.line("const float rs = {};  // %{}", rs, g.value(op.row_scale).name);
-      rs = " * rs";
+    if (xq) {
+      active_scope.reset();
+      w.line("__syncthreads();  // every warp is done with xq_s before the next row's codes");
     }
-    w.line("const float sum = lj_warp_sum(acc[i]){};", rs);
-    if (two_rows) w.line("const float sum_up = lj_warp_sum(acc_up[i]){};", rs);
-    auto store = w.scope("if (lane == 0)");
-    emit_gemv_output(w, ctx, op, po);
   }
 
   GeneratedKernel k = ctx.kernel(w);

@@ -33,6 +33,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int warps = cfg.warps;
   const int threads = 32 * warps;
   const bool q4 = op.dequant >= 0;  // W from 4-bit codes: 16 bytes of codes per lane per k step
+  const bool xq = op.x_quantize >= 0;  // x's codes made per row by the CTA (an activation-quantize prologue)
   // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
   const char* tz = !q4 || op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
   const char* ts = q4 ? c_type(g.value(op.ws).type.dtype) : nullptr;  // their scales
@@ -40,7 +41,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int64_t steps = (K + step_k - 1) / step_k;
 
   ctx.add_group_params();
-  const std::string px = ctx.buffer_param(x, false), pw = q4 ? ctx.buffer_param(op.wq, false) : ctx.buffer_param(wt, false),
+  const std::string px = xq ? "" : ctx.buffer_param(x, false), pw = q4 ? ctx.buffer_param(op.wq, false) : ctx.buffer_param(wt, false),
                     po = rope ? "" : ctx.buffer_param(op.out, true);
   const char* tx = c_type(op.xt);
   const char* tw = c_type(op.wt);
@@ -50,6 +51,11 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   ctx.header_comment(w);
   w.put(q4 ? "#include \"layerjit/gemv_q4.cuh\"" : "#include \"layerjit/gemv_mma.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
+  if (xq) {
+    w.line("#include \"layerjit/quant.cuh\"");
+    w.line("#include \"layerjit/reduce.cuh\"");
+    w.line("#include \"layerjit/vec.cuh\"");
+  }
   w.blank();
   if (op.table >= 0) emit_inv_freq_table(w, g, op.table);
   if (op.glu) {
@@ -125,10 +131,21 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     }
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
     w.line("const lj_i64 s0 = warp * STEPS / WARPS, s1 = (warp + 1) * STEPS / WARPS;  // this warp's k steps");
-    w.comment("Rows of %" + xn + " in chunks of 8 (the mma's columns); %" + wn + " is streamed once per chunk.");
-    auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += 8)");
-    w.line("const bool x_in = m0 + gr < M;");
-    w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
+    if (xq) {
+      w.comment("Rows of %" + xn + " one at a time (each quantized into shared memory first; the plan is made for one),");
+      w.comment("in mma column 0; %" + wn + " is streamed once per row.");
+    } else {
+      w.comment("Rows of %" + xn + " in chunks of 8 (the mma's columns); %" + wn + " is streamed once per chunk.");
+    }
+    auto chunk = w.scope(fmt::format("for (lj_i64 m0 = 0; m0 < M; m0 += {})", xq ? 1 : 8));
+    if (xq) {
+      emit_x_quantize_prologue(w, ctx, op, threads, "m0");
+      w.line("const bool x_in = gr == 0;");
+      w.line("const {}* __restrict__ xr = xq_s;", tx);
+    } else {
+      w.line("const bool x_in = m0 + gr < M;");
+      w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
+    }
     w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
     if (q4) {
       w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz,
@@ -165,7 +182,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const lj_i64 u = (lj_i64)blockIdx.x * 16 + (fl >> 2) + 8 * (fr >> 1);");
     }
     w.line("const lj_i64 m = m0 + 2 * (fl & 3) + (fr & 1);");
-    w.line("if (u >= UNITS || m >= M) continue;");
+    w.put(xq ? "if (u >= UNITS || m != m0) continue;  // one row per pass" : "if (u >= UNITS || m >= M) continue;");
     std::string rs = row_scale_expr(w, ctx, op, "m", "sc");
     if (!rs.empty()) {
       w.line("const float rs = {};  // %{}", rs, g.value(op.row_scale).name);

@@ -70,7 +70,7 @@ void rope_segments(const KernelContext& ctx, MatmulOperands& op) {
 // could not join, say) is one no matmul kernel implements.
 bool recorded(const MatmulEpilogue& ep, NodeId n) {
   if (n == ep.silu || n == ep.mul || n == ep.table || n == ep.rms || n == ep.row_scale_product || n == ep.dequant || n == ep.col_scale ||
-      n == ep.col_cast ||
+      n == ep.col_cast || n == ep.x_quantize || n == ep.x_norm ||
       std::count(ep.pointwise.begin(), ep.pointwise.end(), n))
     return true;
   for (const MatmulEpilogue::RopePiece& p : ep.rope_pieces)
@@ -100,6 +100,16 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   if (mm.operands.size() == 3) op.row_scale = mm.operands[2];
   op.rms = grp.matmul.rms;
   op.row_scale_product = grp.matmul.row_scale_product;
+  if (grp.matmul.x_quantize >= 0) {
+    const Node& q = g.node(grp.matmul.x_quantize);
+    op.x_quantize = grp.matmul.x_quantize, op.x_norm = grp.matmul.x_norm;
+    op.x_scale = q.results[1];
+    op.x_src = q.operands[0];
+    if (op.x_norm >= 0) {
+      op.x_src = g.node(op.x_norm).operands[0];
+      op.x_gamma = g.node(op.x_norm).operands[1];
+    }
+  }
   const Shape& xs = g.value(op.x).type.shape;
   const Shape& ws = g.value(op.w).type.shape;
   if (!ws[0].is_const() || !ws[1].is_const())
@@ -115,8 +125,10 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
     op.wq = d.operands[0], op.ws = d.operands[1], op.wz = d.operands.size() > 2 ? d.operands[2] : -1;
     op.group = *attr::group(d.attrs);
   }
-  // Views of x are splits and reshapes, which keep the innermost stride 1; the loads rely on it.
-  if (!unit_inner_stride(ctx.layout(op.x)) || (op.dequant < 0 && !unit_inner_stride(ctx.layout(op.w))))
+  // Views of x are splits and reshapes, which keep the innermost stride 1; the loads rely on it (the
+  // row an activation-quantize prologue reads too).
+  if (!unit_inner_stride(ctx.layout(op.x)) || (op.dequant < 0 && !unit_inner_stride(ctx.layout(op.w))) ||
+      (op.x_src >= 0 && !unit_inner_stride(ctx.layout(op.x_src))))
     return fail(fmt::format("{}: matmul kernels read rows of %{} and %{} contiguously; a view with a strided last axis needs a copy first",
                             ctx.kernel_name(), g.value(op.x).name, g.value(op.w).name),
                 mm.loc);
@@ -163,6 +175,7 @@ std::string row_scale_expr(SourceWriter& w, KernelContext& ctx, const MatmulOper
                            const std::string& stem) {
   if (op.row_scale < 0) return "";
   LJ_ASSERT(op.rms < 0, "{}: the row scale is computed in the kernel (a one-row prologue), not read", ctx.kernel_name());
+  if (op.row_scale == op.x_scale) return "xq_scale";  // the activation-quantize prologue's (W8A8)
   const Graph& g = ctx.graph();
   const Shape& lead = g.value(op.row_scale).type.shape;
   const std::vector<std::string> coords = emit_coords(w, lead, m, stem);
@@ -175,9 +188,72 @@ std::string row_scale_expr(SourceWriter& w, KernelContext& ctx, const MatmulOper
     const Shape& s = g.value(v).type.shape;
     const bool row = s == lead;
     const std::string at = row ? ctx.address(v, s, coords) : ctx.address(v, s, std::vector<std::string>(s.size(), "0"));
+    if (v == op.x_scale) {  // computed by the kernel's activation-quantize prologue
+      ops.push_back("xq_scale");
+      continue;
+    }
     ops.push_back(fmt::format("lj_to_float({}[{}])", ctx.buffer_param(v, false), at));
   }
   return rounded_expr(g.value(op.row_scale).type.dtype, pointwise_expr(p, ops));
+}
+
+void emit_x_quantize_prologue(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, int threads, const std::string& row) {
+  const Graph& g = ctx.graph();
+  const Node& q = g.node(op.x_quantize);
+  const Shape& space = g.value(op.x_src).type.shape;
+  const int64_t K = op.k;
+  std::vector<ValueId> read = {op.x_src};
+  int widest = dtype_bytes(g.value(op.x_src).type.dtype);
+  if (op.x_gamma >= 0) {
+    read.push_back(op.x_gamma);
+    widest = std::max(widest, dtype_bytes(g.value(op.x_gamma).type.dtype));
+  }
+  const int v = ctx.vector_width(read, space, 16 / widest);
+  const char* ts = c_type(g.value(op.x_src).type.dtype);
+  const char* tq = c_type(op.xt);
+  const ValueId h = q.operands[0];
+  w.comment(fmt::format("Row {} of %{}, quantized by every thread of the CTA into shared memory (a one-row prologue):", row, g.value(op.x).name));
+  if (op.x_norm >= 0) w.comment("  " + print_node(g, op.x_norm));
+  w.comment("  " + print_node(g, op.x_quantize));
+  w.line("__shared__ __align__(16) {} xq_s[{}];  // the row's codes", tq, K);
+  w.line("const {}* __restrict__ xq_src = {} + {};  // %{}", ts, ctx.buffer_param(op.x_src, false), row_address(w, ctx, op.x_src, row, "0", "xq"),
+         g.value(op.x_src).name);
+  // One V-wide chunk of the row: the quantize's input (%h) in float, as the row kernel rounds it.
+  auto chunk = [&](const std::string& body) {
+    w.line("#pragma unroll 4  // a few loads in flight: the row comes from L2");
+    auto loop = w.scope(fmt::format("for (int c = threadIdx.x * {}; c < {}; c += {})", v, K, threads * v));
+    w.line("float hv[{}];", v);
+    w.line("lj_load<{}, {}>(xq_src + c, hv);", ts, v);
+    if (op.x_norm >= 0 && body != "ss") {
+      const std::string pg = ctx.buffer_param(op.x_gamma, false);
+      w.line("float gv[{}];", v);
+      w.line("lj_load<{}, {}>({} + c, gv);  // %{}", c_type(g.value(op.x_gamma).type.dtype), v, pg, g.value(op.x_gamma).name);
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < {}; ++j) hv[j] = {};", v, rounded_expr(g.value(h).type.dtype, "hv[j] * xq_rms * gv[j]"));
+    }
+    if (body == "ss") {
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < {}; ++j) ss += hv[j] * hv[j];", v);
+    } else if (body == "amax") {
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < {}; ++j) amax = fmaxf(amax, fabsf(hv[j]));", v);
+    } else {
+      w.line("#pragma unroll");
+      w.line("for (int j = 0; j < {}; ++j) hv[j] = lj_quant_div(hv[j], xq_scale);", v);
+      w.line("lj_store<{}, {}>(xq_s + c, hv);", tq, v);
+    }
+  };
+  if (op.x_norm >= 0) {
+    w.line("float ss = 0.f;");
+    chunk("ss");
+    w.line("const float xq_rms = rsqrtf(lj_block_sum(ss) / (float){} + {}f);  // %{}'s factor", K, attr::eps(g.node(op.x_norm).attrs),
+           g.value(h).name);
+  }
+  w.line("float amax = 0.f;");
+  chunk("amax");
+  w.line("const float xq_scale = lj_quant_scale<{}>(lj_block_max(amax));  // %{}", tq, g.value(op.x_scale).name);
+  chunk("codes");
+  w.line("__syncthreads();  // the codes are in shared memory");
 }
 
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op) {
@@ -233,6 +309,7 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
   std::vector<std::string> coords = emit_coords(w, Shape(space.begin(), space.end() - 1), m, "e" + stem);
   coords.push_back(n);
   std::map<OperandRead, std::string> loaded = preloaded;
+  if (op.x_scale >= 0) reg[op.x_scale] = "xq_scale";  // the activation-quantize prologue's (W8A8: the row's scale)
   for (const OperandRead& rd : epilogue_reads(ctx, op)) {
     if (loaded.count(rd)) continue;
     const std::string r = fmt::format("v{}_{}{}", stem, ident(g.value(rd.value).name), rd.axis >= 0 ? fmt::format("_axis{}", rd.axis) : "");
@@ -393,6 +470,7 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.rope = !op.segments.empty();
   p.rms_in_kernel = op.rms >= 0;
   p.angles_in_kernel = op.table >= 0;
+  p.quantize_in_kernel = op.x_quantize >= 0;
   p.arch_specific = opts.arch_specific;
   p.weight_codes = op.dequant >= 0;
   // (Codes are dense params: a map over their bytes always fits, K being a multiple of 32.)

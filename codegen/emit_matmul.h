@@ -30,6 +30,12 @@ struct MatmulOperands {
   /// Row-scale prologue (FusionGroup::matmul.row_scale_product): row_scale = that pointwise node of
   /// per-row values and scalars, evaluated where the kernel reads the scale (row_scale_expr).
   NodeId row_scale_product = -1;
+  /// Activation-quantize prologue (FusionGroup::matmul.x_quantize): x (fp8 or i8 codes) and its
+  /// per-row scale `x_scale` are made by the kernel, one row at a time, from `x_src` (the quantize's
+  /// input, or with `x_norm` the rms_norm's input, normalised with the weight `x_gamma`): the codes
+  /// in shared memory `xq_s`, the scale in `xq_scale` (emit_x_quantize_prologue). x is never read.
+  NodeId x_quantize = -1, x_norm = -1;
+  ValueId x_src = -1, x_gamma = -1, x_scale = -1;
   /// Weight prologue (FusionGroup::matmul.dequant): W is the group-wise dequantize of 4-bit codes
   /// `wq` [N, K] (u4 or i4, two per byte) with scales `ws` [N, K / group] and zero points `wz` (u4
   /// or i8; -1: none), dequantized in registers; `w` is then never stored and `wt` is its dtype.
@@ -116,6 +122,13 @@ void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
 /// it needs; "" without a row scale. `stem` keeps names distinct per call.
 std::string row_scale_expr(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
                            const std::string& stem);
+
+/// The activation-quantize prologue for row `row` (a flat row index of x) of every thread of the
+/// CTA (`threads`, a multiple of 32; all must reach it): declares `xq_s` (K codes in shared memory)
+/// and `xq_scale`, computed as the row kernel computes them (the same per-element expressions: the
+/// same codes and scale up to the order of the block sums), and ends with a __syncthreads. Needs
+/// layerjit/vec.cuh, reduce.cuh and quant.cuh.
+void emit_x_quantize_prologue(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, int threads, const std::string& row);
 
 /// The group inputs the epilogue reads, each with how it is read (a per-channel scale follows its axis).
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op);

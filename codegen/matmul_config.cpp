@@ -233,13 +233,13 @@ MatmulConfig default_for(const MatmulProblem& p) {
   // 64 x 128 Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a
   // conversion (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6
   // stages, gate/up 0.0391 against 0.0523 with 8); at N = 4096 (o, down) the GEMV stayed ahead.
-  if (p.m == 1 && is_fp8(p.dtype) && wgmma_available(p) && p.n >= 6144 && !p.rms_in_kernel && !p.angles_in_kernel) {
+  if (p.m == 1 && is_fp8(p.dtype) && wgmma_available(p) && p.n >= 6144 && !p.rms_in_kernel && !p.angles_in_kernel && !p.quantize_in_kernel) {
     MatmulConfig c = wgmma(128, p.n >= 16384 ? 8 : 6);
     c.bm = 64;
     return c;
   }
   // One-row prologues: the GEMV computes them (reject_reason refuses the tiles).
-  if (p.m == 1 || p.sm < 80 || p.rms_in_kernel || p.angles_in_kernel) return gemv_default(p);
+  if (p.m == 1 || p.sm < 80 || p.rms_in_kernel || p.angles_in_kernel || p.quantize_in_kernel) return gemv_default(p);
   // mma.sync here is 16-bit or i8: fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1, W
   // read once per column tile where the GEMV reads it once per 4 rows); anything else takes the GEMV.
   // i8 takes the 16-bit tiles below, bk doubled (in_elements): the same bytes per stage.
@@ -314,6 +314,8 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   if (c.stream_k && c.pingpong) return "streamk with pingpong: a warpgroup's turn would hold a share of a tile, not a tile";
   if (p.rms_in_kernel && (c.family != MatmulConfig::Family::Gemv || c.tensor_cores))
     return "the group computes its rows' RMS factor (a one-row prologue), which only the SIMT GEMV does: its warps read whole rows of x";
+  if (p.quantize_in_kernel && c.family != MatmulConfig::Family::Gemv)
+    return "the group quantizes its row of x in the kernel (a one-row prologue), which only the GEMVs do";
   if (p.angles_in_kernel && c.family != MatmulConfig::Family::Gemv)
     return "the group computes its RoPE angles at the row's position (a one-row prologue), which only the GEMV epilogues do";
   if (c.split_k > 1 && c.family == MatmulConfig::Family::Gemv) return "split-K (sk) is an option of the tensor-core families";

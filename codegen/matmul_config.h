@@ -88,6 +88,9 @@ struct MatmulProblem {
   /// factor computed from x, which only the SIMT GEMV does (its warps read whole rows of x), and the
   /// RoPE angles computed at each row's position, which only the GEMV families' epilogues do.
   bool rms_in_kernel = false, angles_in_kernel = false;
+  /// An activation-quantize prologue (FusionGroup::matmul.x_quantize): the GEMVs make x's codes from
+  /// its row in the kernel, one row at a time; the GEMMs do not.
+  bool quantize_in_kernel = false;
   /// W is made from 4-bit codes by a weight prologue (FusionGroup::matmul.dequant): only the
   /// tensor-core GEMV reads codes ("gemv mma" with 16-bit x; templates/layerjit/gemv_q4.cuh). `dtype`
   /// is then x's and the dequantized W's 16-bit type.

@@ -70,11 +70,21 @@ struct MatmulEpilogue {
   /// values and scalars (an fp8 layer's activation scale times the weight's), evaluated per row
   /// where the kernel reads the scale.
   NodeId row_scale_product = -1;
+  /// An activation-quantize prologue (one row, fp8 or i8 x; FusionOptions::one_row_prologues): the
+  /// per-row dynamic quantize making x's codes and the scale the row-scale product reads, and the
+  /// rms_norm of the row it quantizes (or -1), computed by each CTA of the GEMV, the codes kept in
+  /// its shared memory (at most kMaxQuantizePrologueK of them).
+  NodeId x_quantize = -1, x_norm = -1;
   /// A weight prologue (FusionOptions::weight_dequant_prologues): the group-wise dequantize of packed
   /// 4-bit codes that makes W, read by the kernel as codes, scales and zero points and dequantized
   /// in registers; W itself is never stored (no weight preparation, no bf16 copy of the weights).
   NodeId dequant = -1;
 };
+
+/// The longest row an activation-quantize prologue takes (MatmulEpilogue::x_quantize): its codes
+/// live in the GEMV's static shared memory (16 KiB of 1-byte codes; Llama-3-8B's down projection
+/// has 14336).
+inline constexpr int64_t kMaxQuantizePrologueK = 16384;
 
 struct FusionGroup {
   int id = 0;
@@ -134,7 +144,9 @@ struct FusionOptions {
   bool fold_norms = true;        // lower(): RMSNorms folded into the matmuls that read them (fold_norms)
   /// Where `sizes` make a matmul's rows one (decode of one sequence: the GEMV, whose warps each read
   /// the whole row of x), the rms_scale and rope_table it alone reads join its group and are
-  /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step.
+  /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step. So does
+  /// the per-row quantize (and the rms_norm before it) making an fp8 or i8 x: each CTA quantizes the
+  /// row into its shared memory.
   bool one_row_prologues = true;
   /// Where `sizes` give a matmul at most 16 rows (decode) and its W is a group-wise dequantize of
   /// packed 4-bit params, the dequantize joins the matmul's group: the 4-bit GEMV reads the codes (a

@@ -237,6 +237,7 @@ class Partitioner {
     }
     absorb_row_rms(gid, mm);
     absorb_row_scale_product(gid, mm);
+    absorb_x_quantize(gid, mm);
     absorb_weight_dequant(gid, mm);
     // A piece read by another kernel or returned is stored whole, in a buffer of its own.
     for (const HeadPiece& p : pieces) {
@@ -373,6 +374,7 @@ class Partitioner {
     }
     absorb_row_rms(gid, mm);
     absorb_row_scale_product(gid, mm);
+    absorb_x_quantize(gid, mm);
     absorb_weight_dequant(gid, mm);
     for (NodeId u = sole_user(cur); u >= 0 && is_pointwise(g_.node(u)) &&
                                     g_.value(g_.node(u).results[0]).type.shape == g_.value(cur).type.shape;
@@ -469,6 +471,41 @@ class Partitioner {
     if (try_absorb(gid, p, fmt::format("row-scale prologue: the kernel computes {} per row from its operands where it reads it",
                                        vname(f))))
       groups_[static_cast<size_t>(gid)].matmul.row_scale_product = p;
+  }
+
+  // One row, fp8 or i8 x: the per-row dynamic quantize that makes x's codes (and the scale the row
+  // scale reads), and the rms_norm before it when the quantize alone reads the normed row, join the
+  // matmul's group. Each CTA of the GEMV then reads the row (8-28 KB, from L2), reduces it and
+  // writes the codes into its shared memory, where a row kernel of one CTA ran between this
+  // projection and the kernel before it (the FP8 decode layer's four quantize kernels).
+  void absorb_x_quantize(int gid, NodeId mm) {
+    if (!one_row(mm)) return;
+    const ValueId x = g_.node(mm).operands[0];
+    const NodeId q = producer(x);
+    if (q < 0 || !is_dynamic_quantize(g_.node(q)) || !is_row_quantize(g_, g_.node(q)) || owner(q) != kUnassigned) return;
+    const Node& qn = g_.node(q);
+    const DType codes = g_.value(x).type.dtype;
+    if ((!is_fp8(codes) && codes != DType::I8) || qn.results[0] != x) return;
+    const ValueId h = qn.operands[0], s = qn.results[1];
+    auto refuse = [&](const std::string& why) { note(gid, fmt::format("not absorbed {} = quantize: {}", nname(q), why)); };
+    if (uses_.is_output(x) || uses_.users(x).size() != 1) return refuse(fmt::format("{} is read by more than this matmul", vname(x)));
+    const auto& readers = uses_.users(s);
+    if (uses_.is_output(s) || !std::all_of(readers.begin(), readers.end(), [&](NodeId u) { return owner(u) == gid; }))
+      return refuse(fmt::format("its scale {} is read outside this matmul's row scale", vname(s)));
+    const Dim& k = g_.value(h).type.shape.back();
+    if (!k.is_const() || k.value() > kMaxQuantizePrologueK || k.value() % 16 != 0)
+      return refuse(fmt::format("the kernel keeps a row's codes in shared memory: rows of a constant multiple of 16 up to {} elements",
+                                kMaxQuantizePrologueK));
+    if (!try_absorb(gid, q, fmt::format("one row: each CTA quantizes the row of {} it reads into shared memory (amax, scale, codes); "
+                                        "{} and {} never reach memory",
+                                        vname(h), vname(x), vname(s))))
+      return;
+    MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
+    ep.x_quantize = q;
+    const NodeId n = producer(h);
+    if (n < 0 || kind(n) != OpKind::RmsNorm || owner(n) != kUnassigned || uses_.is_output(h) || uses_.users(h).size() != 1) return;
+    if (try_absorb(gid, n, fmt::format("one row: each CTA normalises the row it quantizes; {} never reaches memory", vname(h))))
+      ep.x_norm = n;
   }
 
   // Prologue: an elementwise producer of the reduced operand with the same shape (residual add).

@@ -62,6 +62,33 @@ TEST_CASE("the Llama layers' kernels compile for sm_80, sm_90 and sm_90a without
     }
 }
 
+TEST_CASE("the FP8 and W8A8 decode layers at B = 1 (activation-quantize prologues) compile for sm_80, sm_89 and sm_90a without spills",
+          "[codegen]") {
+  for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
+    const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/" + file);
+    const Graph& g = m.graphs.at(1);  // the decode graph
+    REQUIRE(g.name().find("decode") != std::string::npos);
+    for (const char* arch : {"sm_80", "sm_89", "sm_90a"}) {
+      auto [target, eo] = target_options(arch);
+      eo.hint.set("B", 1);
+      eo.hint.set("C", 4096);
+      FusionOptions fo;
+      fo.sizes = eo.hint;
+      const Lowered l = lower(g, fo);
+      int prologues = 0;
+      for (const FusionGroup& grp : l.plan.groups) {
+        prologues += grp.matmul.x_quantize >= 0;
+        const GeneratedKernel k = emit_group(*l.graph, grp, eo);
+        auto r = jit::kernel_resources(k, target);
+        INFO(file << ": " << k.name << " (" << k.config << ") for " << arch << ": " << (r.ok() ? r->str() : r.message()));
+        REQUIRE(r.ok());
+        CHECK(!r->spills());
+      }
+      CHECK(prologues == 4);
+    }
+  }
+}
+
 namespace {
 
 rt::Target sm90a() {

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "codegen/emitters.h"
 #include "codegen/kernel_family.h"
@@ -45,14 +47,16 @@ const FusionGroup* group_with(const Lowered& l, OpKind k) {
   return nullptr;
 }
 
-// A graph of examples/llama3_8b_fp8.lj (read from the source tree).
-Graph fp8_layer(const std::string& name) {
-  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_fp8.lj");
+// Graph @name of examples/<file> (read from the source tree).
+Graph example_graph(const std::string& file, const std::string& name) {
+  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/" + file);
   for (const Graph& x : m.graphs)
     if (x.name() == name) return x;
-  FAIL("examples/llama3_8b_fp8.lj has no graph @" << name);
+  FAIL("examples/" << file << " has no graph @" << name);
   return m.graphs.front();
 }
+
+Graph fp8_layer(const std::string& name) { return example_graph("llama3_8b_fp8.lj", name); }
 
 std::string emit_error(const Graph& g, const FusionGroup& grp, const EmitOptions& eo) {
   try {
@@ -155,8 +159,63 @@ TEST_CASE("one-row prologues: the fp8 layer's QKV keeps the tensor-core GEMV and
   CHECK_THAT(k.source, Catch::Matchers::Contains("sincos((double)pos * lj_inv_freq[fq], &sd, &cd);"));
   // The scales' product is a row-scale prologue at any size: read where the product was.
   CHECK(qkv->matmul.row_scale_product >= 0);
-  CHECK_THAT(k.source, Catch::Matchers::Contains("const float rs = lj_to_float(p_h_scale[m]) * lj_to_float(p_s_qkv[0]);  // %qkv_rs"));
+  // Its factor %h_scale comes from the activation-quantize prologue at one row (below).
+  CHECK_THAT(k.source, Catch::Matchers::Contains("const float rs = xq_scale * lj_to_float(p_s_qkv[0]);  // %qkv_rs"));
   CHECK(k.source.find("p_qkv_rs") == std::string::npos);
+  CHECK(k.source.find("p_h_scale") == std::string::npos);
+}
+
+TEST_CASE("activation-quantize prologues: at one row the fp8 and W8A8 GEMVs quantize x themselves, four kernels fewer",
+          "[codegen][fusion]") {
+  for (const auto& [file, graph, wide] : {std::tuple{"llama3_8b_fp8.lj", "llama3_8b_fp8_decode", true},
+                                          std::tuple{"llama3_8b_w8a8.lj", "llama3_8b_w8a8_decode", false}}) {
+    INFO(file);
+    const Graph g = example_graph(file, graph);
+    const Lowered one = plan_at(g, decode_sizes(1)), without = plan_at(g, decode_sizes(1), false), b2 = plan_at(g, decode_sizes(2));
+    // The four quantize row kernels (two with their RMSNorm) joined the four projections, and the
+    // rope_table the QKV GEMV (without prologues: 10 kernels).
+    CHECK(per_call_kernels(one) == 5);
+    CHECK(per_call_kernels(without) == 10);
+    int quantized = 0, normed = 0;
+    for (const FusionGroup& grp : one.plan.groups) {
+      CHECK(grp.kind != GroupKind::RowReduce);
+      if (grp.kind != GroupKind::Matmul) continue;
+      REQUIRE(grp.matmul.x_quantize >= 0);
+      ++quantized;
+      normed += grp.matmul.x_norm >= 0;
+    }
+    CHECK(quantized == 4);
+    CHECK(normed == 2);  // QKV and gate/up; o and down quantize the attention and SwiGLU rows
+    // Two rows: the quantize kernels stay (the plan is made for the sizes).
+    for (const FusionGroup& grp : b2.plan.groups) CHECK(grp.matmul.x_quantize < 0);
+    for (const FusionGroup& grp : without.plan.groups) CHECK(grp.matmul.x_quantize < 0);
+    // Every GEMV family takes the prologue: the tensor-core one where the target has its MMA (fp8 from
+    // sm_89, i8 from sm_80), the SIMT one for fp8 on sm_80; the GEMMs are refused by name.
+    for (const auto& [sm, tc] : {std::pair{90, true}, std::pair{89, true}, std::pair{80, !wide}}) {
+      EmitOptions eo;
+      eo.sm = sm;
+      eo.arch_specific = sm == 90;
+      eo.hint = decode_sizes(1);
+      for (const FusionGroup& grp : one.plan.groups) {
+        if (grp.kind != GroupKind::Matmul) continue;
+        const GeneratedKernel k = matmul_family().emit(*one.graph, grp, eo);
+        INFO(k.name << " (" << k.config << ") sm_" << sm);
+        CHECK(k.config.rfind(tc ? "gemv mma" : "gemv", 0) == 0);
+        CHECK_THAT(k.source, Catch::Matchers::Contains("xq_s[") && Catch::Matchers::Contains("lj_quant_scale<"));
+        CHECK(k.source.find("_scale[m]") == std::string::npos);  // no per-row scale is read from memory
+      }
+    }
+    const FusionGroup* qkv = group_with(one, OpKind::RopeTable);
+    REQUIRE(qkv != nullptr);
+    EmitOptions eo;
+    eo.sm = 90;
+    eo.arch_specific = true;
+    eo.hint = decode_sizes(1);
+    std::string bad;
+    eo.matmul = parse_matmul_config("wgmma bm=64 bn=128 stages=6 gm=8", &bad);
+    REQUIRE(eo.matmul);
+    CHECK_THAT(emit_error(*one.graph, *qkv, eo), Catch::Matchers::Contains("quantizes its row of x in the kernel"));
+  }
 }
 
 TEST_CASE("row-scale prologues: the fp8 prefill GEMMs multiply the two scales themselves, four kernels fewer", "[codegen][fusion]") {

@@ -491,8 +491,10 @@ namespace {
 // heads of 64, an MLP of 512 (its numbers replaced in order, so that no new one is replaced again).
 // Read from the working directory's examples/ (a build copied to a GPU machine runs from the copy of
 // the tree), else from the source tree it was built in.
-Module small_w8a8_layer() {
-  const std::string rel = "examples/llama3_8b_w8a8.lj", built = std::string(LAYERJIT_SOURCE_DIR) + "/" + rel;
+// examples/<file> (a Llama-3-8B-shaped layer) cut down to a small layer: 4 heads of 64, 2 KV heads,
+// hidden 256, MLP 512.
+Module small_example_layer(const std::string& file) {
+  const std::string rel = "examples/" + file, built = std::string(LAYERJIT_SOURCE_DIR) + "/" + rel;
   std::ifstream in(rel);
   if (!in) in.open(built);
   INFO("neither ./" << rel << " nor " << built << " could be read");
@@ -504,8 +506,10 @@ Module small_w8a8_layer() {
                                                                                  {"dim = 128", "dim = 64"}, {"1024", "128"}, {"28672", "1024"},
                                                                                  {"14336", "512"}, {"6144", "512"}, {"4096", "256"}})
     for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
-  return parse_module(s, "<small w8a8 layer>");
+  return parse_module(s, "<small " + file + ">");
 }
+
+Module small_w8a8_layer() { return small_example_layer("llama3_8b_w8a8.lj"); }
 
 }  // namespace
 
@@ -526,4 +530,46 @@ TEST_CASE("the W8A8 layer (i8 projections, per-token and per-channel scales) run
   check_against_reference(m.graphs[0], pre, 41);
   check_against_reference(m.graphs[1], dec, 42);
   check_against_reference(m.graphs[1], one, 43);
+}
+
+TEST_CASE("activation-quantize prologues: at B = 1 the fp8 and W8A8 GEMVs quantize x themselves and match the reference",
+          "[gpu][exec][fp8][int8]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
+    INFO(file);
+    const Module m = small_example_layer(file);
+    const Graph& g = m.graphs.at(1);  // decode
+    Bindings one;
+    one.set("B", 1);
+    one.set("C", 17);
+    exec::BuildOptions with, without;
+    with.hint = without.hint = one;
+    with.use_cache = without.use_cache = false;
+    without.fusion.one_row_prologues = false;
+    auto ew = exec::Executable::build(ctx, g, with);
+    auto eo = exec::Executable::build(ctx, g, without);
+    LJ_REQUIRE_OK(ew);
+    LJ_REQUIRE_OK(eo);
+    // The four quantize kernels (and the rope_table) joined the projections: 5 kernels against 10.
+    REQUIRE(ew->launches_per_run() == 5);
+    REQUIRE(eo->launches_per_run() == 10);
+    // B = 2 through the plan made for one row: each row quantized in turn, with its own scale.
+    Bindings two = one;
+    two.set("B", 2);
+    uint64_t seed = 900;
+    for (const Bindings& b : {one, two}) {
+      INFO("B = " << *b.get("B"));
+      std::map<std::string, HostTensor> host = random_inputs(g, b, ++seed);
+      // fp8 weights of [-0.05, 0.05) with per-tensor scales near 1 (random_inputs' f32 vectors are
+      // W8A8's per-channel scales, tiny against codes of +-127): projections as large as bf16 ones.
+      for (auto& [name, t] : host)
+        if (name.rfind("s_", 0) == 0 && t.numel() == 1 && std::string(file).find("fp8") != std::string::npos) fill_uniform(t, ++seed, 0.5, 1.5);
+      std::vector<rt::DeviceBuffer> keep;
+      run_both_against_reference(ctx, *stream, g, *ew, *eo, host, b, keep);
+      // The same per-element quantization; the scales differ only in the order of the block sums.
+      check_plans_agree(*stream, g, *ew, *eo, b, 64);
+    }
+  }
 }
