@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <string_view>
 
 #include <filesystem>
@@ -138,7 +139,42 @@ void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed, b
   check_outputs(*stream, g, *e, b, run_reference(g, host, b));
 }
 
+// `g` built for B = 1 (cache of `c` entries) with and without one-row prologues (`fewer` kernels
+// fewer with them), both run at B = 1 and at B = 2 (sizes the hint did not promise: the GEMVs loop
+// over the rows) against the CPU reference and each other within 1 / `agree`. `adjust` may change
+// the random inputs. Returns the kernels a run of the plan with the prologues launches.
+size_t check_one_row_prologues(const Graph& g, int64_t c, size_t fewer, uint64_t seed, double agree,
+                               const std::function<void(std::map<std::string, HostTensor>&)>& adjust = {}) {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  Bindings one;
+  one.set("B", 1);
+  one.set("C", c);
+  exec::BuildOptions with, without;
+  with.hint = without.hint = one;
+  with.use_cache = without.use_cache = false;
+  without.fusion.one_row_prologues = false;
+  auto ew = exec::Executable::build(ctx, g, with);
+  auto eo = exec::Executable::build(ctx, g, without);
+  LJ_REQUIRE_OK(ew);
+  LJ_REQUIRE_OK(eo);
+  REQUIRE(ew->launches_per_run() + fewer == eo->launches_per_run());
+  Bindings two = one;
+  two.set("B", 2);
+  for (const Bindings& b : {one, two}) {
+    INFO("B = " << *b.get("B"));
+    std::map<std::string, HostTensor> host = random_inputs(g, b, ++seed);
+    if (adjust) adjust(host);
+    std::vector<rt::DeviceBuffer> keep;
+    run_both_against_reference(ctx, *stream, g, *ew, *eo, host, b, keep);
+    check_plans_agree(*stream, g, *ew, *eo, b, agree);
+  }
+  return ew->launches_per_run();
+}
+
 }  // namespace
+
 
 TEST_CASE("the small Llama layer runs end to end and matches the CPU reference", "[gpu][exec]") {
   Bindings pre;
@@ -219,37 +255,10 @@ TEST_CASE("folded norms: the layer matches its unfolded plan and the reference, 
 
 TEST_CASE("one-row prologues: at B = 1 the QKV and gate/up GEMVs compute the RMS factors and RoPE angles, three kernels fewer",
           "[gpu][exec][fold]") {
-  rt::Context& ctx = lj_test::gpu();
-  auto stream = rt::Stream::create(ctx);
-  LJ_REQUIRE_OK(stream);
-  const Graph g = llama_decode(LlamaConfig::small());
-  Bindings one;
-  one.set("B", 1);
-  one.set("C", 23);
-  exec::BuildOptions with, without;
-  with.hint = without.hint = one;
-  with.use_cache = without.use_cache = false;
-  without.fusion.one_row_prologues = false;
-  auto ew = exec::Executable::build(ctx, g, with);
-  auto eo = exec::Executable::build(ctx, g, without);
-  LJ_REQUIRE_OK(ew);
-  LJ_REQUIRE_OK(eo);
-  // Two rms_scale kernels and the rope_table kernel joined the projections.
-  REQUIRE(ew->launches_per_run() + 3 == eo->launches_per_run());
-  // Sizes the hint did not promise run correctly too: B = 2 loops the GEMV over both rows, each
-  // with its own factor and position.
-  Bindings two = one;
-  two.set("B", 2);
-  uint64_t seed = 700;
-  for (const Bindings& b : {one, two}) {
-    INFO("B = " << *b.get("B"));
-    const std::map<std::string, HostTensor> host = random_inputs(g, b, ++seed);
-    std::vector<rt::DeviceBuffer> keep;
-    run_both_against_reference(ctx, *stream, g, *ew, *eo, host, b, keep);
-    // The same angles bit for bit (both sincos in double of the same products); the factors differ
-    // only in the order of the sum of squares, so the outputs agree to a few bf16 steps.
-    check_plans_agree(*stream, g, *ew, *eo, b, 128);
-  }
+  // Two rms_scale kernels and the rope_table kernel join the projections. The same angles bit for
+  // bit (both sincos in double of the same products); the factors differ only in the order of the
+  // sum of squares, so the outputs agree to a few bf16 steps.
+  check_one_row_prologues(llama_decode(LlamaConfig::small()), 23, 3, 700, 128);
 }
 
 TEST_CASE("AOT bundles: the device's cubin runs as the compiled plan bit for bit, an older arch's PTX through the driver, no NVRTC",
@@ -534,42 +543,20 @@ TEST_CASE("the W8A8 layer (i8 projections, per-token and per-channel scales) run
 
 TEST_CASE("activation-quantize prologues: at B = 1 the fp8 and W8A8 GEMVs quantize x themselves and match the reference",
           "[gpu][exec][fp8][int8]") {
-  rt::Context& ctx = lj_test::gpu();
-  auto stream = rt::Stream::create(ctx);
-  LJ_REQUIRE_OK(stream);
   for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
     INFO(file);
     const Module m = small_example_layer(file);
-    const Graph& g = m.graphs.at(1);  // decode
-    Bindings one;
-    one.set("B", 1);
-    one.set("C", 17);
-    exec::BuildOptions with, without;
-    with.hint = without.hint = one;
-    with.use_cache = without.use_cache = false;
-    without.fusion.one_row_prologues = false;
-    auto ew = exec::Executable::build(ctx, g, with);
-    auto eo = exec::Executable::build(ctx, g, without);
-    LJ_REQUIRE_OK(ew);
-    LJ_REQUIRE_OK(eo);
-    // The four quantize kernels (and the rope_table) joined the projections: 5 kernels against 10.
-    REQUIRE(ew->launches_per_run() == 5);
-    REQUIRE(eo->launches_per_run() == 10);
-    // B = 2 through the plan made for one row: each row quantized in turn, with its own scale.
-    Bindings two = one;
-    two.set("B", 2);
-    uint64_t seed = 900;
-    for (const Bindings& b : {one, two}) {
-      INFO("B = " << *b.get("B"));
-      std::map<std::string, HostTensor> host = random_inputs(g, b, ++seed);
-      // fp8 weights of [-0.05, 0.05) with per-tensor scales near 1 (random_inputs' f32 vectors are
-      // W8A8's per-channel scales, tiny against codes of +-127): projections as large as bf16 ones.
+    const bool fp8 = std::string(file).find("fp8") != std::string::npos;
+    // fp8 weights of [-0.05, 0.05) with per-tensor scales near 1 (random_inputs' f32 vectors are
+    // W8A8's per-channel scales, tiny against codes of +-127): projections as large as bf16 ones.
+    uint64_t fill_seed = 950;
+    auto scales_near_one = [&](std::map<std::string, HostTensor>& host) {
       for (auto& [name, t] : host)
-        if (name.rfind("s_", 0) == 0 && t.numel() == 1 && std::string(file).find("fp8") != std::string::npos) fill_uniform(t, ++seed, 0.5, 1.5);
-      std::vector<rt::DeviceBuffer> keep;
-      run_both_against_reference(ctx, *stream, g, *ew, *eo, host, b, keep);
-      // The same per-element quantization; the scales differ only in the order of the block sums.
-      check_plans_agree(*stream, g, *ew, *eo, b, 64);
-    }
+        if (fp8 && name.rfind("s_", 0) == 0 && t.numel() == 1) fill_uniform(t, ++fill_seed, 0.5, 1.5);
+    };
+    // The four quantize kernels (two with their RMSNorm) and the rope_table join the projections:
+    // 5 kernels against 10. The same per-element quantization; the scales differ only in the order
+    // of the block sums.
+    CHECK(check_one_row_prologues(m.graphs.at(1), 17, 5, 900, 64, scales_near_one) == 5);
   }
 }
