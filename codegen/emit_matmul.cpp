@@ -218,23 +218,25 @@ void emit_x_quantize_prologue(SourceWriter& w, KernelContext& ctx, const MatmulO
   w.line("__shared__ __align__(16) {} xq_s[{}];  // the row's codes", tq, K);
   w.line("const {}* __restrict__ xq_src = {} + {};  // %{}", ts, ctx.buffer_param(op.x_src, false), row_address(w, ctx, op.x_src, row, "0", "xq"),
          g.value(op.x_src).name);
-  // One V-wide chunk of the row: the quantize's input (%h) in float, as the row kernel rounds it.
-  auto chunk = [&](const std::string& body) {
+  // One pass over the row, V elements a step: the quantize's input (%h) in float, as the row kernel
+  // rounds it, then the pass's work on it.
+  enum class Pass { sum_of_squares, amax, codes };
+  auto pass = [&](Pass body) {
     w.line("#pragma unroll 4  // a few loads in flight: the row comes from L2");
     auto loop = w.scope(fmt::format("for (int c = threadIdx.x * {}; c < {}; c += {})", v, K, threads * v));
     w.line("float hv[{}];", v);
     w.line("lj_load<{}, {}>(xq_src + c, hv);", ts, v);
-    if (op.x_norm >= 0 && body != "ss") {
+    if (op.x_norm >= 0 && body != Pass::sum_of_squares) {
       const std::string pg = ctx.buffer_param(op.x_gamma, false);
       w.line("float gv[{}];", v);
       w.line("lj_load<{}, {}>({} + c, gv);  // %{}", c_type(g.value(op.x_gamma).type.dtype), v, pg, g.value(op.x_gamma).name);
       w.line("#pragma unroll");
       w.line("for (int j = 0; j < {}; ++j) hv[j] = {};", v, rounded_expr(g.value(h).type.dtype, "hv[j] * xq_rms * gv[j]"));
     }
-    if (body == "ss") {
+    if (body == Pass::sum_of_squares) {
       w.line("#pragma unroll");
       w.line("for (int j = 0; j < {}; ++j) ss += hv[j] * hv[j];", v);
-    } else if (body == "amax") {
+    } else if (body == Pass::amax) {
       w.line("#pragma unroll");
       w.line("for (int j = 0; j < {}; ++j) amax = fmaxf(amax, fabsf(hv[j]));", v);
     } else {
@@ -245,14 +247,14 @@ void emit_x_quantize_prologue(SourceWriter& w, KernelContext& ctx, const MatmulO
   };
   if (op.x_norm >= 0) {
     w.line("float ss = 0.f;");
-    chunk("ss");
+    pass(Pass::sum_of_squares);
     w.line("const float xq_rms = rsqrtf(lj_block_sum(ss) / (float){} + {}f);  // %{}'s factor", K, attr::eps(g.node(op.x_norm).attrs),
            g.value(h).name);
   }
   w.line("float amax = 0.f;");
-  chunk("amax");
+  pass(Pass::amax);
   w.line("const float xq_scale = lj_quant_scale<{}>(lj_block_max(amax));  // %{}", tq, g.value(op.x_scale).name);
-  chunk("codes");
+  pass(Pass::codes);
   w.line("__syncthreads();  // the codes are in shared memory");
 }
 

@@ -288,9 +288,7 @@ rt::Result<BundleWriteReport> write_bundle(const std::string& path, std::span<co
     targets.push_back({{"arch", t.target.name()}, {"sm_count", t.sm_count}, {"max_shared_bytes", t.max_shared_bytes}, {"driver", t.driver_version}});
     // Every graph's kernels for this target in one batch of compiles.
     std::vector<Lowered> lowered;
-    std::vector<PlanToCompile> batch;
     for (const Graph& source : graphs) lowered.push_back(plan(source, o.fusion, o.hint));
-    for (const Lowered& l : lowered) batch.push_back({l.graph.get(), &l.plan});
     PlanCompileOptions po;
     po.hint = o.hint;
     po.use_tuned = o.use_tuned;
@@ -299,7 +297,7 @@ rt::Result<BundleWriteReport> write_bundle(const std::string& path, std::span<co
     po.progress = o.progress;
     std::vector<rt::Result<CompiledPlan>> all;
     try {
-      all = compile_plans(t, batch, po);
+      all = compile_plans(t, lowered, po);
     } catch (const UserError& e) {
       return rt::Error{fmt::format("{}: {}", t.target.name(), e.what())};
     }

@@ -191,4 +191,10 @@ std::vector<rt::Result<CompiledPlan>> compile_plans(const JitTarget& t, std::spa
   return out;
 }
 
+std::vector<rt::Result<CompiledPlan>> compile_plans(const JitTarget& t, std::span<const Lowered> lowered, const PlanCompileOptions& o) {
+  std::vector<PlanToCompile> plans;
+  for (const Lowered& l : lowered) plans.push_back({l.graph.get(), &l.plan});
+  return compile_plans(t, std::span<const PlanToCompile>(plans), o);
+}
+
 }  // namespace lj::jit

@@ -104,5 +104,7 @@ struct PlanToCompile {
 /// time of its total NVRTC work divided among the workers rather than graph after graph. Results in
 /// the order of `plans`; a kernel's compile error fails only its own plan. Progress counts the batch.
 std::vector<rt::Result<CompiledPlan>> compile_plans(const JitTarget& t, std::span<const PlanToCompile> plans, const PlanCompileOptions& o = {});
+/// The same over lowered graphs (plan()'s results), each with its own plan.
+std::vector<rt::Result<CompiledPlan>> compile_plans(const JitTarget& t, std::span<const Lowered> lowered, const PlanCompileOptions& o = {});
 
 }  // namespace lj::jit

@@ -151,10 +151,8 @@ int cmd_compile(const std::vector<std::string>& args) {
   const int64_t nvrtc_before = rt::nvrtc_compile_count();
   // Every graph's kernels in one batch (one pool of compile workers, the biggest kernels first).
   std::vector<Lowered> lowered;
-  std::vector<jit::PlanToCompile> plans;
   for (const Graph& source : m.graphs) lowered.push_back(jit::plan(source, fo, o.bindings));
-  for (const Lowered& l : lowered) plans.push_back({l.graph.get(), &l.plan});
-  std::vector<rt::Result<jit::CompiledPlan>> all = jit::compile_plans(target, plans, po);
+  std::vector<rt::Result<jit::CompiledPlan>> all = jit::compile_plans(target, lowered, po);
   for (size_t gi = 0; gi < lowered.size(); ++gi) {
     const Graph& g = *lowered[gi].graph;
     auto& compiled = all[gi];

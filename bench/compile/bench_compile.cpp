@@ -65,16 +65,14 @@ Bindings parse_bind(const std::string& text) {
 size_t build_all(const std::vector<Graph>& graphs, const jit::JitTarget& t, const Bindings& hint, cache::KernelCache* cache,
                  bool want_ptx, const jit::Bundle* bundle = nullptr) {
   std::vector<Lowered> lowered;
-  std::vector<jit::PlanToCompile> plans;
   for (const Graph& g : graphs) lowered.push_back(jit::plan(g, {}, hint));
-  for (const Lowered& l : lowered) plans.push_back({l.graph.get(), &l.plan});
   jit::PlanCompileOptions po;
   po.hint = hint;
   po.cache = cache;
   po.want_ptx = want_ptx;
   po.bundle = bundle;
   size_t kernels = 0;
-  for (auto& r : jit::compile_plans(t, plans, po)) {  // one batch, as `layerjit compile` does
+  for (auto& r : jit::compile_plans(t, lowered, po)) {  // one batch, as `layerjit compile` does
     if (!r.ok()) fail(r.message());
     kernels += r->groups.size();
   }
