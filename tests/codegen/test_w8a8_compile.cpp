@@ -102,7 +102,9 @@ struct Shape {
 // 16) are left to the bf16 and fp8 sweeps: they differ from the GEMV default in constants only. A
 // kernel's source does not depend on M, only the candidate list does, so jobs are deduplicated by
 // source: the rows of a shape cost only the configs that no other M lists.
-void compile_w8a8(const std::vector<Shape>& shapes, int min_mma, int min_wgmma) {
+// nvrtc false: the emitters alone, each source twice (deterministic), for the sanitizer build, which
+// skips the compile sweeps (their time is NVRTC's, which the sanitizers do not instrument).
+void compile_w8a8(const std::vector<Shape>& shapes, int min_mma, int min_wgmma, bool nvrtc = true) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<rt::CompileJob> jobs;
   std::vector<std::string> what, kernel, config;
@@ -125,6 +127,7 @@ void compile_w8a8(const std::vector<Shape>& shapes, int min_mma, int min_wgmma) 
           if (sm == 91 && c.family != MatmulConfig::Family::Wgmma) continue;  // the sm_90 sources
           eo.matmul = c;
           const GeneratedKernel k = emit_group(g, plan.groups[0], eo);
+          if (!nvrtc) CHECK(emit_group(g, plan.groups[0], eo).source == k.source);
           if (!seen.insert(k.source).second) continue;
           rt::CompileJob job = jit::compile_job(k, *rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a"));
           job.options.want_ptx = true;
@@ -140,6 +143,7 @@ void compile_w8a8(const std::vector<Shape>& shapes, int min_mma, int min_wgmma) 
   const auto wgmma_jobs = std::count(wgmma.begin(), wgmma.end(), true);
   CHECK(static_cast<int>(jobs.size() - wgmma_jobs) >= min_mma);
   CHECK(wgmma_jobs >= min_wgmma);
+  if (!nvrtc) return;
   auto results = rt::compile_parallel(jobs);
   REQUIRE(results.size() == jobs.size());
   for (size_t i = 0; i < results.size(); ++i) {
@@ -180,6 +184,12 @@ TEST_CASE("W8A8: every mma.sync and wgmma config the pruner accepts for the Llam
 // so no TMA and no wgmma).
 TEST_CASE("W8A8: every config the pruner accepts for odd shapes compiles, K = 1008 and K = 1001 (element loads)", "[codegen]") {
   compile_w8a8({{1000, 1008, {1000}, true}, {1000, 1001, {1000}, true}}, 40, 5);
+}
+
+TEST_CASE("W8A8: every kernel of the two compile sweeps above is emitted, deterministically (no NVRTC)", "[codegen]") {
+  const std::vector<int64_t> rows{16, 128, 4096};
+  compile_w8a8({{6144, 4096, rows, true}, {4096, 14336, rows, true}, {4096, 4096, rows, false}, {28672, 4096, rows, false}}, 120, 60, false);
+  compile_w8a8({{1000, 1008, {1000}, true}, {1000, 1001, {1000}, true}}, 40, 5, false);
 }
 
 TEST_CASE("W8A8: the pruner's k tile for i8 and the i8 defaults against the bf16 ones", "[codegen]") {
