@@ -9,7 +9,9 @@
 // One CTA owns a tile of 16 W rows and loops over x in chunks of 8 rows (the mma's 8 columns; at
 // decode B = 1 one of them is real, which costs tensor-core work the GEMV has to spare, not bytes).
 // Its WARPS warps take equal shares of K's 64-element steps, so a tile keeps WARPS x U x 1 KiB of W
-// in flight; the fp32 partials meet in shared memory and are added in warp order (deterministic).
+// in flight (on 4-bit codes, with "stages=S", WARPS x (S - 1) KiB staged through cp.async into
+// each warp's ring in shared memory instead); the fp32 partials meet in shared memory and are added
+// in warp order (deterministic).
 // With SwiGLU or RoPE the tile is 8 pairs of rows instead (gate n and up N + n, or the two columns
 // of a rotation pair) in A rows g and g + 8, so one thread holds both values of each output.
 #include <algorithm>
@@ -33,6 +35,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int warps = cfg.warps;
   const int threads = 32 * warps;
   const bool q4 = op.dequant >= 0;  // W from 4-bit codes: 16 bytes of codes per lane per k step
+  const int stages = q4 ? cfg.code_stages : 0;  // k steps of codes per warp staged in shared memory (0: registers)
   const bool xq = op.x_quantize >= 0;  // x's codes made per row by the CTA (an activation-quantize prologue)
   // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
   const char* tz = !q4 || op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
@@ -77,8 +80,13 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   w.line("constexpr lj_i64 UNITS = {};  // {}: {} per CTA", units, two_rows ? "pairs of W rows" : "W rows", per_tile);
   w.line("constexpr lj_i64 STEPS = {};  // {}-element k steps of a row: 4 lanes x 16 bytes{}", steps, step_k, q4 ? " of codes" : "");
   w.line("constexpr int WARPS = {};  // warps per CTA, each a share of the k steps", warps);
-  w.line("constexpr int U = {};  // k steps in flight per lane", unroll);
-  if (q4) {
+  if (stages > 0) {
+    w.line("constexpr int S = {};  // k steps of codes per warp in its ring in shared memory (cp.async)", stages);
+    w.line("constexpr bool EVEN = {};  // K a multiple of 128: no chunk past K", K % step_k == 0 ? "true" : "false");
+  } else {
+    w.line("constexpr int U = {};  // k steps in flight per lane", unroll);
+  }
+  if (q4 && stages == 0) {
     // Every warp's share whole batches of U steps inside K: loads without predicates.
     const bool even = K % step_k == 0 && steps % warps == 0 && steps / warps % unroll == 0;
     w.line("constexpr bool EVEN = {};  // K a multiple of 128, each warp's share a multiple of U steps", even ? "true" : "false");
@@ -91,6 +99,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.comment(print_node(g, op.node));
     w.line("__shared__ float partial[WARPS][32][4];  // each warp's 16 x 8 accumulator tile, in mma fragment order");
+    if (stages > 0) w.line("__shared__ lj_q4_ring<S> ring[WARPS];  // each warp's next S k steps of codes");
     w.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
     w.line("const int gr = lane >> 2, t = lane & 3;  // the lane's A rows {{gr, gr + 8}}, x row (B column) gr, k chunk t");
     // The two W rows of A rows gr and gr + 8.
@@ -147,9 +156,11 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
     }
     w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
-    if (q4) {
-      w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz,
-             g.value(op.wq).type.dtype == DType::I4 ? "true" : "false");
+    const char* i4 = q4 && g.value(op.wq).type.dtype == DType::I4 ? "true" : "false";
+    if (q4 && stages > 0) {
+      w.line("lj_gemv_q4_share_staged<{}, {}, {}, {}, S, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, lane, ring[warp], c);", tx, ts, tz, i4);
+    } else if (q4) {
+      w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz, i4);
     } else {
       if (op.xt == DType::I8)
         w.line("lj_gemv_mma_share_s8<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);");

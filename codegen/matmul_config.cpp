@@ -8,6 +8,7 @@
 namespace lj {
 
 std::string MatmulConfig::str() const {
+  if (family == Family::Gemv && tensor_cores && code_stages > 0) return fmt::format("gemv mma stages={} warps={}", code_stages, warps);
   if (family == Family::Gemv && tensor_cores) return fmt::format("gemv mma u={} warps={}", loads_in_flight, warps);
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
   if (family == Family::Wgmma)
@@ -45,6 +46,7 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
     return fail(fmt::format("unknown family '{}' (expected gemv, mma or wgmma)", family));
   }
   std::string_view rest = sp == std::string_view::npos ? std::string_view() : text.substr(sp + 1);
+  bool u_given = false;
   while (!rest.empty()) {
     const size_t end = std::min(rest.find(' '), rest.size());
     const std::string_view item = rest.substr(0, end);
@@ -91,12 +93,15 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
       else if (key == "sk") field = &c.split_k;
     } else {
       if (key == "mt" && !c.tensor_cores) field = &c.rows_per_pass;
-      else if (key == "u") field = &c.loads_in_flight;
+      else if (key == "u") field = &c.loads_in_flight, u_given = true;
       else if (key == "warps") field = &c.warps;
+      else if (key == "stages" && c.tensor_cores) field = &c.code_stages;
     }
     if (!field) return fail(fmt::format("unknown key '{}' for the {} family", key, family));
     *field = v;
   }
+  if (u_given && c.code_stages > 0)
+    return fail("u (k steps loaded into registers) and stages (k steps staged in shared memory) are alternatives: give one");
   return c;
 }
 
@@ -149,6 +154,14 @@ MatmulConfig gemv_mma(int u, int warps) {
   c.family = MatmulConfig::Family::Gemv;
   c.tensor_cores = true;
   c.rows_per_pass = 8, c.loads_in_flight = u, c.warps = warps;
+  return c;
+}
+
+// The tensor-core GEMV on 4-bit codes with `stages` k steps per warp staged through cp.async
+// (loads_in_flight keeps the parser's default: the text has no u).
+MatmulConfig gemv_mma_staged(int stages, int warps) {
+  MatmulConfig c = gemv_mma(MatmulConfig{}.loads_in_flight, warps);
+  c.code_stages = stages;
   return c;
 }
 
@@ -336,6 +349,19 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (!tensor_core_dtype(p.dtype)) return fmt::format("gemv mma on 4-bit codes multiplies bf16 or f16 x and W of one dtype, not {}", dtype_name(p.dtype));
     if (!p.aligned || p.k % 32 != 0)
       return fmt::format("gemv mma on 4-bit codes loads 16 bytes of codes and 64 of x per lane: rows of x must start 16-byte aligned and K (= {}) be a multiple of 32", p.k);
+    if (c.code_stages > 0) {
+      // The ring is static shared memory (48 KB at most): warps x stages KiB of codes beside the
+      // partial sums' warps x 512 bytes.
+      if (c.code_stages < 2 || c.code_stages > 16) return fmt::format("stages={} (2 to 16 k steps of codes per warp)", c.code_stages);
+      if (c.warps * c.code_stages > 32)
+        return fmt::format("stages={} with {} warps: {} KiB of staged codes per CTA (at most 32)", c.code_stages, c.warps, c.warps * c.code_stages);
+      if (c.warps > 16) return "more than 16 warps per CTA";
+      // A ring deeper than the warp's share holds nothing more in flight than a shallower one.
+      const int64_t share = p.k > 0 ? ((p.k + 127) / 128 + c.warps - 1) / c.warps : 0;
+      if (p.k > 0 && c.code_stages - 1 > share)
+        return fmt::format("stages={} with {} warps: more steps in flight than a warp's share of {} (K = {})", c.code_stages, c.warps, share, p.k);
+      return "";
+    }
     if (c.loads_in_flight > 4) return "more than 4 k steps of codes in flight per lane";
     // One batch per warp: no loop, ptxas hoists all of it, and at u=4 the 128 registers spill (CUDA
     // 13.0: K = 2048 with 4 warps, tests/codegen/test_weight_prologue.cpp); the batches that overlap
@@ -346,6 +372,7 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     return "";
   }
   if (c.family == MatmulConfig::Family::Gemv && c.tensor_cores) {
+    if (c.code_stages > 0) return "stages (codes staged in shared memory) is an option of the GEMV on 4-bit codes; fp8 and i8 load into registers (u)";
     if (p.dtype == DType::I8 && p.sm < 80) return fmt::format("gemv mma (s8 mma.sync m16n8k32) needs sm_80 or newer, target is sm_{}", p.sm);
     if (p.dtype != DType::I8 && p.sm < 89) return fmt::format("gemv mma (fp8 mma.sync m16n8k32) needs sm_89 or newer, target is sm_{}", p.sm);
     if (!is_fp8(p.dtype) && p.dtype != DType::I8)
@@ -447,9 +474,12 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
   std::vector<MatmulConfig> all{default_matmul_config(p)};
   const bool small_m = p.m > 0 && p.m <= 16;
   if (p.weight_codes) {  // 4-bit codes: the tensor-core GEMV for few rows, the GEMMs' common tiles
-    if (small_m || p.m == 0)
+    if (small_m || p.m == 0) {
       for (int u : {1, 2, 4})
         for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
+      // Codes staged through shared memory: 3-7 KiB in flight per warp without registers.
+      for (auto [stages, warps] : {std::pair{4, 4}, {8, 4}, {4, 8}}) all.push_back(gemv_mma_staged(stages, warps));
+    }
     if (p.m == 0 || p.m > 1) {
       struct Tile { int bm, bn, wm, wn; };
       for (Tile t : {Tile{16, 64, 1, 2}, Tile{32, 64, 2, 2}, Tile{64, 64, 2, 2}, Tile{128, 128, 2, 2}, Tile{128, 256, 2, 4}})

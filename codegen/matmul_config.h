@@ -28,6 +28,11 @@ struct MatmulConfig {
   /// warps take equal shares of K, `loads_in_flight` 64-element k steps ahead per lane, and add
   /// their partial sums in shared memory in a fixed order. rows_per_pass is unused. Printed "gemv mma".
   bool tensor_cores = false;
+  /// Gemv mma on 4-bit codes: each warp stages its next `code_stages` k steps of codes in a ring in
+  /// shared memory through cp.async instead of loading `loads_in_flight` steps into registers (0:
+  /// registers; templates/layerjit/gemv_q4.cuh, lj_gemv_q4_share_staged). Printed "stages=S" in place
+  /// of "u=U".
+  int code_stages = 0;
   /// Wgmma: a persistent grid (one CTA per SM walking the tiles), the producer loading the next
   /// tile's stages while the consumers run the epilogue, which stages into shared memory of its own.
   bool persistent = false;

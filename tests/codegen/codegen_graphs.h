@@ -221,6 +221,8 @@ graph @dequant_i8_groups(%q: i8[T, 64], %s: f32[T, 2]) {
 // scaled path (each k step's sums scaled in f32); K = 1024 and 2048 give every warp whole batches of
 // steps at the default config (EVEN: loads without predicates), with u4 zeros and bf16 scales, and
 // with i4 codes and one f16 scale per row on bf16 x; K = 4096 (Llama's) is long enough for u=4.
+// The staged GEMV (codes through a cp.async ring) runs on those and on K = 1312 (11 k steps, the
+// last one partly past K; groups of 32), whose shares are 3 steps at 4 warps.
 inline const char* kWeightPrologueGraphs = R"(
 graph @q4_packed(%x: bf16[T, 416], %w: param u4[37, 416], %s: param bf16[37, 13], %z: param i8[37, 13]) {
   %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
@@ -249,6 +251,11 @@ graph @q4_even_i4(%x: bf16[T, 2048], %w: param i4[19, 2048], %s: param f16[19, 1
 }
 graph @q4_k4096(%x: bf16[T, 4096], %w: param u4[21, 4096], %s: param bf16[21, 32], %z: param u4[21, 32]) {
   %d = dequantize(%w, %s, %z) {dtype = bf16, group = 128}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_staged_odd(%x: bf16[T, 1312], %w: param u4[29, 1312], %s: param bf16[29, 41], %z: param i8[29, 41]) {
+  %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
   %y = matmul(%x, %d)
   return %y
 }

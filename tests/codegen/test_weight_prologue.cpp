@@ -113,8 +113,9 @@ TEST_CASE("the tensor-core GEMV and the GEMMs run a 4-bit weight prologue, the S
   CHECK(default_matmul_config(p).str() == "gemv mma u=2 warps=4");
   std::vector<std::string> pruned;
   const std::vector<MatmulConfig> cs = matmul_candidates(p, &pruned);
-  CHECK(cs.size() == 6);  // K = 416: u=4 leaves each warp one batch (refused)
+  CHECK(cs.size() == 6);  // K = 416: u=4 leaves each warp one batch (refused), and so do the staged rings
   CHECK(std::any_of(pruned.begin(), pruned.end(), [](const std::string& r) { return r.find("fewer than two batches") != std::string::npos; }));
+  CHECK(std::any_of(pruned.begin(), pruned.end(), [](const std::string& r) { return r.find("more steps in flight than a warp's share of 1") != std::string::npos; }));
   for (const MatmulConfig& c : cs) CHECK((c.family == MatmulConfig::Family::Gemv && c.tensor_cores));
   eo.matmul = *parse_matmul_config("mma bm=16 bn=64 bk=64 wm=1 wn=2 stages=6 gm=8", nullptr);
   CHECK(emit_group(*l.graph, l.plan.groups[0], eo).source.find("lj_q4<") != std::string::npos);
@@ -229,4 +230,78 @@ TEST_CASE("the 4-bit GEMV's PTX: bf16 mma.sync on dequantized codes, packed 16-b
     CHECK(count(f32, "cvt.rn.bf16x2.f32") >= 64);
     CHECK(count(f32, "fma.rn.bf16x2") == 0);
   }
+}
+
+TEST_CASE("the 4-bit GEMV with staged codes: cp.async into each warp's ring, one step's 8 mmas per iteration, its text and rules",
+          "[codegen]") {
+  // The text: "stages=S" in place of "u=U", never both.
+  const std::optional<MatmulConfig> c = parse_matmul_config("gemv mma stages=8 warps=4", nullptr);
+  REQUIRE(c.has_value());
+  CHECK(c->code_stages == 8);
+  CHECK(c->str() == "gemv mma stages=8 warps=4");
+  CHECK(parse_matmul_config(c->str(), nullptr) == c);
+  std::string error;
+  CHECK_FALSE(parse_matmul_config("gemv mma u=2 stages=4 warps=4", &error));
+  CHECK_THAT(error, Catch::Contains("u (k steps loaded into registers) and stages (k steps staged in shared memory) are alternatives"));
+  CHECK_FALSE(parse_matmul_config("gemv mt=2 stages=4", &error));
+  CHECK_THAT(error, Catch::Contains("unknown key 'stages' for the gemv family"));
+
+  const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
+  // The rules: 4-bit codes only, 2-16 steps, at most 32 KiB of ring per CTA, no deeper than a share.
+  const Lowered k4096 = planned(graph_named(gs, "q4_k4096"), 1);
+  EmitOptions peo;
+  peo.sm = 90, peo.arch_specific = true;
+  peo.hint.set("T", 1);
+  const MatmulProblem p = matmul_problem(*k4096.graph, k4096.plan.groups.at(0), peo);
+  CHECK(reject_reason(*parse_matmul_config("gemv mma stages=8 warps=4", nullptr), p).empty());
+  CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma stages=16 warps=4", nullptr), p), Catch::Contains("64 KiB of staged codes per CTA (at most 32)"));
+  CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma stages=1 warps=4", nullptr), p), Catch::Contains("stages=1 (2 to 16"));
+  MatmulProblem short_k = p;
+  short_k.k = 2048;  // 16 steps: 4 per warp
+  CHECK_THAT(reject_reason(*c, short_k), Catch::Contains("more steps in flight than a warp's share of 4 (K = 2048)"));
+  MatmulProblem fp8 = p;
+  fp8.weight_codes = false, fp8.dtype = DType::F8E4M3;
+  CHECK_THAT(reject_reason(*c, fp8), Catch::Contains("an option of the GEMV on 4-bit codes"));
+  const std::vector<MatmulConfig> cs = matmul_candidates(p);
+  CHECK(std::count_if(cs.begin(), cs.end(), [](const MatmulConfig& m) { return m.code_stages > 0; }) == 3);
+
+  // The PTX: the codes of a step come through cp.async (2 per lane: rows a and b; S - 1 steps ahead
+  // before the loop, one step in it) and ld.shared, never ld.global; one step's 8 mmas per iteration.
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (const char* name : {"q4_k4096", "q4_staged_odd"})
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      INFO(name << " for " << arch);
+      const Lowered l = planned(graph_named(gs, name), 1);
+      auto target = rt::Target::parse(arch);
+      REQUIRE(target.ok());
+      EmitOptions eo;
+      eo.sm = target->sm, eo.arch_specific = target->arch_specific;
+      eo.hint.set("T", 1);
+      eo.matmul = *parse_matmul_config("gemv mma stages=4 warps=4", nullptr);
+      const GeneratedKernel k = emit_group(*l.graph, l.plan.groups.at(0), eo);
+      CHECK(k.source.find("__shared__ lj_q4_ring<S> ring[WARPS];") != std::string::npos);
+      CHECK(k.source.find("lj_gemv_q4_share_staged<") != std::string::npos);
+      CHECK(k.source.find(std::string("constexpr bool EVEN = ") + (std::string(name) == "q4_k4096" ? "true" : "false")) != std::string::npos);
+      rt::CompileJob job = jit::compile_job(k, *target);
+      job.options.want_ptx = true;
+      auto prog = rt::compile(job.source, job.options, job.target);
+      INFO((prog.ok() ? "" : prog.message()));
+      REQUIRE(prog.ok());
+      const std::string& ptx = prog->ptx;
+      CHECK(count(ptx, "cp.async.cg.shared.global") == 2 * 3 + 2);
+      CHECK(count(ptx, "cp.async.wait_group 3") == 1);
+      CHECK(count(ptx, "cp.async.wait_group 0") == 1);
+      CHECK(count(ptx, "ld.shared.v4") >= 2);
+      CHECK(count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 8);
+      auto r = jit::kernel_resources(k, *target);
+      REQUIRE(r.ok());
+      INFO(r->str());
+      CHECK(!r->spills());
+      CHECK(r->registers <= 96);  // the codes no longer wait in registers (the u=4 kernel: 124)
+      WARN(name << " " << arch << ": " << r->str());
+    }
 }

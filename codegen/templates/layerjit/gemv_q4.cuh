@@ -15,13 +15,13 @@
 //
 // Two ways to apply the scale. G a multiple of 128 (the usual 128): a k step's 128 elements lie in
 // one group, so its 8 mmas multiply the integers q - z by x into fresh fp32 sums, which are scaled
-// once per row and added to the total (lj_gemv_q4_share_scaled: one packed FMA per two weights).
+// once per row and added to the total (lj_q4_step_scaled: one packed FMA per two weights).
 // The weights are then never rounded to 16 bits: the result is the exact (q - z) * s products'
 // sum, where the reference rounds each w to x's type first (the GPU tests compare such kernels with
 // the matmul over the exact weights: tests/gpu/group_check.cpp). G of 32 or 64: groups change, so
 // each pair is multiplied by its scale in a second packed FMA, (q - z) * s rounded once, the
 // reference's value bit for bit when s has x's type (the product is exact in f32 there); scales of
-// another type go through f32 (lj_gemv_q4_share_rounded).
+// another type go through f32 (lj_q4_step_rounded).
 //
 // A chunk of 32 elements lies in one group (G is a multiple of 32, the planner's rule), so each
 // lane reads one scale (and zero point) per row per k step. K % 32 == 0: a chunk is wholly inside
@@ -117,7 +117,7 @@ __device__ __forceinline__ unsigned lj_q4_minus_zero(unsigned word, int i, unsig
   return lj_half2<T>::fma2(lj_q4_biased<T, SIGNED>(word, i), lj_half2<T>::ONE, neg_base2);
 }
 
-// One row's dequantization constants for a chunk of lj_gemv_q4_share_rounded: the group's scale and
+// One row's dequantization constants for a chunk of lj_q4_step_rounded: the group's scale and
 // zero point. PACKED (the scale has the operands' type): -(2^E + z) and s in both halves of a
 // register; else floats for the f32 path.
 template <class T, class TS, class TZ, bool SIGNED, bool PACKED>
@@ -181,92 +181,134 @@ __device__ __forceinline__ uint4 lj_q4_x(const T* __restrict__ xr, lj_i64 k, boo
   return EVEN ? *reinterpret_cast<const uint4*>(xr + k) : lj_load16_or_zero(xr + k, in);
 }
 
-// One warp's share of k, steps [s0, s1) of 128 elements, added to c: qa/qb the codes of W rows a and
-// b (bytes), sa/sb their scales, za/zb their zero points (TZ void: none), xr the x row. SIGNED: i4
-// codes (lj_q4_biased). x is read as it is used (L1 or L2: every CTA reads the same rows). Measured
-// slower on the H200 (docs/perf.md): loading the next U steps while a batch computes, 11 % (more
-// registers, fewer warps); an L2 prefetch of the warp's whole share at its start, 7-20 % (a second
-// request per line for L2).
-//
-// G a multiple of 128: each step's mmas sum (q - z) * x into fresh accumulators (U independent
-// chains of 8 mmas), scaled by the row's s in f32 and added to c.
-template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
-__device__ __forceinline__ void lj_gemv_q4_share_scaled(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
-                                                        const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za,
-                                                        const TZ* zb, const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t,
-                                                        float (&c)[4]) {
-  static_assert(G % 128 == 0, "a step's 128 elements lie in one group");
-#pragma unroll 1
-  for (lj_i64 s = s0; s < s1; s += U) {
-    lj_q4_batch<TS, U> v;
-    lj_q4_load<TS, TZ, SIGNED, U, K, G, EVEN>(v, qa, qb, sa, sb, za, zb, s, s1, t);
+// One k step (k: the lane's first element; in: the chunk lies inside K) of W rows a and b, 16 bytes of
+// codes each with their group's scale and zero point, added to c. G a multiple of 128: the step's
+// mmas sum (q - z) * x into fresh accumulators (a chain of 8 mmas), scaled by the row's s in f32.
+template <class T, class TS, class TZ, bool SIGNED, bool EVEN>
+__device__ __forceinline__ void lj_q4_step_scaled(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const T* __restrict__ xr, lj_i64 k,
+                                                  bool in, float (&c)[4]) {
+  const unsigned nba = lj_q4_neg_base<T, TZ>(za), nbb = lj_q4_neg_base<T, TZ>(zb);
+  const unsigned wa[4] = {qa.x, qa.y, qa.z, qa.w};
+  const unsigned wb[4] = {qb.x, qb.y, qb.z, qb.w};
+  auto qz = lj_q4_minus_zero<T, SIGNED>;
+  float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const lj_i64 k = (s + u) * 128 + 32 * t;
-      const bool in = EVEN || (s + u < s1 && k < K);
-      const unsigned nba = lj_q4_neg_base<T, TZ>(v.za[u]), nbb = lj_q4_neg_base<T, TZ>(v.zb[u]);
-      const unsigned wa[4] = {v.a[u].x, v.a[u].y, v.a[u].z, v.a[u].w};
-      const unsigned wb[4] = {v.b[u].x, v.b[u].y, v.b[u].z, v.b[u].w};
-      auto qz = lj_q4_minus_zero<T, SIGNED>;
-      float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // word q: elements k + 8q .. k + 8q + 7
-        unsigned b0[2], b1[2];
-        lj_q4_x_pairs(lj_q4_x<EVEN>(xr, k + 8 * q, in), b0, b1);
-        const unsigned a0[4] = {qz(wa[q], 0, nba), qz(wb[q], 0, nbb), qz(wa[q], 1, nba), qz(wb[q], 1, nbb)};
-        const unsigned a1[4] = {qz(wa[q], 2, nba), qz(wb[q], 2, nbb), qz(wa[q], 3, nba), qz(wb[q], 3, nbb)};
-        lj_mma<T>::m16n8k16(d, a0, b0);
-        lj_mma<T>::m16n8k16(d, a1, b1);
-      }
-      const float fa = lj_to_float(v.sa[u]), fb = lj_to_float(v.sb[u]);  // C rows g (row a) and g + 8 (row b)
-      c[0] = fmaf(d[0], fa, c[0]), c[1] = fmaf(d[1], fa, c[1]);
-      c[2] = fmaf(d[2], fb, c[2]), c[3] = fmaf(d[3], fb, c[3]);
-    }
+  for (int q = 0; q < 4; ++q) {  // word q: elements k + 8q .. k + 8q + 7
+    unsigned b0[2], b1[2];
+    lj_q4_x_pairs(lj_q4_x<EVEN>(xr, k + 8 * q, in), b0, b1);
+    const unsigned a0[4] = {qz(wa[q], 0, nba), qz(wb[q], 0, nbb), qz(wa[q], 1, nba), qz(wb[q], 1, nbb)};
+    const unsigned a1[4] = {qz(wa[q], 2, nba), qz(wb[q], 2, nbb), qz(wa[q], 3, nba), qz(wb[q], 3, nbb)};
+    lj_mma<T>::m16n8k16(d, a0, b0);
+    lj_mma<T>::m16n8k16(d, a1, b1);
   }
+  const float fa = lj_to_float(sa), fb = lj_to_float(sb);  // C rows g (row a) and g + 8 (row b)
+  c[0] = fmaf(d[0], fa, c[0]), c[1] = fmaf(d[1], fa, c[1]);
+  c[2] = fmaf(d[2], fb, c[2]), c[3] = fmaf(d[3], fb, c[3]);
 }
 
 // G of 32 or 64: every pair is dequantized whole, (q - z) * s rounded to T, and multiplied in one
 // accumulator chain.
-template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
-__device__ __forceinline__ void lj_gemv_q4_share_rounded(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
-                                                         const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za,
-                                                         const TZ* zb, const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t,
-                                                         float (&c)[4]) {
+template <class T, class TS, class TZ, bool SIGNED, bool EVEN>
+__device__ __forceinline__ void lj_q4_step_rounded(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const T* __restrict__ xr, lj_i64 k,
+                                                   bool in, float (&c)[4]) {
   constexpr bool PACKED = lj_same<TS, T>::value;
-#pragma unroll 1
-  for (lj_i64 s = s0; s < s1; s += U) {
-    lj_q4_batch<TS, U> v;
-    lj_q4_load<TS, TZ, SIGNED, U, K, G, EVEN>(v, qa, qb, sa, sb, za, zb, s, s1, t);
+  lj_q4_group<T, TS, TZ, SIGNED, PACKED> ga, gb;
+  ga.set(sa, za);
+  gb.set(sb, zb);
+  const unsigned wa[4] = {qa.x, qa.y, qa.z, qa.w};
+  const unsigned wb[4] = {qb.x, qb.y, qb.z, qb.w};
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const lj_i64 k = (s + u) * 128 + 32 * t;
-      const bool in = EVEN || (s + u < s1 && k < K);
-      lj_q4_group<T, TS, TZ, SIGNED, PACKED> ga, gb;
-      ga.set(v.sa[u], v.za[u]);
-      gb.set(v.sb[u], v.zb[u]);
-      const unsigned wa[4] = {v.a[u].x, v.a[u].y, v.a[u].z, v.a[u].w};
-      const unsigned wb[4] = {v.b[u].x, v.b[u].y, v.b[u].z, v.b[u].w};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        unsigned b0[2], b1[2];
-        lj_q4_x_pairs(lj_q4_x<EVEN>(xr, k + 8 * q, in), b0, b1);
-        const unsigned a0[4] = {ga.pair(wa[q], 0), gb.pair(wb[q], 0), ga.pair(wa[q], 1), gb.pair(wb[q], 1)};
-        const unsigned a1[4] = {ga.pair(wa[q], 2), gb.pair(wb[q], 2), ga.pair(wa[q], 3), gb.pair(wb[q], 3)};
-        lj_mma<T>::m16n8k16(c, a0, b0);
-        lj_mma<T>::m16n8k16(c, a1, b1);
-      }
-    }
+  for (int q = 0; q < 4; ++q) {
+    unsigned b0[2], b1[2];
+    lj_q4_x_pairs(lj_q4_x<EVEN>(xr, k + 8 * q, in), b0, b1);
+    const unsigned a0[4] = {ga.pair(wa[q], 0), gb.pair(wb[q], 0), ga.pair(wa[q], 1), gb.pair(wb[q], 1)};
+    const unsigned a1[4] = {ga.pair(wa[q], 2), gb.pair(wb[q], 2), ga.pair(wa[q], 3), gb.pair(wb[q], 3)};
+    lj_mma<T>::m16n8k16(c, a0, b0);
+    lj_mma<T>::m16n8k16(c, a1, b1);
   }
 }
 
+template <class T, class TS, class TZ, bool SIGNED, long long G, bool EVEN>
+__device__ __forceinline__ void lj_q4_step(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const T* __restrict__ xr, lj_i64 k, bool in,
+                                           float (&c)[4]) {
+  if constexpr (G % 128 == 0)
+    lj_q4_step_scaled<T, TS, TZ, SIGNED, EVEN>(qa, qb, sa, sb, za, zb, xr, k, in, c);
+  else
+    lj_q4_step_rounded<T, TS, TZ, SIGNED, EVEN>(qa, qb, sa, sb, za, zb, xr, k, in, c);
+}
+
+// One warp's share of k, steps [s0, s1) of 128 elements, added to c: qa/qb the codes of W rows a and
+// b (bytes), sa/sb their scales, za/zb their zero points (TZ void: none), xr the x row. SIGNED: i4
+// codes (lj_q4_biased). U steps' codes are loaded into registers before the first of their mmas. x
+// is read as it is used (L1 or L2: every CTA reads the same rows). Measured slower on the H200
+// (docs/perf.md): loading the next U steps while a batch computes, 11 % (more registers, fewer
+// warps); an L2 prefetch of the warp's whole share at its start, 7-20 % (a second request per line
+// for L2).
 template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
 __device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
                                                  const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
                                                  const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
   static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
-  if constexpr (G % 128 == 0)
-    lj_gemv_q4_share_scaled<T, TS, TZ, SIGNED, U, K, G, EVEN>(qa, qb, sa, sb, za, zb, xr, s0, s1, t, c);
-  else
-    lj_gemv_q4_share_rounded<T, TS, TZ, SIGNED, U, K, G, EVEN>(qa, qb, sa, sb, za, zb, xr, s0, s1, t, c);
+#pragma unroll 1
+  for (lj_i64 s = s0; s < s1; s += U) {
+    lj_q4_batch<TS, U> v;
+    lj_q4_load<TS, TZ, SIGNED, U, K, G, EVEN>(v, qa, qb, sa, sb, za, zb, s, s1, t);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const lj_i64 k = (s + u) * 128 + 32 * t;
+      const bool in = EVEN || (s + u < s1 && k < K);
+      lj_q4_step<T, TS, TZ, SIGNED, G, EVEN>(v.a[u], v.b[u], v.sa[u], v.sb[u], v.za[u], v.zb[u], xr, k, in, c);
+    }
+  }
+}
+
+// A warp's ring of S k steps of codes in shared memory: [step][row a, b][lane], 16 bytes each.
+template <int S>
+struct lj_q4_ring {
+  uint4 v[S][2][32];
+};
+
+// lj_gemv_q4_share with the codes staged through shared memory (a "stages=S" config): each lane
+// copies its own 16 bytes of rows a and b per k step with cp.async into its warp's ring and reads
+// back only what it copied, so the ring needs no barrier, and S - 1 steps are in flight per lane
+// without holding registers. The register batches above hold U steps in 8U registers and issue
+// them together, which held the kernel to 16 warps per SM with 1.1 eligible warps per scheduler
+// on the H200 (docs/perf.md, "The 4-bit GEMV: scales after the mma"). Scales and zero points are
+// read as each step starts, after its codes' copy is issued (the next ones lie in the same line).
+// EVEN here: K a multiple of 128 (the copies ahead are predicated on the warp's share anyway).
+template <class T, class TS, class TZ, bool SIGNED, int S, long long K, long long G, bool EVEN>
+__device__ __forceinline__ void lj_gemv_q4_share_staged(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
+                                                        const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
+                                                        const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t, int lane, lj_q4_ring<S>& ring,
+                                                        float (&c)[4]) {
+  static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
+  static_assert(S >= 2, "a ring of at least two steps");
+  auto copy = [&](lj_i64 s) {  // step s into slot (s - s0) % S; zeros past the share or K
+    const lj_i64 k = s * 128 + 32 * t;
+    const bool in = s < s1 && (EVEN || k < K);
+    uint4(&slot)[2][32] = ring.v[(s - s0) % S];
+    lj_cp_async16(&slot[0][lane], in ? qa + k / 2 : qa, in ? 16 : 0);
+    lj_cp_async16(&slot[1][lane], in ? qb + k / 2 : qb, in ? 16 : 0);
+  };
+#pragma unroll
+  for (int i = 0; i < S - 1; ++i) {
+    copy(s0 + i);
+    lj_cp_async_commit();
+  }
+#pragma unroll 1
+  for (lj_i64 s = s0; s < s1; ++s) {
+    copy(s + S - 1);  // into the slot step s - 1 used: its mmas were issued, so its loads are done
+    lj_cp_async_commit();
+    const lj_i64 k = s * 128 + 32 * t;
+    const bool in = EVEN || k < K;
+    const lj_i64 j = in ? k / G : 0;  // the chunk's group
+    const TS fa = sa[j], fb = sb[j];
+    int zva = SIGNED ? 8 : 0, zvb = zva;
+    if constexpr (!lj_same<TZ, void>::value) zva = lj_q4_zero(za, j), zvb = lj_q4_zero(zb, j);
+    lj_cp_async_wait<S - 1>();  // this lane's copies of step s have landed
+    const uint4(&slot)[2][32] = ring.v[(s - s0) % S];
+    lj_q4_step<T, TS, TZ, SIGNED, G, EVEN>(slot[0][lane], slot[1][lane], fa, fb, zva, zvb, xr, k, in, c);
+  }
+  lj_cp_async_wait<0>();  // no copy past the share still in flight when the ring is reused
 }
 #endif
