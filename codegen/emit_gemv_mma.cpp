@@ -15,6 +15,7 @@
 // With SwiGLU or RoPE the tile is 8 pairs of rows instead (gate n and up N + n, or the two columns
 // of a rotation pair) in A rows g and g + 8, so one thread holds both values of each output.
 #include <algorithm>
+#include <optional>
 
 #include "codegen/emit_matmul.h"
 #include "layerjit/text.h"
@@ -36,6 +37,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int threads = 32 * warps;
   const bool q4 = op.dequant >= 0;  // W from 4-bit codes: 16 bytes of codes per lane per k step
   const int stages = q4 ? cfg.code_stages : 0;  // k steps of codes per warp staged in shared memory (0: registers)
+  const int nb = q4 && cfg.rows_per_pass == 16 ? 2 : 1;  // chunks of 8 x rows per pass over the codes ("mt=16": 2)
   const bool xq = op.x_quantize >= 0;  // x's codes made per row by the CTA (an activation-quantize prologue)
   // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
   const char* tz = !q4 || op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
@@ -98,7 +100,10 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     auto fn = w.scope(ctx.signature(threads, std::max(1, 512 / threads)));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.comment(print_node(g, op.node));
-    w.line("__shared__ float partial[WARPS][32][4];  // each warp's 16 x 8 accumulator tile, in mma fragment order");
+    if (nb == 1)
+      w.line("__shared__ float partial[WARPS][32][4];  // each warp's 16 x 8 accumulator tile, in mma fragment order");
+    else
+      w.line("__shared__ float partial[WARPS][{}][32][4];  // each warp's 16 x 8 accumulator tiles, in mma fragment order", nb);
     if (stages > 0) w.line("__shared__ lj_q4_ring<S> ring[WARPS];  // each warp's next S k steps of codes");
     w.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
     w.line("const int gr = lane >> 2, t = lane & 3;  // the lane's A rows {{gr, gr + 8}}, x row (B column) gr, k chunk t");
@@ -143,10 +148,13 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     if (xq) {
       w.comment("Rows of %" + xn + " one at a time (each quantized into shared memory first; the plan is made for one),");
       w.comment("in mma column 0; %" + wn + " is streamed once per row.");
+    } else if (nb == 2) {
+      w.comment("Rows of %" + xn + " 16 at a time, two chunks of 8 (the mma's columns) against each dequantized A fragment;");
+      w.comment("%" + wn + " is streamed once per 16 rows.");
     } else {
       w.comment("Rows of %" + xn + " in chunks of 8 (the mma's columns); %" + wn + " is streamed once per chunk.");
     }
-    auto chunk = w.scope(fmt::format("for (lj_i64 m0 = 0; m0 < M; m0 += {})", xq ? 1 : 8));
+    auto chunk = w.scope(fmt::format("for (lj_i64 m0 = 0; m0 < M; m0 += {})", xq ? 1 : 8 * nb));
     if (xq) {
       emit_x_quantize_prologue(w, ctx, op, threads, "m0");
       w.line("const bool x_in = gr == 0;");
@@ -155,10 +163,21 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const bool x_in = m0 + gr < M;");
       w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
     }
-    w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
+    if (nb == 2) {
+      w.line("const bool x_in2 = m0 + 8 + gr < M;  // the second chunk's row");
+      w.line("const {}* __restrict__ xr2 = {} + {};", tx, px, row_address(w, ctx, x, "(x_in2 ? m0 + 8 + gr : 0)", "0", "xd"));
+      w.line("float c[2][4] = {{}};");
+    } else {
+      w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
+    }
     const char* i4 = q4 && g.value(op.wq).type.dtype == DType::I4 ? "true" : "false";
+    const std::string xs = nb == 2 ? fmt::format("lj_q4_xs<{}, 2>{{{{xr, xr2}}}}", tx) : fmt::format("lj_q4_xs<{}, 1>{{{{xr}}}}", tx);
+    const char* cs = nb == 2 ? "c" : "&c";
     if (q4 && stages > 0) {
-      w.line("lj_gemv_q4_share_staged<{}, {}, {}, {}, S, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, lane, ring[warp], c);", tx, ts, tz, i4);
+      w.line("lj_gemv_q4_share_staged<{}, {}, {}, {}, S, K, G, EVEN, {}>(wa, wb, sa, sb, za, zb, {}, s0, s1, t, lane, ring[warp], {});", tx, ts, tz,
+             i4, nb, xs, cs);
+    } else if (q4 && nb == 2) {
+      w.line("lj_gemv_q4_share_rows<{}, {}, {}, {}, U, K, G, EVEN, 2>(wa, wb, sa, sb, za, zb, {}, s0, s1, t, c);", tx, ts, tz, i4, xs);
     } else if (q4) {
       w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz, i4);
     } else {
@@ -169,30 +188,49 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     }
     w.line("if (m0 > 0) __syncthreads();  // the previous chunk's partials are read");
     w.line("#pragma unroll");
-    w.line("for (int r = 0; r < 4; ++r) partial[warp][lane][r] = c[r];");
+    if (nb == 2) {
+      w.line("for (int h = 0; h < 2; ++h)");
+      w.line("  for (int r = 0; r < 4; ++r) partial[warp][h][lane][r] = c[h][r];");
+    } else {
+      w.line("for (int r = 0; r < 4; ++r) partial[warp][lane][r] = c[r];");
+    }
     w.line("__syncthreads();");
     // Thread e < 16 x 8 (or 8 x 8 pairs) sums one accumulator over the warps: fragment lane fl, register
-    // fr; C row fl / 4 + 8 * (fr / 2), column 2 * (fl % 4) + fr % 2.
+    // fr; C row fl / 4 + 8 * (fr / 2), column 2 * (fl % 4) + fr % 2. With two chunks, e's chunk h
+    // first, the threads looping over the 256 (128) accumulators.
+    const int per_chunk = two_rows ? 64 : 128;
+    std::optional<SourceWriter::Scope> each;
+    if (nb == 2) {
+      each.emplace(w.scope(fmt::format("for (int e = threadIdx.x; e < {}; e += {})", 2 * per_chunk, threads)));
+      w.line("const int h = e / {}, f = e % {};  // chunk h of x rows, accumulator f of its tile", per_chunk, per_chunk);
+    }
+    const std::string e = nb == 2 ? "f" : "e";
+    const std::string pv = nb == 2 ? "partial[v][h]" : "partial[v]";
     if (two_rows) {
       w.comment("Thread e < 64: A rows gr' and gr' + 8 (a pair) at x row m0 + column, registers fr and fr + 2.");
-      w.line("const int e = threadIdx.x;");
-      w.line("if (e >= 64) continue;");
-      w.line("const int fl = e >> 1, fr = e & 1;");
+      if (nb == 1) {
+        w.line("const int e = threadIdx.x;");
+        w.line("if (e >= 64) continue;");
+      }
+      w.line("const int fl = {0} >> 1, fr = {0} & 1;", e);
       w.line("float sum = 0.f, sum_up = 0.f;");
       w.line("#pragma unroll");
-      w.line("for (int v = 0; v < WARPS; ++v) sum += partial[v][fl][fr], sum_up += partial[v][fl][fr + 2];");
+      w.line("for (int v = 0; v < WARPS; ++v) sum += {0}[fl][fr], sum_up += {0}[fl][fr + 2];", pv);
       w.line("const lj_i64 u = (lj_i64)blockIdx.x * 8 + (fl >> 2);");
     } else {
       w.comment("Thread e < 128: one accumulator (fragment lane fl, register fr), added over the warps.");
-      w.line("const int e = threadIdx.x;");
-      w.line("if (e >= 128) continue;");
-      w.line("const int fl = e >> 2, fr = e & 3;");
+      if (nb == 1) {
+        w.line("const int e = threadIdx.x;");
+        w.line("if (e >= 128) continue;");
+      }
+      w.line("const int fl = {0} >> 2, fr = {0} & 3;", e);
       w.line("float sum = 0.f;");
       w.line("#pragma unroll");
-      w.line("for (int v = 0; v < WARPS; ++v) sum += partial[v][fl][fr];");
+      w.line("for (int v = 0; v < WARPS; ++v) sum += {}[fl][fr];", pv);
       w.line("const lj_i64 u = (lj_i64)blockIdx.x * 16 + (fl >> 2) + 8 * (fr >> 1);");
     }
-    w.line("const lj_i64 m = m0 + 2 * (fl & 3) + (fr & 1);");
+    if (nb == 2) w.line("const lj_i64 m = m0 + 8 * h + 2 * (fl & 3) + (fr & 1);");
+    if (nb == 1) w.line("const lj_i64 m = m0 + 2 * (fl & 3) + (fr & 1);");
     w.put(xq ? "if (u >= UNITS || m != m0) continue;  // one row per pass" : "if (u >= UNITS || m >= M) continue;");
     std::string rs = row_scale_expr(w, ctx, op, "m", "sc");
     if (!rs.empty()) {

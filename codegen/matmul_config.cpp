@@ -8,8 +8,11 @@
 namespace lj {
 
 std::string MatmulConfig::str() const {
-  if (family == Family::Gemv && tensor_cores && code_stages > 0) return fmt::format("gemv mma stages={} warps={}", code_stages, warps);
-  if (family == Family::Gemv && tensor_cores) return fmt::format("gemv mma u={} warps={}", loads_in_flight, warps);
+  if (family == Family::Gemv && tensor_cores) {
+    const std::string rows = rows_per_pass != 8 ? fmt::format(" mt={}", rows_per_pass) : "";
+    if (code_stages > 0) return fmt::format("gemv mma stages={} warps={}{}", code_stages, warps, rows);
+    return fmt::format("gemv mma u={} warps={}{}", loads_in_flight, warps, rows);
+  }
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
   if (family == Family::Wgmma)
     return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
@@ -92,7 +95,7 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
       else if (key == "gm") field = &c.group_m;
       else if (key == "sk") field = &c.split_k;
     } else {
-      if (key == "mt" && !c.tensor_cores) field = &c.rows_per_pass;
+      if (key == "mt") field = &c.rows_per_pass;
       else if (key == "u") field = &c.loads_in_flight, u_given = true;
       else if (key == "warps") field = &c.warps;
       else if (key == "stages" && c.tensor_cores) field = &c.code_stages;
@@ -349,6 +352,8 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (!tensor_core_dtype(p.dtype)) return fmt::format("gemv mma on 4-bit codes multiplies bf16 or f16 x and W of one dtype, not {}", dtype_name(p.dtype));
     if (!p.aligned || p.k % 32 != 0)
       return fmt::format("gemv mma on 4-bit codes loads 16 bytes of codes and 64 of x per lane: rows of x must start 16-byte aligned and K (= {}) be a multiple of 32", p.k);
+    if (c.rows_per_pass != 8 && c.rows_per_pass != 16)
+      return fmt::format("mt={} (8 or 16 rows of x per pass: one or two mma chunks against each dequantized fragment)", c.rows_per_pass);
     if (c.code_stages > 0) {
       // The ring is static shared memory (48 KB at most): warps x stages KiB of codes beside the
       // partial sums' warps x 512 bytes.
@@ -373,6 +378,7 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   }
   if (c.family == MatmulConfig::Family::Gemv && c.tensor_cores) {
     if (c.code_stages > 0) return "stages (codes staged in shared memory) is an option of the GEMV on 4-bit codes; fp8 and i8 load into registers (u)";
+    if (c.rows_per_pass != 8) return fmt::format("mt={}: the fp8 and i8 tensor-core GEMVs take 8 rows of x per pass (mt=16 is the 4-bit GEMV's)", c.rows_per_pass);
     if (p.dtype == DType::I8 && p.sm < 80) return fmt::format("gemv mma (s8 mma.sync m16n8k32) needs sm_80 or newer, target is sm_{}", p.sm);
     if (p.dtype != DType::I8 && p.sm < 89) return fmt::format("gemv mma (fp8 mma.sync m16n8k32) needs sm_89 or newer, target is sm_{}", p.sm);
     if (!is_fp8(p.dtype) && p.dtype != DType::I8)
@@ -444,8 +450,12 @@ namespace {
 // Configs that run but cannot win: tiles far larger than the problem only add masked work, and a
 // GEMV pass over more rows than exist re-reads nothing it saves.
 std::string wasteful(const MatmulConfig& c, const MatmulProblem& p) {
-  if (c.family == MatmulConfig::Family::Gemv)  // (the tensor-core GEMV's 8 rows per pass are the mma's width)
-    return !c.tensor_cores && p.m > 0 && c.rows_per_pass > 1 && c.rows_per_pass > p.m ? fmt::format("{} rows per pass for M = {}", c.rows_per_pass, p.m) : "";
+  if (c.family == MatmulConfig::Family::Gemv) {
+    // The tensor-core GEMV's passes are chunks of 8 rows (the mma's width): a second chunk with no
+    // row in it is the waste.
+    const bool waste = c.tensor_cores ? c.rows_per_pass > 8 && p.m <= c.rows_per_pass - 8 : c.rows_per_pass > 1 && c.rows_per_pass > p.m;
+    return p.m > 0 && waste ? fmt::format("{} rows per pass for M = {}", c.rows_per_pass, p.m) : "";
+  }
   if (c.bn > 2 * std::max<int64_t>(p.n, 64)) return fmt::format("bn={} for N = {}", c.bn, p.n);
   if (p.m > 0 && c.bm > 2 * std::max<int64_t>(p.m, 64)) return fmt::format("bm={} for M = {}", c.bm, p.m);
   return "";
@@ -479,6 +489,12 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
         for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
       // Codes staged through shared memory: 3-7 KiB in flight per warp without registers.
       for (auto [stages, warps] : {std::pair{4, 4}, {8, 4}, {4, 8}}) all.push_back(gemv_mma_staged(stages, warps));
+      // 9-16 rows: both chunks of 8 against each dequantized fragment, the codes read once.
+      if (p.m == 0 || p.m > 8)
+        for (MatmulConfig c : {gemv_mma(1, 4), gemv_mma(2, 4), gemv_mma_staged(4, 4)}) {
+          c.rows_per_pass = 16;
+          all.push_back(c);
+        }
     }
     if (p.m == 0 || p.m > 1) {
       struct Tile { int bm, bn, wm, wn; };

@@ -26,7 +26,9 @@ struct MatmulConfig {
   /// a k step is then 128 elements: 16 bytes of codes per lane): the tensor-core GEMV (templates/layerjit/gemv_mma.cuh). A CTA owns
   /// 16 rows of W (8 pairs of rows with SwiGLU or RoPE) and up to 8 rows of x per pass; its `warps`
   /// warps take equal shares of K, `loads_in_flight` 64-element k steps ahead per lane, and add
-  /// their partial sums in shared memory in a fixed order. rows_per_pass is unused. Printed "gemv mma".
+  /// their partial sums in shared memory in a fixed order. rows_per_pass is 8 (the mma's columns), or
+  /// 16 on 4-bit codes (" mt=16": each dequantized A fragment meets two chunks of 8 x rows, so 9-16
+  /// rows read the codes once). Printed "gemv mma".
   bool tensor_cores = false;
   /// Gemv mma on 4-bit codes: each warp stages its next `code_stages` k steps of codes in a ring in
   /// shared memory through cp.async instead of loading `loads_in_flight` steps into registers (0:

@@ -305,3 +305,70 @@ TEST_CASE("the 4-bit GEMV with staged codes: cp.async into each warp's ring, one
       WARN(name << " " << arch << ": " << r->str());
     }
 }
+
+TEST_CASE("the 4-bit GEMV at 9-16 rows: mt=16 multiplies each dequantized fragment by two chunks of x, the codes read once",
+          "[codegen]") {
+  const std::optional<MatmulConfig> c = parse_matmul_config("gemv mma u=2 warps=4 mt=16", nullptr);
+  REQUIRE(c.has_value());
+  CHECK(c->rows_per_pass == 16);
+  CHECK(c->str() == "gemv mma u=2 warps=4 mt=16");
+  CHECK(parse_matmul_config("gemv mma stages=4 warps=4 mt=16", nullptr)->str() == "gemv mma stages=4 warps=4 mt=16");
+  CHECK(parse_matmul_config("gemv mma u=2 warps=4", nullptr)->rows_per_pass == 8);
+
+  const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
+  const Lowered l = planned(graph_named(gs, "q4_k4096"), 16);
+  EmitOptions eo;
+  eo.sm = 90, eo.arch_specific = true;
+  eo.hint.set("T", 16);
+  MatmulProblem p = matmul_problem(*l.graph, l.plan.groups.at(0), eo);
+  CHECK(reject_reason(*c, p).empty());
+  CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma u=2 warps=4 mt=32", nullptr), p), Catch::Contains("mt=32 (8 or 16 rows"));
+  MatmulProblem fp8 = p;
+  fp8.weight_codes = false, fp8.dtype = DType::F8E4M3;
+  CHECK_THAT(reject_reason(*c, fp8), Catch::Contains("take 8 rows of x per pass (mt=16 is the 4-bit GEMV's)"));
+  // Candidates: three at 9-16 rows, none at 8 or fewer (a pass over more rows than exist).
+  auto sixteen = [](const std::vector<MatmulConfig>& cs) {
+    return std::count_if(cs.begin(), cs.end(), [](const MatmulConfig& m) { return m.rows_per_pass == 16; });
+  };
+  CHECK(sixteen(matmul_candidates(p)) == 3);
+  MatmulProblem nine = p, eight = p;
+  nine.m = 9, eight.m = 8;
+  CHECK(sixteen(matmul_candidates(nine)) == 3);
+  CHECK(sixteen(matmul_candidates(eight)) == 0);
+
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  // Registers, staged or not, groups of 128 (scaled) or 32 (rounded, K past the last step): no spills.
+  for (const char* name : {"q4_k4096", "q4_staged_odd", "q4_swiglu"})
+    for (const char* config : {"gemv mma u=2 warps=4 mt=16", "gemv mma u=1 warps=4 mt=16", "gemv mma stages=4 warps=4 mt=16"})
+      for (const char* arch : {"sm_80", "sm_90a"}) {
+        const Lowered lq = planned(graph_named(gs, name), 16);
+        auto target = rt::Target::parse(arch);
+        REQUIRE(target.ok());
+        EmitOptions e;
+        e.sm = target->sm, e.arch_specific = target->arch_specific;
+        e.hint.set("T", 16);
+        e.matmul = *parse_matmul_config(config, nullptr);
+        const MatmulProblem pq = matmul_problem(*lq.graph, lq.plan.groups.at(0), e);
+        if (!reject_reason(*e.matmul, pq).empty()) continue;  // (a ring deeper than K's share)
+        INFO(name << " " << config << " for " << arch);
+        const GeneratedKernel k = emit_group(*lq.graph, lq.plan.groups.at(0), e);
+        CHECK(k.source.find("lj_q4_xs<lj_bf16, 2>{{xr, xr2}}") != std::string::npos);
+        CHECK(k.source.find("for (int e = threadIdx.x; e < ") != std::string::npos);
+        rt::CompileJob job = jit::compile_job(k, *target);
+        job.options.want_ptx = true;
+        auto prog = rt::compile(job.source, job.options, job.target);
+        INFO((prog.ok() ? "" : prog.message()));
+        REQUIRE(prog.ok());
+        if (std::string(name) == "q4_k4096" && std::string(config) == "gemv mma u=2 warps=4 mt=16")
+          CHECK(count(prog->ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 2 * 2 * 8);  // U steps x chunks x 8
+        auto r = jit::kernel_resources(k, *target);
+        REQUIRE(r.ok());
+        INFO(r->str());
+        CHECK(!r->spills());
+        WARN(name << " " << config << " " << arch << ": " << r->str());
+      }
+}

@@ -181,36 +181,52 @@ __device__ __forceinline__ uint4 lj_q4_x(const T* __restrict__ xr, lj_i64 k, boo
   return EVEN ? *reinterpret_cast<const uint4*>(xr + k) : lj_load16_or_zero(xr + k, in);
 }
 
+// The x rows of a pass: NB chunks of 8 rows (an mma's 8 columns each), the lane's row of each. With
+// NB = 2 (a "mt=16" config) each step's dequantized A fragments feed two mmas, so 16 rows of x cost
+// one read of the codes instead of two.
+template <class T, int NB>
+struct lj_q4_xs {
+  const T* __restrict__ r[NB];
+};
+
 // One k step (k: the lane's first element; in: the chunk lies inside K) of W rows a and b, 16 bytes of
-// codes each with their group's scale and zero point, added to c. G a multiple of 128: the step's
-// mmas sum (q - z) * x into fresh accumulators (a chain of 8 mmas), scaled by the row's s in f32.
-template <class T, class TS, class TZ, bool SIGNED, bool EVEN>
-__device__ __forceinline__ void lj_q4_step_scaled(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const T* __restrict__ xr, lj_i64 k,
-                                                  bool in, float (&c)[4]) {
+// codes each with their group's scale and zero point, added to c[0..NB). G a multiple of 128: the
+// step's mmas sum (q - z) * x into fresh accumulators (a chain of 8 mmas per chunk), scaled by the
+// row's s in f32.
+template <class T, class TS, class TZ, bool SIGNED, bool EVEN, int NB>
+__device__ __forceinline__ void lj_q4_step_scaled(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB>& xs, lj_i64 k,
+                                                  bool in, float (*c)[4]) {
   const unsigned nba = lj_q4_neg_base<T, TZ>(za), nbb = lj_q4_neg_base<T, TZ>(zb);
   const unsigned wa[4] = {qa.x, qa.y, qa.z, qa.w};
   const unsigned wb[4] = {qb.x, qb.y, qb.z, qb.w};
   auto qz = lj_q4_minus_zero<T, SIGNED>;
-  float d[4] = {0.f, 0.f, 0.f, 0.f};
+  float d[NB][4] = {};
 #pragma unroll
   for (int q = 0; q < 4; ++q) {  // word q: elements k + 8q .. k + 8q + 7
-    unsigned b0[2], b1[2];
-    lj_q4_x_pairs(lj_q4_x<EVEN>(xr, k + 8 * q, in), b0, b1);
+    unsigned b0[NB][2], b1[NB][2];
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) lj_q4_x_pairs(lj_q4_x<EVEN>(xs.r[nb], k + 8 * q, in), b0[nb], b1[nb]);
     const unsigned a0[4] = {qz(wa[q], 0, nba), qz(wb[q], 0, nbb), qz(wa[q], 1, nba), qz(wb[q], 1, nbb)};
     const unsigned a1[4] = {qz(wa[q], 2, nba), qz(wb[q], 2, nbb), qz(wa[q], 3, nba), qz(wb[q], 3, nbb)};
-    lj_mma<T>::m16n8k16(d, a0, b0);
-    lj_mma<T>::m16n8k16(d, a1, b1);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      lj_mma<T>::m16n8k16(d[nb], a0, b0[nb]);
+      lj_mma<T>::m16n8k16(d[nb], a1, b1[nb]);
+    }
   }
   const float fa = lj_to_float(sa), fb = lj_to_float(sb);  // C rows g (row a) and g + 8 (row b)
-  c[0] = fmaf(d[0], fa, c[0]), c[1] = fmaf(d[1], fa, c[1]);
-  c[2] = fmaf(d[2], fb, c[2]), c[3] = fmaf(d[3], fb, c[3]);
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb) {
+    c[nb][0] = fmaf(d[nb][0], fa, c[nb][0]), c[nb][1] = fmaf(d[nb][1], fa, c[nb][1]);
+    c[nb][2] = fmaf(d[nb][2], fb, c[nb][2]), c[nb][3] = fmaf(d[nb][3], fb, c[nb][3]);
+  }
 }
 
 // G of 32 or 64: every pair is dequantized whole, (q - z) * s rounded to T, and multiplied in one
-// accumulator chain.
-template <class T, class TS, class TZ, bool SIGNED, bool EVEN>
-__device__ __forceinline__ void lj_q4_step_rounded(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const T* __restrict__ xr, lj_i64 k,
-                                                   bool in, float (&c)[4]) {
+// accumulator chain per chunk.
+template <class T, class TS, class TZ, bool SIGNED, bool EVEN, int NB>
+__device__ __forceinline__ void lj_q4_step_rounded(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB>& xs, lj_i64 k,
+                                                   bool in, float (*c)[4]) {
   constexpr bool PACKED = lj_same<TS, T>::value;
   lj_q4_group<T, TS, TZ, SIGNED, PACKED> ga, gb;
   ga.set(sa, za);
@@ -219,35 +235,39 @@ __device__ __forceinline__ void lj_q4_step_rounded(uint4 qa, uint4 qb, TS sa, TS
   const unsigned wb[4] = {qb.x, qb.y, qb.z, qb.w};
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    unsigned b0[2], b1[2];
-    lj_q4_x_pairs(lj_q4_x<EVEN>(xr, k + 8 * q, in), b0, b1);
+    unsigned b0[NB][2], b1[NB][2];
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) lj_q4_x_pairs(lj_q4_x<EVEN>(xs.r[nb], k + 8 * q, in), b0[nb], b1[nb]);
     const unsigned a0[4] = {ga.pair(wa[q], 0), gb.pair(wb[q], 0), ga.pair(wa[q], 1), gb.pair(wb[q], 1)};
     const unsigned a1[4] = {ga.pair(wa[q], 2), gb.pair(wb[q], 2), ga.pair(wa[q], 3), gb.pair(wb[q], 3)};
-    lj_mma<T>::m16n8k16(c, a0, b0);
-    lj_mma<T>::m16n8k16(c, a1, b1);
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      lj_mma<T>::m16n8k16(c[nb], a0, b0[nb]);
+      lj_mma<T>::m16n8k16(c[nb], a1, b1[nb]);
+    }
   }
 }
 
-template <class T, class TS, class TZ, bool SIGNED, long long G, bool EVEN>
-__device__ __forceinline__ void lj_q4_step(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const T* __restrict__ xr, lj_i64 k, bool in,
-                                           float (&c)[4]) {
+template <class T, class TS, class TZ, bool SIGNED, long long G, bool EVEN, int NB>
+__device__ __forceinline__ void lj_q4_step(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB>& xs, lj_i64 k, bool in,
+                                           float (*c)[4]) {
   if constexpr (G % 128 == 0)
-    lj_q4_step_scaled<T, TS, TZ, SIGNED, EVEN>(qa, qb, sa, sb, za, zb, xr, k, in, c);
+    lj_q4_step_scaled<T, TS, TZ, SIGNED, EVEN, NB>(qa, qb, sa, sb, za, zb, xs, k, in, c);
   else
-    lj_q4_step_rounded<T, TS, TZ, SIGNED, EVEN>(qa, qb, sa, sb, za, zb, xr, k, in, c);
+    lj_q4_step_rounded<T, TS, TZ, SIGNED, EVEN, NB>(qa, qb, sa, sb, za, zb, xs, k, in, c);
 }
 
-// One warp's share of k, steps [s0, s1) of 128 elements, added to c: qa/qb the codes of W rows a and
-// b (bytes), sa/sb their scales, za/zb their zero points (TZ void: none), xr the x row. SIGNED: i4
-// codes (lj_q4_biased). U steps' codes are loaded into registers before the first of their mmas. x
-// is read as it is used (L1 or L2: every CTA reads the same rows). Measured slower on the H200
-// (docs/perf.md): loading the next U steps while a batch computes, 11 % (more registers, fewer
-// warps); an L2 prefetch of the warp's whole share at its start, 7-20 % (a second request per line
-// for L2).
-template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
-__device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
-                                                 const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
-                                                 const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
+// One warp's share of k, steps [s0, s1) of 128 elements, added to c[0..NB): qa/qb the codes of W rows
+// a and b (bytes), sa/sb their scales, za/zb their zero points (TZ void: none), xs the x rows.
+// SIGNED: i4 codes (lj_q4_biased). U steps' codes are loaded into registers before the first of
+// their mmas. x is read as it is used (L1 or L2: every CTA reads the same rows). Measured slower on
+// the H200 (docs/perf.md): loading the next U steps while a batch computes, 11 % (more registers,
+// fewer warps); an L2 prefetch of the warp's whole share at its start, 7-20 % (a second request per
+// line for L2).
+template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN, int NB>
+__device__ __forceinline__ void lj_gemv_q4_share_rows(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
+                                                      const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
+                                                      const lj_q4_xs<T, NB>& xs, lj_i64 s0, lj_i64 s1, int t, float (*c)[4]) {
   static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
 #pragma unroll 1
   for (lj_i64 s = s0; s < s1; s += U) {
@@ -257,9 +277,17 @@ __device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict
     for (int u = 0; u < U; ++u) {
       const lj_i64 k = (s + u) * 128 + 32 * t;
       const bool in = EVEN || (s + u < s1 && k < K);
-      lj_q4_step<T, TS, TZ, SIGNED, G, EVEN>(v.a[u], v.b[u], v.sa[u], v.sb[u], v.za[u], v.zb[u], xr, k, in, c);
+      lj_q4_step<T, TS, TZ, SIGNED, G, EVEN, NB>(v.a[u], v.b[u], v.sa[u], v.sb[u], v.za[u], v.zb[u], xs, k, in, c);
     }
   }
+}
+
+// The same for one chunk of 8 x rows (xr: the lane's).
+template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
+__device__ __forceinline__ void lj_gemv_q4_share(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
+                                                 const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
+                                                 const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
+  lj_gemv_q4_share_rows<T, TS, TZ, SIGNED, U, K, G, EVEN, 1>(qa, qb, sa, sb, za, zb, lj_q4_xs<T, 1>{{xr}}, s0, s1, t, &c);
 }
 
 // A warp's ring of S k steps of codes in shared memory: [step][row a, b][lane], 16 bytes each.
@@ -276,11 +304,11 @@ struct lj_q4_ring {
 // on the H200 (docs/perf.md, "The 4-bit GEMV: scales after the mma"). Scales and zero points are
 // read as each step starts, after its codes' copy is issued (the next ones lie in the same line).
 // EVEN here: K a multiple of 128 (the copies ahead are predicated on the warp's share anyway).
-template <class T, class TS, class TZ, bool SIGNED, int S, long long K, long long G, bool EVEN>
+template <class T, class TS, class TZ, bool SIGNED, int S, long long K, long long G, bool EVEN, int NB>
 __device__ __forceinline__ void lj_gemv_q4_share_staged(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
                                                         const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
-                                                        const T* __restrict__ xr, lj_i64 s0, lj_i64 s1, int t, int lane, lj_q4_ring<S>& ring,
-                                                        float (&c)[4]) {
+                                                        const lj_q4_xs<T, NB>& xs, lj_i64 s0, lj_i64 s1, int t, int lane, lj_q4_ring<S>& ring,
+                                                        float (*c)[4]) {
   static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
   static_assert(S >= 2, "a ring of at least two steps");
   auto copy = [&](lj_i64 s) {  // step s into slot (s - s0) % S; zeros past the share or K
@@ -307,7 +335,7 @@ __device__ __forceinline__ void lj_gemv_q4_share_staged(const unsigned char* __r
     if constexpr (!lj_same<TZ, void>::value) zva = lj_q4_zero(za, j), zvb = lj_q4_zero(zb, j);
     lj_cp_async_wait<S - 1>();  // this lane's copies of step s have landed
     const uint4(&slot)[2][32] = ring.v[(s - s0) % S];
-    lj_q4_step<T, TS, TZ, SIGNED, G, EVEN>(slot[0][lane], slot[1][lane], fa, fb, zva, zvb, xr, k, in, c);
+    lj_q4_step<T, TS, TZ, SIGNED, G, EVEN, NB>(slot[0][lane], slot[1][lane], fa, fb, zva, zvb, xs, k, in, c);
   }
   lj_cp_async_wait<0>();  // no copy past the share still in flight when the ring is reused
 }
