@@ -207,7 +207,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     const std::string e = nb == 2 ? "f" : "e";
     const std::string pv = nb == 2 ? "partial[v][h]" : "partial[v]";
     if (two_rows) {
-      w.comment("Thread e < 64: A rows gr' and gr' + 8 (a pair) at x row m0 + column, registers fr and fr + 2.");
+      w.comment(fmt::format("{} < 64: A rows gr' and gr' + 8 (a pair) at x row m0 + {}column, registers fr and fr + 2.",
+                            nb == 2 ? "Accumulator f" : "Thread e", nb == 2 ? "8h + " : ""));
       if (nb == 1) {
         w.line("const int e = threadIdx.x;");
         w.line("if (e >= 64) continue;");
@@ -218,7 +219,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("for (int v = 0; v < WARPS; ++v) sum += {0}[fl][fr], sum_up += {0}[fl][fr + 2];", pv);
       w.line("const lj_i64 u = (lj_i64)blockIdx.x * 8 + (fl >> 2);");
     } else {
-      w.comment("Thread e < 128: one accumulator (fragment lane fl, register fr), added over the warps.");
+      w.comment(nb == 2 ? "Accumulator f < 128 of chunk h (fragment lane fl, register fr), added over the warps."
+                        : "Thread e < 128: one accumulator (fragment lane fl, register fr), added over the warps.");
       if (nb == 1) {
         w.line("const int e = threadIdx.x;");
         w.line("if (e >= 128) continue;");
