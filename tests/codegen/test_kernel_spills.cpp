@@ -315,8 +315,10 @@ TEST_CASE("the tensor-core fp8 GEMV compiles for sm_90 and sm_90a without spills
   c.loads_in_flight = 8;
   CHECK_THAT(reject_reason(c, p), Catch::Contains("more than 4 k steps in flight"));
   std::string error;
-  CHECK_FALSE(parse_matmul_config("gemv mma mt=2 u=4", &error));
-  CHECK_THAT(error, Catch::Contains("unknown key 'mt' for the gemv family"));
+  CHECK_FALSE(parse_matmul_config("gemv mma u=4 stages=4", &error));
+  CHECK_THAT(error, Catch::Contains("u (k steps loaded into registers) and stages (k steps staged in shared memory) are alternatives"));
+  const MatmulConfig sixteen = *parse_matmul_config("gemv mma mt=16 u=4", nullptr);  // the 4-bit GEMV's
+  CHECK_THAT(reject_reason(sixteen, p), Catch::Contains("mt=16: the fp8 and i8 tensor-core GEMVs take 8 rows of x per pass"));
 }
 
 // head_dims of real models that are not a tile's (12 of the tiny test models, 80 and 96 of Phi-style

@@ -39,6 +39,43 @@ bool has_note(const FusionGroup& grp, const std::string& text) {
   return std::any_of(grp.why.begin(), grp.why.end(), [&](const std::string& w) { return w.find(text) != std::string::npos; });
 }
 
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The first matmul group of a weight-prologue graph planned for `rows` rows, emitted for `arch`
+// with `config`.
+struct Q4Case {
+  Lowered l;
+  rt::Target target;
+  EmitOptions eo;
+  const FusionGroup& group() const { return l.plan.groups.at(0); }
+  MatmulProblem problem() const { return matmul_problem(*l.graph, group(), eo); }
+  GeneratedKernel kernel() const { return emit_group(*l.graph, group(), eo); }
+};
+
+Q4Case q4_case(const std::vector<Graph>& gs, const std::string& name, int64_t rows, const char* arch, const char* config) {
+  auto target = rt::Target::parse(arch);
+  REQUIRE(target.ok());
+  Q4Case c{planned(graph_named(gs, name), rows), *target, {}};
+  c.eo.sm = target->sm, c.eo.arch_specific = target->arch_specific;
+  c.eo.hint.set("T", rows);
+  c.eo.matmul = *parse_matmul_config(config, nullptr);
+  return c;
+}
+
+// A kernel's PTX (NVRTC's message if it does not compile).
+std::string ptx_of(const GeneratedKernel& k, const rt::Target& target) {
+  rt::CompileJob job = jit::compile_job(k, target);
+  job.options.want_ptx = true;
+  auto prog = rt::compile(job.source, job.options, job.target);
+  INFO((prog.ok() ? "" : prog.message()));
+  REQUIRE(prog.ok());
+  return prog->ptx;
+}
+
 }  // namespace
 
 TEST_CASE("at decode sizes a 4-bit weight's dequantize joins its matmul, elsewhere it is weight preparation unless weights stay packed", "[codegen]") {
@@ -184,28 +221,12 @@ TEST_CASE("every 4-bit weight-prologue kernel and tuner candidate compiles for s
 
 TEST_CASE("the 4-bit GEMV's PTX: bf16 mma.sync on dequantized codes, packed 16-bit FMAs where the scales have x's type", "[codegen]") {
   const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
-  auto ptx_of = [&](const char* name, const char* arch) {
-    const Lowered l = planned(graph_named(gs, name), 1);
-    auto target = rt::Target::parse(arch);
-    REQUIRE(target.ok());
-    EmitOptions eo;
-    eo.sm = target->sm, eo.arch_specific = target->arch_specific;
-    eo.hint.set("T", 1);
-    eo.matmul = *parse_matmul_config("gemv mma u=2 warps=4", nullptr);  // U = 2: the counts below
-    const GeneratedKernel k = emit_group(*l.graph, l.plan.groups.at(0), eo);
-    rt::CompileJob job = jit::compile_job(k, *target);
-    job.options.want_ptx = true;
-    auto prog = rt::compile(job.source, job.options, job.target);
-    REQUIRE(prog.ok());
-    return prog->ptx;
-  };
-  auto count = [](const std::string& s, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-    return n;
+  auto ptx = [&](const char* name, const char* arch) {
+    const Q4Case c = q4_case(gs, name, 1, arch, "gemv mma u=2 warps=4");  // U = 2: the counts below
+    return ptx_of(c.kernel(), c.target);
   };
   for (const char* arch : {"sm_80", "sm_90a"}) {
-    const std::string packed = ptx_of("q4_packed", arch);
+    const std::string packed = ptx("q4_packed", arch);
     // Groups of 32: U = 2 k steps of 8 mmas, unrolled; two packed FMAs per 16-bit operand register
     // (q - z, then * s).
     CHECK(count(packed, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 16);
@@ -213,20 +234,20 @@ TEST_CASE("the 4-bit GEMV's PTX: bf16 mma.sync on dequantized codes, packed 16-b
     CHECK(count(packed, "prmt.b32") >= 32);  // x's pairs matched to the codes' (e_i, e_i+4)
     CHECK(count(packed, "cvt.f32.f16") == 0);
     // Groups of 128: one packed FMA per register (q - z, exact), each step's sums scaled in f32.
-    const std::string f16 = ptx_of("q4_f16", arch);
+    const std::string f16 = ptx("q4_f16", arch);
     CHECK(count(f16, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 16);
     CHECK(count(f16, "fma.rn.f16x2") == 64);  // 2 steps x 16 words x 2 pairs
     CHECK(count(f16, "fma.rn.f32") >= 8);
     // The same with every load unpredicated (EVEN), and with i4 codes and f16 scales on bf16 x.
     for (const char* name : {"q4_even", "q4_even_i4"}) {
-      const std::string even = ptx_of(name, arch);
+      const std::string even = ptx(name, arch);
       CHECK(count(even, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 16);
       CHECK(count(even, "fma.rn.bf16x2") == 64);
       CHECK(count(even, "cvt.rn.bf16x2.f32") == 0);
       CHECK(count(even, "bra.uni") + count(even, "@%p") < 12);  // no per-load branches
     }
     // f32 scales: (q - z) * s in f32, packed to bf16 pairs as the reference rounds.
-    const std::string f32 = ptx_of("q4_signed", arch);
+    const std::string f32 = ptx("q4_signed", arch);
     CHECK(count(f32, "cvt.rn.bf16x2.f32") >= 64);
     CHECK(count(f32, "fma.rn.bf16x2") == 0);
   }
@@ -248,11 +269,7 @@ TEST_CASE("the 4-bit GEMV with staged codes: cp.async into each warp's ring, one
 
   const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
   // The rules: 4-bit codes only, 2-16 steps, at most 32 KiB of ring per CTA, no deeper than a share.
-  const Lowered k4096 = planned(graph_named(gs, "q4_k4096"), 1);
-  EmitOptions peo;
-  peo.sm = 90, peo.arch_specific = true;
-  peo.hint.set("T", 1);
-  const MatmulProblem p = matmul_problem(*k4096.graph, k4096.plan.groups.at(0), peo);
+  const MatmulProblem p = q4_case(gs, "q4_k4096", 1, "sm_90a", "gemv mma stages=8 warps=4").problem();
   CHECK(reject_reason(*parse_matmul_config("gemv mma stages=8 warps=4", nullptr), p).empty());
   CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma stages=16 warps=4", nullptr), p), Catch::Contains("64 KiB of staged codes per CTA (at most 32)"));
   CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma stages=1 warps=4", nullptr), p), Catch::Contains("stages=1 (2 to 16"));
@@ -267,42 +284,25 @@ TEST_CASE("the 4-bit GEMV with staged codes: cp.async into each warp's ring, one
 
   // The PTX: the codes of a step come through cp.async (2 per lane: rows a and b; S - 1 steps ahead
   // before the loop, one step in it) and ld.shared, never ld.global; one step's 8 mmas per iteration.
-  auto count = [](const std::string& s, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-    return n;
-  };
   for (const char* name : {"q4_k4096", "q4_staged_odd"})
     for (const char* arch : {"sm_80", "sm_90a"}) {
       INFO(name << " for " << arch);
-      const Lowered l = planned(graph_named(gs, name), 1);
-      auto target = rt::Target::parse(arch);
-      REQUIRE(target.ok());
-      EmitOptions eo;
-      eo.sm = target->sm, eo.arch_specific = target->arch_specific;
-      eo.hint.set("T", 1);
-      eo.matmul = *parse_matmul_config("gemv mma stages=4 warps=4", nullptr);
-      const GeneratedKernel k = emit_group(*l.graph, l.plan.groups.at(0), eo);
+      const Q4Case q = q4_case(gs, name, 1, arch, "gemv mma stages=4 warps=4");
+      const GeneratedKernel k = q.kernel();
       CHECK(k.source.find("__shared__ lj_q4_ring<S> ring[WARPS];") != std::string::npos);
       CHECK(k.source.find("lj_gemv_q4_share_staged<") != std::string::npos);
       CHECK(k.source.find(std::string("constexpr bool EVEN = ") + (std::string(name) == "q4_k4096" ? "true" : "false")) != std::string::npos);
-      rt::CompileJob job = jit::compile_job(k, *target);
-      job.options.want_ptx = true;
-      auto prog = rt::compile(job.source, job.options, job.target);
-      INFO((prog.ok() ? "" : prog.message()));
-      REQUIRE(prog.ok());
-      const std::string& ptx = prog->ptx;
+      const std::string ptx = ptx_of(k, q.target);
       CHECK(count(ptx, "cp.async.cg.shared.global") == 2 * 3 + 2);
       CHECK(count(ptx, "cp.async.wait_group 3") == 1);
       CHECK(count(ptx, "cp.async.wait_group 0") == 1);
       CHECK(count(ptx, "ld.shared.v4") >= 2);
       CHECK(count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 8);
-      auto r = jit::kernel_resources(k, *target);
+      auto r = jit::kernel_resources(k, q.target);
       REQUIRE(r.ok());
       INFO(r->str());
       CHECK(!r->spills());
       CHECK(r->registers <= 96);  // the codes no longer wait in registers (the u=4 kernel: 124)
-      WARN(name << " " << arch << ": " << r->str());
     }
 }
 
@@ -316,11 +316,7 @@ TEST_CASE("the 4-bit GEMV at 9-16 rows: mt=16 multiplies each dequantized fragme
   CHECK(parse_matmul_config("gemv mma u=2 warps=4", nullptr)->rows_per_pass == 8);
 
   const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
-  const Lowered l = planned(graph_named(gs, "q4_k4096"), 16);
-  EmitOptions eo;
-  eo.sm = 90, eo.arch_specific = true;
-  eo.hint.set("T", 16);
-  MatmulProblem p = matmul_problem(*l.graph, l.plan.groups.at(0), eo);
+  MatmulProblem p = q4_case(gs, "q4_k4096", 16, "sm_90a", "gemv mma u=2 warps=4 mt=16").problem();
   CHECK(reject_reason(*c, p).empty());
   CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma u=2 warps=4 mt=32", nullptr), p), Catch::Contains("mt=32 (8 or 16 rows"));
   MatmulProblem fp8 = p;
@@ -336,39 +332,22 @@ TEST_CASE("the 4-bit GEMV at 9-16 rows: mt=16 multiplies each dequantized fragme
   CHECK(sixteen(matmul_candidates(nine)) == 3);
   CHECK(sixteen(matmul_candidates(eight)) == 0);
 
-  auto count = [](const std::string& s, const std::string& what) {
-    size_t n = 0;
-    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
-    return n;
-  };
   // Registers, staged or not, groups of 128 (scaled) or 32 (rounded, K past the last step): no spills.
   for (const char* name : {"q4_k4096", "q4_staged_odd", "q4_swiglu"})
     for (const char* config : {"gemv mma u=2 warps=4 mt=16", "gemv mma u=1 warps=4 mt=16", "gemv mma stages=4 warps=4 mt=16"})
       for (const char* arch : {"sm_80", "sm_90a"}) {
-        const Lowered lq = planned(graph_named(gs, name), 16);
-        auto target = rt::Target::parse(arch);
-        REQUIRE(target.ok());
-        EmitOptions e;
-        e.sm = target->sm, e.arch_specific = target->arch_specific;
-        e.hint.set("T", 16);
-        e.matmul = *parse_matmul_config(config, nullptr);
-        const MatmulProblem pq = matmul_problem(*lq.graph, lq.plan.groups.at(0), e);
-        if (!reject_reason(*e.matmul, pq).empty()) continue;  // (a ring deeper than K's share)
+        const Q4Case q = q4_case(gs, name, 16, arch, config);
+        if (!reject_reason(*q.eo.matmul, q.problem()).empty()) continue;  // (a ring deeper than K's share)
         INFO(name << " " << config << " for " << arch);
-        const GeneratedKernel k = emit_group(*lq.graph, lq.plan.groups.at(0), e);
+        const GeneratedKernel k = q.kernel();
         CHECK(k.source.find("lj_q4_xs<lj_bf16, 2>{{xr, xr2}}") != std::string::npos);
         CHECK(k.source.find("for (int e = threadIdx.x; e < ") != std::string::npos);
-        rt::CompileJob job = jit::compile_job(k, *target);
-        job.options.want_ptx = true;
-        auto prog = rt::compile(job.source, job.options, job.target);
-        INFO((prog.ok() ? "" : prog.message()));
-        REQUIRE(prog.ok());
+        const std::string ptx = ptx_of(k, q.target);
         if (std::string(name) == "q4_k4096" && std::string(config) == "gemv mma u=2 warps=4 mt=16")
-          CHECK(count(prog->ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 2 * 2 * 8);  // U steps x chunks x 8
-        auto r = jit::kernel_resources(k, *target);
+          CHECK(count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 2 * 2 * 8);  // U steps x chunks x 8
+        auto r = jit::kernel_resources(k, q.target);
         REQUIRE(r.ok());
         INFO(r->str());
         CHECK(!r->spills());
-        WARN(name << " " << config << " " << arch << ": " << r->str());
       }
 }
