@@ -165,6 +165,8 @@ void fusion_flags(CommandLine& cl, FusionOptions& fo) {
   cl.flag("--no-output-view-copies", [&fo] { fo.copy_output_views = false; }, "returned views of larger buffers stay views");
   cl.flag("--no-norm-folding", [&fo] { fo.fold_norms = false; }, "keep RMSNorms instead of folding them into the next matmuls");
   cl.flag("--no-one-row-prologues", [&fo] { fo.one_row_prologues = false; }, "at one row, rms_scale and rope_table keep kernels of their own");
+  cl.flag("--quantize-prologues", [&fo] { fo.quantize_prologues = true; },
+          "at one row, each CTA of the GEMV quantizes an fp8 or i8 x itself (slower on the H200: off by default)");
   cl.flag("--packed-weights", [&fo] { fo.packed_weight_gemms = true; },
           "4-bit weights stay packed at every size: the GEMMs read the codes (no bf16 copy; slower for now)");
 }

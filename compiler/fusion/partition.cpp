@@ -479,7 +479,7 @@ class Partitioner {
   // writes the codes into its shared memory, where a row kernel of one CTA ran between this
   // projection and the kernel before it (the FP8 decode layer's four quantize kernels).
   void absorb_x_quantize(int gid, NodeId mm) {
-    if (!one_row(mm)) return;
+    if (!opts_.quantize_prologues || !one_row(mm)) return;
     const ValueId x = g_.node(mm).operands[0];
     const NodeId q = producer(x);
     if (q < 0 || !is_dynamic_quantize(g_.node(q)) || !is_row_quantize(g_, g_.node(q)) || owner(q) != kUnassigned) return;

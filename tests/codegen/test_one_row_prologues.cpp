@@ -25,6 +25,7 @@ Lowered plan_at(const Graph& g, const Bindings& sizes, bool prologues = true) {
   FusionOptions fo;
   fo.sizes = sizes;
   fo.one_row_prologues = prologues;
+  fo.quantize_prologues = prologues;  // (opt-in: the activation-quantize prologues are tested here)
   return lower(g, fo);
 }
 

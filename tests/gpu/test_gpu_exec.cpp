@@ -154,6 +154,7 @@ size_t check_one_row_prologues(const Graph& g, int64_t c, size_t fewer, uint64_t
   exec::BuildOptions with, without;
   with.hint = without.hint = one;
   with.use_cache = without.use_cache = false;
+  with.fusion.quantize_prologues = true;  // (opt-in; a no-op on 16-bit layers)
   without.fusion.one_row_prologues = false;
   auto ew = exec::Executable::build(ctx, g, with);
   auto eo = exec::Executable::build(ctx, g, without);
