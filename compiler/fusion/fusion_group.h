@@ -148,9 +148,9 @@ struct FusionOptions {
   bool one_row_prologues = true;
   /// With one_row_prologues, also the per-row quantize (and the rms_norm before it) making an fp8 or
   /// i8 x: each CTA of the GEMV quantizes the row into its shared memory. Off by default: measured
-  /// slower on the H200 (docs/perf.md): the fp8 decode layer at B = 1 0.0878 -> 0.1016 ms, since
-  /// every CTA quantizes the whole row before its weights stream (gate/up's 1792 CTAs: 0.0328 ->
-  /// 0.0491 ms). `--quantize-prologues` on the CLI.
+  /// slower on the H200 (docs/perf.md): the fp8 decode layer at B = 1 0.1016 ms with them against
+  /// 0.0878 without any one-row prologue, since every CTA quantizes the whole row before its weights
+  /// stream (gate/up's 1792 CTAs: 0.0328 -> 0.0491 ms). `--quantize-prologues` on the CLI.
   bool quantize_prologues = false;
   /// Where `sizes` give a matmul at most 16 rows (decode) and its W is a group-wise dequantize of
   /// packed 4-bit params, the dequantize joins the matmul's group: the 4-bit GEMV reads the codes (a
