@@ -15,11 +15,17 @@ namespace {
 
 // Two correct fp32-accumulating kernels differ by summation order: up to a few rounding steps of the
 // output at the scale of the partial sums (~sqrt(K) for inputs in [-1, 1)), plus the output's
-// relative step. Anything past that is a wrong kernel, not a different order.
-void matmul_tolerance(DType t, int64_t k, Candidates& c) {
+// relative step. Anything past that is a wrong kernel, not a different order. W made from 4-bit
+// codes (the tuner's random codes, zero points and scales in [-1, 1)) is (q - z) * s with q - z up
+// to +-15, about 6.5 in root mean square: partial sums 8x those of [-1, 1) operands. The kernels
+// also round differently there, not only in order: the GEMV multiplies the exact integer sums by
+// each group's scale, the GEMMs round every (q - z) * s to 16 bits before the mma (on Llama-3-8B's
+// gate/up at 16 rows the two parted by 0.61 on a sum of 1.27 whose terms reach 15).
+void matmul_tolerance(DType t, int64_t k, bool weight_codes, Candidates& c) {
   double unit = std::ldexp(1.0, -16), rel = 1e-5;
   if (t == DType::BF16) unit = std::ldexp(1.0, -7), rel = 1.0 / 32;
   if (t == DType::F16) unit = std::ldexp(1.0, -10), rel = 1.0 / 256;
+  if (weight_codes) unit *= 8;
   c.abs_tolerance = std::sqrt(static_cast<double>(k)) * unit;
   c.rel_tolerance = rel;
 }
@@ -46,10 +52,12 @@ Candidates group_candidates(const Graph& g, const FusionGroup& grp, const EmitOp
     out.list.push_back(Candidate{c.str(), family->emit(g, grp, ceo)});
   }
   const DType t = g.value(g.node(anchor_node(g, grp)).results[0]).type.dtype;
-  if (grp.kind == GroupKind::Matmul)
-    matmul_tolerance(t, matmul_problem(g, grp, eo).k, out);
-  else
+  if (grp.kind == GroupKind::Matmul) {
+    const MatmulProblem p = matmul_problem(g, grp, eo);
+    matmul_tolerance(t, p.k, p.weight_codes, out);
+  } else {
     attention_tolerance(t, out);
+  }
   return out;
 }
 

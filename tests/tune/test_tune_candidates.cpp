@@ -3,11 +3,15 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <string>
+#include <vector>
 
+#include "layerjit/host_tensor.h"
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
 #include "tune/group_candidates.h"
 #include "jit/tuned_config.h"
+#include "runtime/host_values.h"
 #include "tune/tune_group.h"
 
 using namespace lj;
@@ -131,4 +135,70 @@ TEST_CASE("tuner: candidate outputs agree bit for bit or within the tolerance, n
   CHECK(why.find("element 1: nan") == 0);
   CHECK(!tune::outputs_agree(DType::BF16, 1, 1, want, std::vector<unsigned char>(6), &why));
   CHECK(why == "6 bytes where the default config gives 8");
+}
+
+TEST_CASE("tuner: 4-bit matmuls' tolerance admits both roundings of (q - z) * s and refuses a lost group", "[tune][int4]") {
+  // The 4-bit kernels round differently, not only in order: the tensor-core GEMV multiplies each
+  // group's exact integer sums by its scale, the GEMMs round every (q - z) * s to bf16 before the
+  // mma. Both, modelled here on the tuner's random operands (K = 4096 as Llama-3-8B's projections,
+  // 16 rows), must pass the tuner's comparison; a kernel that loses one group of 128 must not.
+  const Module mod = parse_module(R"(
+graph @q4(%x: bf16[T, 4096], %w: param u4[200, 4096], %s: param bf16[200, 32], %z: param u4[200, 32]) {
+  %d = dequantize(%w, %s, %z) {dtype = bf16, group = 128}
+  %y = matmul(%x, %d)
+  return %y
+}
+)");
+  const Graph& g = mod.graphs.at(0);
+  FusionOptions fo;
+  fo.packed_weight_gemms = true;
+  fo.sizes.set("T", 16);
+  const FusionPlan plan = plan_fusion(g, fo);
+  const FusionGroup& mm = group_of(plan, GroupKind::Matmul);
+  REQUIRE(mm.matmul.dequant >= 0);
+  EmitOptions eo = target(true);
+  eo.hint = fo.sizes;
+  const tune::Candidates c = tune::group_candidates(g, mm, eo);
+  REQUIRE(c.list.size() > 1);
+
+  const int m = 16, n = 200, k = 4096, group = 128;
+  uint64_t state = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {  // xorshift64*
+    state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+    return (state * 0x2545F4914F6CDD1Dull) >> 11;
+  };
+  auto uniform = [&] { return round_to(DType::BF16, -1.0 + 2.0 * static_cast<double>(next()) / 9007199254740992.0); };
+  std::vector<double> x(static_cast<size_t>(m * k)), s(static_cast<size_t>(n * k / group));
+  std::vector<int> q(static_cast<size_t>(n * k)), z(s.size());
+  for (double& v : x) v = uniform();
+  for (double& v : s) v = uniform();
+  for (int& v : q) v = static_cast<int>(next() & 15);
+  for (int& v : z) v = static_cast<int>(next() & 15);
+  std::vector<unsigned char> gemm(static_cast<size_t>(m * n) * 2), gemv(gemm.size()), lost(gemm.size());
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double rounded = 0, scaled = 0, dropped = 0;
+      for (int gi = 0; gi < k / group; ++gi) {
+        const double sc = s[static_cast<size_t>(j * (k / group) + gi)];
+        const int zp = z[static_cast<size_t>(j * (k / group) + gi)];
+        float part = 0;  // the GEMV's fp32 sum of one group's integers times x
+        for (int e = gi * group; e < (gi + 1) * group; ++e) {
+          const double xv = x[static_cast<size_t>(i * k + e)];
+          const int qz = q[static_cast<size_t>(j * k + e)] - zp;
+          rounded += xv * round_to(DType::BF16, qz * sc);
+          part += static_cast<float>(xv * qz);
+        }
+        scaled += static_cast<double>(part) * sc;
+        if (gi != 17) dropped += static_cast<double>(part) * sc;
+      }
+      const size_t at = static_cast<size_t>(i * n + j);
+      REQUIRE(rt::encode_at(DType::BF16, round_to(DType::BF16, rounded), gemm.data(), at));
+      REQUIRE(rt::encode_at(DType::BF16, round_to(DType::BF16, scaled), gemv.data(), at));
+      REQUIRE(rt::encode_at(DType::BF16, round_to(DType::BF16, dropped), lost.data(), at));
+    }
+  std::string why;
+  const bool agree = tune::outputs_agree(DType::BF16, c.abs_tolerance, c.rel_tolerance, gemv, gemm, &why);
+  INFO(why);
+  CHECK(agree);
+  CHECK(!tune::outputs_agree(DType::BF16, c.abs_tolerance, c.rel_tolerance, gemv, lost, &why));
 }
