@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "codegen/kernel_family.h"
+#include "exec/index_inputs.h"
 #include "jit/compile_kernels.h"
 #include "jit/target.h"
 #include "jit/tuned_config.h"
@@ -18,6 +19,7 @@
 #include "runtime/fill.h"
 #include "runtime/host_values.h"
 #include "runtime/kernel_args.h"
+#include "runtime/memory.h"
 #include "runtime/module.h"
 #include "tune/group_candidates.h"
 
@@ -104,9 +106,11 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
     kernels.push_back(std::move(c.kernel));
   }
 
-  // Random inputs (positions and page tables: zeros, valid for any cache), enough copies to rotate
-  // past L2; each candidate's arguments over the same buffers (candidates differ in their parameter
-  // lists only by tensor maps over those buffers).
+  // Random inputs, enough copies to rotate past L2; each candidate's arguments over the same buffers
+  // (candidates differ in their parameter lists only by tensor maps over those buffers). Positions
+  // sit at the end of every cache, as `layerjit run` puts them, and block tables name distinct pages:
+  // a decode attention timed at position 0 reads one key, and the tuner once chose for Llama-3-8B at
+  // B = 1 a 4096-token chunk per CTA that was 1.09x faster there and 10x slower over a full cache.
   // Every buffer the kernel writes is compared (the fused epilogue's output, the values and cache
   // entries a RoPE epilogue stores), never the matmul's product, which a fused group keeps on chip.
   std::vector<DType> output_types;  // of tp.outputs, in order
@@ -125,7 +129,15 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
       const size_t n = static_cast<size_t>(numel(resolve(t.shape, out.tuned_at)));
       LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, static_cast<size_t>(tensor_bytes(t.dtype, resolve(t.shape, out.tuned_at)))));
       const uint64_t seed = 7919 * static_cast<uint64_t>(r + 1) + static_cast<uint64_t>(p.buffer);
-      LJ_RT_TRY(rt::fill_random_operand(stream, buf.ptr(), n, t.dtype, seed));
+      if (t.dtype == DType::I32) {
+        const HostTensor index = exec::index_input(g, p.buffer, out.tuned_at, seed, exec::IndexFill::Last);
+        std::vector<unsigned char> bytes(buf.bytes());
+        if (rt::encode_tensor(index, bytes.data())) return rt::Error{fmt::format("tune: %{} does not encode as i32", g.value(p.buffer).name)};
+        LJ_RT_TRY(rt::copy_to_device(stream, buf.ptr(), bytes.data(), bytes.size()));
+        LJ_RT_TRY(stream.synchronize());  // `bytes` goes out of scope
+      } else {
+        LJ_RT_TRY(rt::fill_random_operand(stream, buf.ptr(), n, t.dtype, seed));
+      }
       if (r == 0 && p.written) {
         tp.outputs.push_back(rt::TuneOutput{buf.ptr(), buf.bytes(), static_cast<size_t>(dtype_bytes(t.dtype))});
         output_types.push_back(t.dtype);
