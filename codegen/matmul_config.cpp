@@ -240,11 +240,19 @@ MatmulConfig default_for(const MatmulProblem& p) {
     const MatmulConfig tc = gemv_mma(4, p.rope_pair_dim > 0 ? 4 : 8);
     if (reject_reason(tc, p).empty()) return tc;
   }
-  // 4-bit codes at 1-16 rows: the tensor-core GEMV. 4 warps: `layerjit tune` of a 28672 x 4096
-  // projection at M = 1 on the H200 (twenty-third session): u=2 and u=4 with 4 warps 0.0313-0.0316
-  // ms against 0.0359 with 8 (docs/perf.md); the other shapes are not measured yet. More rows (or
-  // rows unknown): the GEMMs below, W's tiles dequantized into shared memory (gemm_q4.cuh).
-  if (p.weight_codes && p.m > 0 && p.m <= 16) return gemv_mma(2, 4);
+  // 4-bit codes at 1-16 rows: the tensor-core GEMV, as `layerjit tune` ranked it on Llama-3-8B's
+  // four projections (docs/perf.md, thirtieth session, H100; the twenty-ninth's H200 agreed at M = 1):
+  // one row, K >= 8192 (down): one k step in flight with 16 warps, 1.26-1.28x the u=2 4-warp batches
+  // (more warps hide the latency a long row leaves); else four steps in flight with 4 warps,
+  // 1.02-1.07x. 9-16 rows: two x chunks against each dequantized fragment (mt=16), 1.19-1.31x on all
+  // four. More rows (or rows unknown): the GEMMs below, W's tiles dequantized into shared memory
+  // (gemm_q4.cuh).
+  if (p.weight_codes && p.m > 0 && p.m <= 16) {
+    MatmulConfig c = p.m > 1 ? gemv_mma(2, 4) : p.k >= 8192 ? gemv_mma(1, 16) : gemv_mma(4, 4);
+    if (p.m > 8) c.rows_per_pass = 16;
+    if (reject_reason(c, p).empty()) return c;
+    return gemv_mma(2, 4);
+  }
   // Where it cannot run (K not a multiple of 16, unaligned rows), fp8 at one row with many W rows:
   // 64 x 128 Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a
   // conversion (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6
