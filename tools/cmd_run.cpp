@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exec/executable.h"
-#include "exec/index_inputs.h"
+#include "jit/index_inputs.h"
 #include "exec/safetensors.h"
 #include "jit/bundle.h"
 #include "layerjit/llama.h"

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "exec/index_inputs.h"
+#include "jit/index_inputs.h"
 #include "jit/compile_kernels.h"
 #include "layerjit/error.h"
 #include "runtime/context.h"
@@ -77,7 +77,7 @@ std::map<std::string, HostTensor> seeded_host_inputs(const Graph& g, const Bindi
       host = weights->read(*f->second);
       ++k;  // the other inputs get the values they get without a file
     } else if (info.type.dtype == DType::I32) {
-      host = exec::index_input(g, v, b, seed * 1000 + ++k, exec::IndexFill::Last);
+      host = jit::index_input(g, v, b, seed * 1000 + ++k, jit::IndexFill::Last);
     } else if (is_packed(info.type.dtype)) {
       fill_codes(host, seed * 1000 + ++k);
     } else {

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "exec/index_inputs.h"
+#include "jit/index_inputs.h"
 #include "layerjit/text.h"
 
 using namespace lj;
@@ -35,22 +35,22 @@ graph @g(%q: bf16[B, 2, 4, 64], %kn: bf16[B, 2, 1, 64], %pool: bf16[P, 16, 1, 64
   b.set("P", 20);
   b.set("T", 9);
   for (uint64_t seed : {1, 2, 3}) {
-    const HostTensor bt = exec::index_input(g, input_named(g, "bt"), b, seed, exec::IndexFill::Random);
+    const HostTensor bt = jit::index_input(g, input_named(g, "bt"), b, seed, jit::IndexFill::Random);
     std::set<double> pages(bt.data.begin(), bt.data.end());
     CHECK(pages.size() == bt.data.size());  // 15 distinct pages of 20
     for (double p : bt.data) CHECK((p >= 0 && p < 20));
     // Paged: 3 x 16 = 48 positions, 2 new tokens -> pos in [0, 46].
-    for (exec::IndexFill f : {exec::IndexFill::Random, exec::IndexFill::Last}) {
-      const HostTensor pos = exec::index_input(g, input_named(g, "pos"), b, seed, f);
+    for (jit::IndexFill f : {jit::IndexFill::Random, jit::IndexFill::Last}) {
+      const HostTensor pos = jit::index_input(g, input_named(g, "pos"), b, seed, f);
       for (double p : pos.data) CHECK((p >= 0 && p <= 46));
-      const HostTensor pos2 = exec::index_input(g, input_named(g, "pos2"), b, seed, f);
+      const HostTensor pos2 = jit::index_input(g, input_named(g, "pos2"), b, seed, f);
       for (double p : pos2.data) CHECK((p >= 0 && p <= 38));  // 40 positions, 2 tokens
-      if (f == exec::IndexFill::Last) {
+      if (f == jit::IndexFill::Last) {
         CHECK(pos.data == std::vector<double>(5, 46.0));
         CHECK(pos2.data == std::vector<double>(5, 38.0));
       }
     }
   }
-  const HostTensor tok = exec::index_input(g, input_named(g, "tok"), b, 1, exec::IndexFill::Last);
+  const HostTensor tok = jit::index_input(g, input_named(g, "tok"), b, 1, jit::IndexFill::Last);
   CHECK(tok.data == std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8});
 }

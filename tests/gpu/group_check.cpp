@@ -14,7 +14,7 @@
 
 #include "compiler/fusion/tensor_layout.h"
 #include "compiler/fusion/legality.h"
-#include "exec/index_inputs.h"
+#include "jit/index_inputs.h"
 #include "jit/compile_kernels.h"
 #include "jit/target.h"
 #include "layerjit/op_attrs.h"
@@ -145,7 +145,7 @@ HostTensor random_input(const Graph& g, ValueId v, const Bindings& b, uint64_t s
     if ((n.kind == OpKind::Quantize || n.kind == OpKind::Dequantize) && n.operands.size() > 1 && n.operands[1] == v)
       is_scale = true;
   if (info.type.dtype == DType::I32) {
-    return exec::index_input(g, v, b, seed, exec::IndexFill::Random);
+    return jit::index_input(g, v, b, seed, jit::IndexFill::Random);
   } else if (is_packed(info.type.dtype)) {
     fill_codes(t, seed);
   } else if (is_scale) {

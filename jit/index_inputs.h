@@ -1,12 +1,12 @@
 // Valid values for integer graph inputs that index caches, for runs on generated data (`layerjit
-// run`, the GPU tests): a KV cache's positions must lie inside it and a paged cache's block table must
+// run`, the tuner, the GPU tests): a KV cache's positions must lie inside it and a paged cache's block table must
 // name pool pages, or the kernels (rightly) trap.
 #pragma once
 
 #include "layerjit/graph.h"
 #include "layerjit/reference.h"
 
-namespace lj::exec {
+namespace lj::jit {
 
 enum class IndexFill {
   Random,  ///< positions uniform in the valid range (from the seed); other integers in [0, 1000)
@@ -20,4 +20,4 @@ enum class IndexFill {
 /// `fill` says.
 HostTensor index_input(const Graph& g, ValueId v, const Bindings& b, uint64_t seed, IndexFill fill);
 
-}  // namespace lj::exec
+}  // namespace lj::jit

@@ -1,8 +1,8 @@
-#include "exec/index_inputs.h"
+#include "jit/index_inputs.h"
 
 #include <algorithm>
 
-namespace lj::exec {
+namespace lj::jit {
 
 namespace {
 
@@ -64,4 +64,4 @@ HostTensor index_input(const Graph& g, ValueId v, const Bindings& b, uint64_t se
   return t;
 }
 
-}  // namespace lj::exec
+}  // namespace lj::jit
