@@ -1,6 +1,6 @@
 // Valid values for integer graph inputs that index caches, for runs on generated data (`layerjit
-// run`, the tuner, the GPU tests): a KV cache's positions must lie inside it and a paged cache's block table must
-// name pool pages, or the kernels (rightly) trap.
+// run`, the tuner, the GPU tests): a KV cache's positions must lie inside it and a paged cache's
+// block table must name pool pages, or the kernels (rightly) trap.
 #pragma once
 
 #include "layerjit/graph.h"
