@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/host_values.h"
+
 namespace lj::rt {
 namespace {
 
@@ -95,6 +97,14 @@ Status copy_to_device(Stream& stream, CUdeviceptr dst, const void* src, size_t b
   if (bytes == 0) return {};
   LJ_CU(stream.context().driver(), cuMemcpyHtoDAsync, dst, src, bytes, stream.handle());
   return {};
+}
+
+Status upload_tensor(Stream& stream, CUdeviceptr dst, const HostTensor& t) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(storage_bytes(t.dtype, t.numel())));
+  if (std::optional<size_t> bad = encode_tensor(t, bytes.data()))
+    return Error{fmt::format("element {} ({}) is not exact in {}: round_to_dtype() first", *bad, t.data[*bad], dtype_name(t.dtype))};
+  LJ_RT_TRY(copy_to_device(stream, dst, bytes.data(), bytes.size()));
+  return stream.synchronize();  // `bytes` goes out of scope
 }
 
 Status copy_to_host(Stream& stream, void* dst, CUdeviceptr src, size_t bytes) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <span>
 
+#include "layerjit/host_tensor.h"
 #include "runtime/stream.h"
 #include "layerjit/check.h"
 
@@ -60,6 +61,10 @@ class PinnedBuffer {
 Status copy_to_device(Stream& stream, CUdeviceptr dst, const void* src, size_t bytes);
 Status copy_to_host(Stream& stream, void* dst, CUdeviceptr src, size_t bytes);
 Status copy_on_device(Stream& stream, CUdeviceptr dst, CUdeviceptr src, size_t bytes);
+/// `t` in its device encoding (storage_bytes(t.dtype, t.numel()) bytes) to `dst`, then synchronizes
+/// `stream` (the encoded bytes are this call's own). An error names the first element its dtype
+/// cannot hold exactly: round first (HostTensor::round_to_dtype).
+Status upload_tensor(Stream& stream, CUdeviceptr dst, const HostTensor& t);
 /// `rows` runs of `row_bytes` each, from `src` at a pitch of `src_pitch` bytes to `dst` at `dst_pitch`
 /// (a strided view into a dense buffer, or back).
 Status copy_rows_on_device(Stream& stream, CUdeviceptr dst, size_t dst_pitch, CUdeviceptr src, size_t src_pitch, size_t row_bytes,

@@ -130,11 +130,7 @@ rt::Result<GroupTuning> tune_group(rt::Stream& stream, const Graph& g, const Fus
       LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, static_cast<size_t>(tensor_bytes(t.dtype, resolve(t.shape, out.tuned_at)))));
       const uint64_t seed = 7919 * static_cast<uint64_t>(r + 1) + static_cast<uint64_t>(p.buffer);
       if (t.dtype == DType::I32) {
-        const HostTensor index = jit::index_input(g, p.buffer, out.tuned_at, seed, jit::IndexFill::Last);
-        std::vector<unsigned char> bytes(buf.bytes());
-        if (rt::encode_tensor(index, bytes.data())) return rt::Error{fmt::format("tune: %{} does not encode as i32", g.value(p.buffer).name)};
-        LJ_RT_TRY(rt::copy_to_device(stream, buf.ptr(), bytes.data(), bytes.size()));
-        LJ_RT_TRY(stream.synchronize());  // `bytes` goes out of scope
+        LJ_RT_TRY(rt::upload_tensor(stream, buf.ptr(), jit::index_input(g, p.buffer, out.tuned_at, seed, jit::IndexFill::Last)));
       } else {
         LJ_RT_TRY(rt::fill_random_operand(stream, buf.ptr(), n, t.dtype, seed));
       }

@@ -29,14 +29,6 @@ namespace lj_test {
 
 namespace {
 
-// The tensor in its device encoding (values are exactly representable in their dtype).
-std::vector<unsigned char> encode(const HostTensor& t) {
-  std::vector<unsigned char> out(static_cast<size_t>(storage_bytes(t.dtype, t.numel())));
-  REQUIRE(!rt::encode_tensor(t, out.data()));
-  return out;
-}
-
-
 // Tolerance per dtype: one rounding step of the format (the kernel computes in fp32, the reference in
 // fp64, so a value near a rounding boundary may land one step apart), plus a small absolute floor.
 bool close(DType t, double got, double want) {
@@ -251,8 +243,7 @@ std::map<ValueId, HostTensor> check_group(rt::Context& ctx, rt::Stream& stream, 
     const size_t bytes = static_cast<size_t>(tensor_bytes(t.dtype, resolve(t.shape, c.bind)));
     LJ_RT_ASSIGN(rt::DeviceBuffer buf, rt::DeviceBuffer::allocate(ctx, bytes));
     if (before.count(v)) {
-      auto host = encode(before.at(v));
-      LJ_RT_TRY(rt::copy_to_device(stream, buf.ptr(), host.data(), host.size()));
+      LJ_RT_TRY(rt::upload_tensor(stream, buf.ptr(), before.at(v)));
     } else {
       // A packed 4-bit value is never written by a kernel (only dequantize reads it): poisoned bytewise.
       LJ_RT_TRY(rt::fill_poison(stream, buf.ptr(), bytes, is_packed(t.dtype) ? 1 : static_cast<size_t>(dtype_bytes(t.dtype))));

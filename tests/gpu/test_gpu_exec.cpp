@@ -22,7 +22,6 @@
 #include "layerjit/reference.h"
 #include "layerjit/text.h"
 #include "runtime/fill.h"
-#include "runtime/host_values.h"
 #include "tests/gpu/gpu_test_support.h"
 
 using namespace lj;
@@ -31,11 +30,9 @@ namespace {
 
 // Uploads `t` (values exactly representable in its dtype) into a new device buffer bound to `v`.
 rt::DeviceBuffer upload_and_bind(rt::Context& ctx, rt::Stream& stream, exec::Executable& e, ValueId v, const HostTensor& t) {
-  std::vector<unsigned char> bytes(static_cast<size_t>(t.numel() * dtype_bytes(t.dtype)));
-  REQUIRE(!rt::encode_tensor(t, bytes.data()));
-  auto buf = rt::DeviceBuffer::allocate(ctx, bytes.size());
+  auto buf = rt::DeviceBuffer::allocate(ctx, static_cast<size_t>(storage_bytes(t.dtype, t.numel())));
   LJ_REQUIRE_OK(buf);
-  LJ_REQUIRE_OK(rt::copy_to_device(stream, buf->ptr(), bytes.data(), bytes.size()));
+  LJ_REQUIRE_OK(rt::upload_tensor(stream, buf->ptr(), t));
   LJ_REQUIRE_OK(e.bind(v, buf->ptr()));
   return std::move(*buf);
 }
