@@ -18,6 +18,8 @@
 #include <optional>
 
 #include "codegen/emit_matmul.h"
+#include "layerjit/check.h"
+#include "layerjit/op_attrs.h"
 #include "layerjit/text.h"
 
 namespace lj {
@@ -39,6 +41,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int stages = q4 ? cfg.code_stages : 0;  // k steps of codes per warp staged in shared memory (0: registers)
   const int nb = q4 && cfg.rows_per_pass == 16 ? 2 : 1;  // chunks of 8 x rows per pass over the codes ("mt=16": 2)
   const bool xq = op.x_quantize >= 0;  // x's codes made per row by the CTA (an activation-quantize prologue)
+  const bool norm = op.x_norm >= 0 && !xq;  // x = rms_norm(x_src, x_gamma) folded in (4-bit W, one chunk per pass)
+  LJ_ASSERT(!norm || (q4 && nb == 1), "{}: the folded rms_norm takes the 4-bit GEMV with 8 rows per pass", ctx.kernel_name());
   // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
   const char* tz = !q4 || op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
   const char* ts = q4 ? c_type(g.value(op.ws).type.dtype) : nullptr;  // their scales
@@ -46,7 +50,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int64_t steps = (K + step_k - 1) / step_k;
 
   ctx.add_group_params();
-  const std::string px = xq ? "" : ctx.buffer_param(x, false), pw = q4 ? ctx.buffer_param(op.wq, false) : ctx.buffer_param(wt, false),
+  const ValueId xread = norm ? op.x_src : x;  // the rows the kernel reads
+  const std::string px = xq ? "" : ctx.buffer_param(xread, false), pw = q4 ? ctx.buffer_param(op.wq, false) : ctx.buffer_param(wt, false),
                     po = rope ? "" : ctx.buffer_param(op.out, true);
   const char* tx = c_type(op.xt);
   const char* tw = c_type(op.wt);
@@ -79,6 +84,11 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("constexpr lj_i64 G = {}, GROUPS = {};  // elements per scale; scales per row of %{}", op.group, K / op.group,
            g.value(d.results[0]).name);
   }
+  if (norm) {
+    w.comment(print_node(g, op.x_norm) + ": folded in; the B operand is %" + g.value(op.x_src).name + " * %" +
+              g.value(op.x_gamma).name + ", the sums times the row's factor");
+    w.line("constexpr float EPS = {}f;", attr::eps(g.node(op.x_norm).attrs));
+  }
   w.line("constexpr lj_i64 UNITS = {};  // {}: {} per CTA", units, two_rows ? "pairs of W rows" : "W rows", per_tile);
   w.line("constexpr lj_i64 STEPS = {};  // {}-element k steps of a row: 4 lanes x 16 bytes{}", steps, step_k, q4 ? " of codes" : "");
   w.line("constexpr int WARPS = {};  // warps per CTA, each a share of the k steps", warps);
@@ -105,6 +115,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     else
       w.line("__shared__ float partial[WARPS][{}][32][4];  // each warp's 16 x 8 accumulator tiles, in mma fragment order", nb);
     if (stages > 0) w.line("__shared__ lj_q4_ring<S> ring[WARPS];  // each warp's next S k steps of codes");
+    if (norm) w.line("__shared__ float ss_part[WARPS][8];  // each warp's sums of squares of the chunk's x rows over its k steps");
     w.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
     w.line("const int gr = lane >> 2, t = lane & 3;  // the lane's A rows {{gr, gr + 8}}, x row (B column) gr, k chunk t");
     // The two W rows of A rows gr and gr + 8.
@@ -161,7 +172,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const {}* __restrict__ xr = xq_s;", tx);
     } else {
       w.line("const bool x_in = m0 + gr < M;");
-      w.line("const {}* __restrict__ xr = {} + {};", tx, px, row_address(w, ctx, x, "(x_in ? m0 + gr : 0)", "0", "xc"));
+      w.line("const {}* __restrict__ xr = {} + {};{}", tx, px, row_address(w, ctx, xread, "(x_in ? m0 + gr : 0)", "0", "xc"),
+             norm ? "  // %" + g.value(xread).name : "");
     }
     if (nb == 2) {
       w.line("const bool x_in2 = m0 + 8 + gr < M;  // the second chunk's row");
@@ -171,13 +183,18 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("float c[4] = {{0.f, 0.f, 0.f, 0.f}};");
     }
     const char* i4 = q4 && g.value(op.wq).type.dtype == DType::I4 ? "true" : "false";
-    const std::string xs = nb == 2 ? fmt::format("lj_q4_xs<{}, 2>{{{{xr, xr2}}}}", tx) : fmt::format("lj_q4_xs<{}, 1>{{{{xr}}}}", tx);
+    if (norm) {
+      w.line("const lj_q4_xs<{}, 1, true> xs{{{{xr}}, {}, {{}}}};  // %{}", tx, ctx.buffer_param(op.x_gamma, false), g.value(op.x_gamma).name);
+    }
+    const std::string xs = norm ? "xs" : nb == 2 ? fmt::format("lj_q4_xs<{}, 2>{{{{xr, xr2}}}}", tx) : fmt::format("lj_q4_xs<{}, 1>{{{{xr}}}}", tx);
     const char* cs = nb == 2 ? "c" : "&c";
     if (q4 && stages > 0) {
       w.line("lj_gemv_q4_share_staged<{}, {}, {}, {}, S, K, G, EVEN, {}>(wa, wb, sa, sb, za, zb, {}, s0, s1, t, lane, ring[warp], {});", tx, ts, tz,
              i4, nb, xs, cs);
     } else if (q4 && nb == 2) {
       w.line("lj_gemv_q4_share_rows<{}, {}, {}, {}, U, K, G, EVEN, 2>(wa, wb, sa, sb, za, zb, {}, s0, s1, t, c);", tx, ts, tz, i4, xs);
+    } else if (q4 && norm) {
+      w.line("lj_gemv_q4_share_rows<{}, {}, {}, {}, U, K, G, EVEN, 1>(wa, wb, sa, sb, za, zb, xs, s0, s1, t, &c);", tx, ts, tz, i4);
     } else if (q4) {
       w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz, i4);
     } else {
@@ -194,6 +211,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     } else {
       w.line("for (int r = 0; r < 4; ++r) partial[warp][lane][r] = c[r];");
     }
+    if (norm) w.line("if (gr >> 1 == t) ss_part[warp][gr] = gr & 1 ? xs.ss[1] : xs.ss[0];  // D[gr][gr]: x row m0 + gr's squares");
     w.line("__syncthreads();");
     // Thread e < 16 x 8 (or 8 x 8 pairs) sums one accumulator over the warps: fragment lane fl, register
     // fr; C row fl / 4 + 8 * (fr / 2), column 2 * (fl % 4) + fr % 2. With two chunks, e's chunk h
@@ -234,6 +252,15 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     if (nb == 2) w.line("const lj_i64 m = m0 + 8 * h + 2 * (fl & 3) + (fr & 1);");
     if (nb == 1) w.line("const lj_i64 m = m0 + 2 * (fl & 3) + (fr & 1);");
     w.put(xq ? "if (u >= UNITS || m != m0) continue;  // one row per pass" : "if (u >= UNITS || m >= M) continue;");
+    if (norm) {
+      w.line("float ss = 0.f;");
+      w.line("#pragma unroll");
+      w.line("for (int v = 0; v < WARPS; ++v) ss += ss_part[v][m - m0];");
+      // (Times 1/K, not a division: ptxas calls a subroutine for an IEEE division, with a stack frame.)
+      w.line("const float rn = rsqrtf(ss * (1.f / (float)K) + EPS);  // %{}'s factor for row m", g.value(x).name);
+      w.line("sum *= rn;");
+      if (two_rows) w.line("sum_up *= rn;");
+    }
     std::string rs = row_scale_expr(w, ctx, op, "m", "sc");
     if (!rs.empty()) {
       w.line("const float rs = {};  // %{}", rs, g.value(op.row_scale).name);

@@ -109,6 +109,10 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
       op.x_src = g.node(op.x_norm).operands[0];
       op.x_gamma = g.node(op.x_norm).operands[1];
     }
+  } else if (grp.matmul.x_norm >= 0) {  // the rms_norm making x, folded into the 4-bit GEMV
+    op.x_norm = grp.matmul.x_norm;
+    op.x_src = g.node(op.x_norm).operands[0];
+    op.x_gamma = g.node(op.x_norm).operands[1];
   }
   const Shape& xs = g.value(op.x).type.shape;
   const Shape& ws = g.value(op.w).type.shape;
@@ -128,7 +132,7 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   // Views of x are splits and reshapes, which keep the innermost stride 1; the loads rely on it (the
   // row an activation-quantize prologue reads too).
   if (!unit_inner_stride(ctx.layout(op.x)) || (op.dequant < 0 && !unit_inner_stride(ctx.layout(op.w))) ||
-      (op.x_src >= 0 && !unit_inner_stride(ctx.layout(op.x_src))))
+      (op.x_src >= 0 && !unit_inner_stride(ctx.layout(op.x_src))) || (op.x_gamma >= 0 && !unit_inner_stride(ctx.layout(op.x_gamma))))
     return fail(fmt::format("{}: matmul kernels read rows of %{} and %{} contiguously; a view with a strided last axis needs a copy first",
                             ctx.kernel_name(), g.value(op.x).name, g.value(op.w).name),
                 mm.loc);
@@ -473,6 +477,7 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.rms_in_kernel = op.rms >= 0;
   p.angles_in_kernel = op.table >= 0;
   p.quantize_in_kernel = op.x_quantize >= 0;
+  p.norm_in_kernel = op.x_norm >= 0 && op.x_quantize < 0;
   p.arch_specific = opts.arch_specific;
   p.weight_codes = op.dequant >= 0;
   // (Codes are dense params: a map over their bytes always fits, K being a multiple of 32.)
@@ -487,7 +492,11 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.dtype = op.xt == op.wt ? op.xt : DType::F32;
   const int widest = std::max(dtype_bytes(op.xt), dtype_bytes(op.wt));
   // (Codes are dense params: their rows start 16-byte aligned where K is a multiple of 32.)
-  p.aligned = ctx.vector_width(p.weight_codes ? std::vector<ValueId>{op.x} : std::vector<ValueId>{op.x, op.w},
+  // (With the norm folded in, the kernel reads the norm's input and weight where it would read x.)
+  const std::vector<ValueId> read = p.norm_in_kernel ? std::vector<ValueId>{op.x_src, op.x_gamma}
+                                    : p.weight_codes ? std::vector<ValueId>{op.x}
+                                                     : std::vector<ValueId>{op.x, op.w};
+  p.aligned = ctx.vector_width(read,
                                ctx.graph().value(op.x).type.shape, 16 / widest) * widest == 16;
   return p;
 }

@@ -34,6 +34,8 @@ struct MatmulOperands {
   /// per-row scale `x_scale` are made by the kernel, one row at a time, from `x_src` (the quantize's
   /// input, or with `x_norm` the rms_norm's input, normalised with the weight `x_gamma`): the codes
   /// in shared memory `xq_s`, the scale in `xq_scale` (emit_x_quantize_prologue). x is never read.
+  /// Without a quantize, `x_norm` is the rms_norm making x, folded into the 4-bit GEMV: it reads
+  /// `x_src` and `x_gamma` where it would read x (FusionGroup::matmul.x_norm).
   NodeId x_quantize = -1, x_norm = -1;
   ValueId x_src = -1, x_gamma = -1, x_scale = -1;
   /// Weight prologue (FusionGroup::matmul.dequant): W is the group-wise dequantize of 4-bit codes

@@ -246,9 +246,11 @@ MatmulConfig default_for(const MatmulProblem& p) {
   // (more warps hide the latency a long row leaves); else four steps in flight with 4 warps,
   // 1.02-1.07x. 9-16 rows: two x chunks against each dequantized fragment (mt=16), 1.19-1.31x on all
   // four. More rows (or rows unknown): the GEMMs below, W's tiles dequantized into shared memory
-  // (gemm_q4.cuh).
+  // (gemm_q4.cuh). With the rms_norm folded in, two steps in flight at one row where four would be:
+  // four steps' codes beside the norm's weight and x's squares spill on sm_90 under the 128-register
+  // cap (gate/up, K = 4096).
   if (p.weight_codes && p.m > 0 && p.m <= 16) {
-    MatmulConfig c = p.m > 1 ? gemv_mma(2, 4) : p.k >= 8192 ? gemv_mma(1, 16) : gemv_mma(4, 4);
+    MatmulConfig c = p.m > 1 ? gemv_mma(2, 4) : p.k >= 8192 ? gemv_mma(1, 16) : gemv_mma(p.norm_in_kernel ? 2 : 4, 4);
     if (p.m > 8) c.rows_per_pass = 16;
     if (reject_reason(c, p).empty()) return c;
     return gemv_mma(2, 4);
@@ -338,6 +340,9 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   if (c.stream_k && c.pingpong) return "streamk with pingpong: a warpgroup's turn would hold a share of a tile, not a tile";
   if (p.rms_in_kernel && (c.family != MatmulConfig::Family::Gemv || c.tensor_cores))
     return "the group computes its rows' RMS factor (a one-row prologue), which only the SIMT GEMV does: its warps read whole rows of x";
+  if (p.norm_in_kernel && (c.family != MatmulConfig::Family::Gemv || !c.tensor_cores || c.rows_per_pass != 8))
+    return "the group normalises x (its rms_norm, a one-row prologue) as it loads it, which only the tensor-core GEMV on 4-bit codes does, "
+           "8 rows of x per pass (mt=8)";
   if (p.quantize_in_kernel && c.family != MatmulConfig::Family::Gemv)
     return "the group quantizes its row of x in the kernel (a one-row prologue), which only the GEMVs do";
   if (p.angles_in_kernel && c.family != MatmulConfig::Family::Gemv)

@@ -98,6 +98,9 @@ struct MatmulProblem {
   /// An activation-quantize prologue (FusionGroup::matmul.x_quantize): the GEMVs make x's codes from
   /// its row in the kernel, one row at a time; the GEMMs do not.
   bool quantize_in_kernel = false;
+  /// The rms_norm making x folded in (FusionGroup::matmul.x_norm without a quantize, 4-bit W at one
+  /// row): only the tensor-core GEMV on codes does it, one chunk of 8 rows per pass.
+  bool norm_in_kernel = false;
   /// W is made from 4-bit codes by a weight prologue (FusionGroup::matmul.dequant): only the
   /// tensor-core GEMV reads codes ("gemv mma" with 16-bit x; templates/layerjit/gemv_q4.cuh). `dtype`
   /// is then x's and the dequantized W's 16-bit type.

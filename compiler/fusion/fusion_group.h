@@ -73,7 +73,9 @@ struct MatmulEpilogue {
   /// An activation-quantize prologue (one row, fp8 or i8 x; FusionOptions::one_row_prologues): the
   /// per-row dynamic quantize making x's codes and the scale the row-scale product reads, and the
   /// rms_norm of the row it quantizes (or -1), computed by each CTA of the GEMV, the codes kept in
-  /// its shared memory (at most kMaxQuantizePrologueK of them).
+  /// its shared memory (at most kMaxQuantizePrologueK of them). Without a quantize, x_norm is the
+  /// rms_norm making a 4-bit-weight GEMV's x at one row (a one-row prologue): the kernel multiplies
+  /// the x it loads by the norm's weight and scales the sums by the row's factor.
   NodeId x_quantize = -1, x_norm = -1;
   /// A weight prologue (FusionOptions::weight_dequant_prologues): the group-wise dequantize of packed
   /// 4-bit codes that makes W, read by the kernel as codes, scales and zero points and dequantized
@@ -144,7 +146,8 @@ struct FusionOptions {
   bool fold_norms = true;        // lower(): RMSNorms folded into the matmuls that read them (fold_norms)
   /// Where `sizes` make a matmul's rows one (decode of one sequence: the GEMV, whose warps each read
   /// the whole row of x), the rms_scale and rope_table it alone reads join its group and are
-  /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step.
+  /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step. With W
+  /// from 4-bit codes, the rms_norm making x joins (MatmulEpilogue::x_norm).
   bool one_row_prologues = true;
   /// With one_row_prologues, also the per-row quantize (and the rms_norm before it) making an fp8 or
   /// i8 x: each CTA of the GEMV quantizes the row into its shared memory. Off by default: measured

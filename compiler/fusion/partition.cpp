@@ -239,6 +239,7 @@ class Partitioner {
     absorb_row_scale_product(gid, mm);
     absorb_x_quantize(gid, mm);
     absorb_weight_dequant(gid, mm);
+    absorb_x_norm(gid, mm);
     // A piece read by another kernel or returned is stored whole, in a buffer of its own.
     for (const HeadPiece& p : pieces) {
       bool read_outside = uses_.is_output(p.heads);
@@ -376,6 +377,7 @@ class Partitioner {
     absorb_row_scale_product(gid, mm);
     absorb_x_quantize(gid, mm);
     absorb_weight_dequant(gid, mm);
+    absorb_x_norm(gid, mm);
     for (NodeId u = sole_user(cur); u >= 0 && is_pointwise(g_.node(u)) &&
                                     g_.value(g_.node(u).results[0]).type.shape == g_.value(cur).type.shape;
          u = sole_user(cur)) {
@@ -506,6 +508,31 @@ class Partitioner {
     if (n < 0 || kind(n) != OpKind::RmsNorm || owner(n) != kUnassigned || uses_.is_output(h) || uses_.users(h).size() != 1) return;
     if (try_absorb(gid, n, fmt::format("one row: each CTA normalises the row it quantizes; {} never reaches memory", vname(h))))
       ep.x_norm = n;
+  }
+
+  // One row, W from 4-bit codes (a weight prologue): the rms_norm making x joins the group. Its
+  // weight cannot fold into the codes as fold_norms folds it into a bf16 W, so the tensor-core GEMV
+  // multiplies the x it loads by the weight and adds up x's squares on the tensor cores as it goes;
+  // the row's factor scales the sums after the warps' partials meet, so no serial prologue holds the
+  // codes back (what made the activation-quantize prologues slow), and a kernel of one CTA before
+  // the projection is gone.
+  void absorb_x_norm(int gid, NodeId mm) {
+    const MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
+    if (!one_row(mm) || ep.dequant < 0 || ep.x_quantize >= 0) return;
+    const ValueId h = g_.node(mm).operands[0];
+    const NodeId n = producer(h);
+    if (n < 0 || kind(n) != OpKind::RmsNorm || owner(n) != kUnassigned) return;
+    auto refuse = [&](const std::string& why) { note(gid, fmt::format("not absorbed {} = rms_norm: {}", vname(h), why)); };
+    if (uses_.is_output(h) || uses_.users(h).size() != 1) return refuse(fmt::format("{} is read by more than this matmul", vname(h)));
+    const DType t = g_.value(h).type.dtype;
+    for (ValueId v : g_.node(n).operands)
+      if (g_.value(v).type.dtype != t)
+        return refuse(fmt::format("the kernel multiplies x by the norm's weight in pairs of {}: {} is {}", dtype_name(t), vname(v),
+                                  dtype_name(g_.value(v).type.dtype)));
+    if (try_absorb(gid, n, fmt::format("one row: the 4-bit GEMV multiplies the {} it loads by {} and adds up its squares on the tensor "
+                                       "cores, the row's factor applied to the sums; {} never reaches memory",
+                                       vname(g_.node(n).operands[0]), vname(g_.node(n).operands[1]), vname(h))))
+      groups_[static_cast<size_t>(gid)].matmul.x_norm = n;
   }
 
   // Prologue: an elementwise producer of the reduced operand with the same shape (residual add).

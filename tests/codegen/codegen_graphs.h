@@ -222,7 +222,9 @@ graph @dequant_i8_groups(%q: i8[T, 64], %s: f32[T, 2]) {
 // steps at the default config (EVEN: loads without predicates), with u4 zeros and bf16 scales, and
 // with i4 codes and one f16 scale per row on bf16 x; K = 4096 (Llama's) is long enough for u=4.
 // The staged GEMV (codes through a cp.async ring) runs on those and on K = 1312 (11 k steps, the
-// last one partly past K; groups of 32), whose shares are 3 steps at 4 warps.
+// last one partly past K; groups of 32), whose shares are 3 steps at 4 warps. At one row the
+// rms_norm before q4_norm's matmul joins its GEMV (x times the norm's weight on load; K = 1344,
+// 11 steps, the last one partly past K).
 inline const char* kWeightPrologueGraphs = R"(
 graph @q4_packed(%x: bf16[T, 416], %w: param u4[37, 416], %s: param bf16[37, 13], %z: param i8[37, 13]) {
   %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
@@ -257,6 +259,12 @@ graph @q4_k4096(%x: bf16[T, 4096], %w: param u4[21, 4096], %s: param bf16[21, 32
 graph @q4_staged_odd(%x: bf16[T, 1312], %w: param u4[29, 1312], %s: param bf16[29, 41], %z: param i8[29, 41]) {
   %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
   %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_norm(%x: bf16[T, 1344], %g: param bf16[1344], %w: param u4[29, 1344], %s: param bf16[29, 42], %z: param u4[29, 42]) {
+  %h = rms_norm(%x, %g) {eps = 1e-05}
+  %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
+  %y = matmul(%h, %d)
   return %y
 }
 graph @q4_swiglu(%x: bf16[T, 160], %w: param u4[62, 160], %s: param bf16[62, 1], %r: bf16[T, 31]) {

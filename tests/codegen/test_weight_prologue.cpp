@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "codegen/kernel.h"
 #include "codegen/matmul_config.h"
@@ -350,4 +353,79 @@ TEST_CASE("the 4-bit GEMV at 9-16 rows: mt=16 multiplies each dequantized fragme
         INFO(r->str());
         CHECK(!r->spills());
       }
+}
+
+TEST_CASE("the 4-bit GEMV with the rms_norm folded in: x times the norm's weight on load, its squares on the tensor cores",
+          "[codegen][fusion]") {
+  Graph g;
+  for (Graph& x : parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_int4.lj").graphs)
+    if (x.name() == "llama3_8b_int4_decode") g = std::move(x);
+  REQUIRE(g.name() == "llama3_8b_int4_decode");
+  auto plan = [&](int64_t b, bool prologues) {
+    FusionOptions fo;
+    fo.sizes.set("B", b), fo.sizes.set("C", 4096);
+    fo.one_row_prologues = prologues;
+    return lower(g, fo);
+  };
+  auto normed = [](const Lowered& l) {
+    int n = 0, rows = 0;
+    for (const FusionGroup& grp : l.plan.groups) n += grp.matmul.x_norm >= 0, rows += grp.kind == GroupKind::RowReduce;
+    return std::pair{n, rows};
+  };
+  // B = 1: both norms join the projections that read them (QKV, gate/up), five kernels in all. Two
+  // rows, or without one-row prologues: the norms keep their row kernels.
+  const Lowered one = plan(1, true);
+  CHECK(one.plan.groups.size() == 5);
+  CHECK(normed(one) == std::pair{2, 0});
+  CHECK(normed(plan(2, true)) == std::pair{0, 2});
+  CHECK(normed(plan(1, false)) == std::pair{0, 2});
+
+  const rt::Target sm90a = *rt::Target::parse("sm_90a");
+  EmitOptions eo;
+  eo.sm = 90, eo.arch_specific = true;
+  eo.hint.set("B", 1), eo.hint.set("C", 4096);
+  for (const FusionGroup& grp : one.plan.groups) {
+    if (grp.matmul.x_norm < 0) continue;
+    const Node& norm = one.graph->node(grp.matmul.x_norm);
+    const std::string src = one.graph->value(norm.operands[0]).name, w = one.graph->value(norm.operands[1]).name;
+    INFO("group " << grp.id << ": rms_norm(%" << src << ", %" << w << ")");
+    CHECK(has_note(grp, "one row: the 4-bit GEMV multiplies the %" + src + " it loads by %" + w));
+    // Only the tensor-core GEMV at 8 rows per pass: every candidate is one, the GEMMs are refused by name.
+    const MatmulProblem p = matmul_problem(*one.graph, grp, eo);
+    CHECK(p.norm_in_kernel);
+    for (const MatmulConfig& c : matmul_candidates(p)) {
+      INFO(c.str());
+      CHECK((c.family == MatmulConfig::Family::Gemv && c.tensor_cores && c.rows_per_pass == 8));
+    }
+    MatmulConfig gemm = *parse_matmul_config("mma bm=16 bn=64 bk=64 wm=1 wn=2 stages=6", nullptr);
+    CHECK_THAT(reject_reason(gemm, p), Catch::Contains("normalises x (its rms_norm, a one-row prologue)"));
+    // The kernel reads the norm's input and weight, never %h, and scales the sums by the row's factor.
+    const GeneratedKernel k = emit_group(*one.graph, grp, eo);
+    CHECK(k.config == "gemv mma u=2 warps=4");
+    CHECK_THAT(k.source, Catch::Contains(fmt::format("const lj_q4_xs<lj_bf16, 1, true> xs{{{{xr}}, p_{}, {{}}}};", w)));
+    CHECK_THAT(k.source, Catch::Contains("const float rn = rsqrtf(ss * (1.f / (float)K) + EPS);"));
+    CHECK(k.source.find("p_" + one.graph->value(norm.results[0]).name + " ") == std::string::npos);
+    // Twice the unnormed kernel's mmas (x's squares: two per word of codes) and four packed
+    // multiplies per word more (x g), under the 128-register cap without spills.
+    const Lowered apart = plan(1, false);
+    const FusionGroup* twin = nullptr;
+    for (const FusionGroup& a : apart.plan.groups)
+      if (a.kind == GroupKind::Matmul && a.matmul.dequant >= 0 &&
+          apart.graph->node(a.matmul.dequant).operands[0] == one.graph->node(grp.matmul.dequant).operands[0])
+        twin = &a;
+    REQUIRE(twin != nullptr);
+    EmitOptions same = eo;
+    same.matmul = parse_matmul_config("gemv mma u=2 warps=4", nullptr);
+    const std::string ptx = ptx_of(k, sm90a), twin_ptx = ptx_of(emit_group(*apart.graph, *twin, same), sm90a);
+    const std::string mma = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+    CHECK(count(ptx, mma) == 2 * count(twin_ptx, mma));
+    CHECK(count(ptx, "fma.rn.bf16x2") == count(twin_ptx, "fma.rn.bf16x2") + 2 * 4 * 4);  // U steps x 4 words x 4 pairs
+    for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
+      auto r = jit::kernel_resources(k, *rt::Target::parse(arch));
+      REQUIRE(r.ok());
+      INFO(arch << ": " << r->str());
+      CHECK(!r->spills());
+      CHECK(r->stack_bytes == 0);
+    }
+  }
 }

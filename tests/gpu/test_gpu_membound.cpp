@@ -148,6 +148,39 @@ TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu
   CHECK(checked >= 7 * 2 * 6);  // u=1 and u=2 with 4, 8 and 16 warps on every graph, u=4 where K allows
 }
 
+/// The quantized decode layers at B = 1 fold each rms_norm into the 4-bit GEMV that reads it (x times
+/// the norm's weight on load, x's squares on the tensor cores, the row's factor on the sums): every
+/// config the tuner may pick for those groups, against the reference of the norm and the matmul.
+TEST_CASE("every 4-bit GEMV config the tuner tries with the rms_norm folded in matches the reference", "[gpu][membound][int4]") {
+  rt::Context& ctx = lj_test::gpu();
+  auto stream = rt::Stream::create(ctx);
+  LJ_REQUIRE_OK(stream);
+  int checked = 0;
+  for (const Graph& g : lj_test::weight_prologue_graphs()) {
+    if (g.name().rfind("q4_llama", 0) != 0) continue;
+    FusionOptions fo;
+    fo.sizes = binds({{"B", 1}, {"C", 40}});
+    const FusionPlan plan = plan_fusion(g, fo);
+    for (const FusionGroup& grp : plan.groups) {
+      if (grp.matmul.x_norm < 0) continue;
+      lj_test::GroupCase c;
+      c.graph = &g;
+      c.bind = fo.sizes;
+      c.seed = 500 + static_cast<uint64_t>(grp.id);
+      c.emit.hint = fo.sizes;
+      for (const MatmulConfig& cfg : matmul_candidates(matmul_problem(g, grp, c.emit))) {
+        INFO(g.name() << " group " << grp.id << ", " << cfg.str());
+        c.emit.matmul = cfg;
+        lj_test::check_group(ctx, *stream, c, grp);
+        ++checked;
+      }
+    }
+  }
+  // Two layers, QKV and gate/up, u = 1 and 2 with 4, 8 and 16 warps (K = 128, one k step: most warps
+  // have none, so their squares are zero; q4_norm in the case above takes K = 1344 at one row).
+  CHECK(checked >= 2 * 2 * 6);
+}
+
 /// The model families' layers, every kernel against the reference: prefill past Mistral's window,
 /// decode of two sequences at different positions.
 TEST_CASE("the model families' layer kernels match the reference (Llama-3.1 RoPE, window, QKV bias, q/k norm)", "[gpu][membound]") {

@@ -184,17 +184,49 @@ __device__ __forceinline__ uint4 lj_q4_x(const T* __restrict__ xr, lj_i64 k, boo
 // The x rows of a pass: NB chunks of 8 rows (an mma's 8 columns each), the lane's row of each. With
 // NB = 2 (a "mt=16" config) each step's dequantized A fragments feed two mmas, so 16 rows of x cost
 // one read of the codes instead of two.
-template <class T, int NB>
+template <class T, int NB, bool NORM = false>
 struct lj_q4_xs {
   const T* __restrict__ r[NB];
 };
+
+// With the rms_norm that makes x folded in (a one-row prologue, one chunk of 8 rows): r holds the
+// norm's input rows and g its weight, so the B operand is x g rounded to T (one packed FMA per pair)
+// and the rows' factor 1 / rms scales the sums after the warps' partials meet. ss accumulates x's
+// squares on the tensor cores, X X^T over the warp's share of k: lane (gr, t) holds D[gr][2t] and
+// D[gr][2t + 1] in ss[0], ss[1], so row c's sum of squares is ss[c & 1] of lane (c, c / 2).
+template <class T>
+struct lj_q4_xs<T, 1, true> {
+  const T* __restrict__ r[1];
+  const T* __restrict__ g;
+  mutable float ss[4];
+};
+
+// The chunk of 8 elements of x row nb at k (zeros past K) as the B operand: x, or x g with the norm
+// folded in, its squares added up first.
+template <bool EVEN, class T, int NB, bool NORM>
+__device__ __forceinline__ uint4 lj_q4_x_operand(const lj_q4_xs<T, NB, NORM>& xs, int nb, lj_i64 k, bool in) {
+  uint4 xv = lj_q4_x<EVEN>(xs.r[nb], k, in);
+  if constexpr (NORM) {
+    const uint4 gv = lj_q4_x<EVEN>(xs.g, k, in);
+    // A row gr (and gr + 8) and B column gr are the lane's own words: any order of k serves as long
+    // as A and B share it, so D[c][c] gains x row c's squares over the quad's 32 elements.
+    const unsigned a0[4] = {xv.x, xv.x, xv.y, xv.y}, b0[2] = {xv.x, xv.y};
+    const unsigned a1[4] = {xv.z, xv.z, xv.w, xv.w}, b1[2] = {xv.z, xv.w};
+    lj_mma<T>::m16n8k16(xs.ss, a0, b0);
+    lj_mma<T>::m16n8k16(xs.ss, a1, b1);
+    constexpr unsigned NEG0 = 0x80008000u;  // -0 in both halves: x g + -0 is x g rounded once
+    xv.x = lj_half2<T>::fma2(xv.x, gv.x, NEG0), xv.y = lj_half2<T>::fma2(xv.y, gv.y, NEG0);
+    xv.z = lj_half2<T>::fma2(xv.z, gv.z, NEG0), xv.w = lj_half2<T>::fma2(xv.w, gv.w, NEG0);
+  }
+  return xv;
+}
 
 // One k step (k: the lane's first element; in: the chunk lies inside K) of W rows a and b, 16 bytes of
 // codes each with their group's scale and zero point, added to c[0..NB). G a multiple of 128: the
 // step's mmas sum (q - z) * x into fresh accumulators (a chain of 8 mmas per chunk), scaled by the
 // row's s in f32.
-template <class T, class TS, class TZ, bool SIGNED, bool EVEN, int NB>
-__device__ __forceinline__ void lj_q4_step_scaled(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB>& xs, lj_i64 k,
+template <class T, class TS, class TZ, bool SIGNED, bool EVEN, int NB, bool NORM = false>
+__device__ __forceinline__ void lj_q4_step_scaled(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB, NORM>& xs, lj_i64 k,
                                                   bool in, float (*c)[4]) {
   const unsigned nba = lj_q4_neg_base<T, TZ>(za), nbb = lj_q4_neg_base<T, TZ>(zb);
   const unsigned wa[4] = {qa.x, qa.y, qa.z, qa.w};
@@ -205,7 +237,7 @@ __device__ __forceinline__ void lj_q4_step_scaled(uint4 qa, uint4 qb, TS sa, TS 
   for (int q = 0; q < 4; ++q) {  // word q: elements k + 8q .. k + 8q + 7
     unsigned b0[NB][2], b1[NB][2];
 #pragma unroll
-    for (int nb = 0; nb < NB; ++nb) lj_q4_x_pairs(lj_q4_x<EVEN>(xs.r[nb], k + 8 * q, in), b0[nb], b1[nb]);
+    for (int nb = 0; nb < NB; ++nb) lj_q4_x_pairs(lj_q4_x_operand<EVEN>(xs, nb, k + 8 * q, in), b0[nb], b1[nb]);
     const unsigned a0[4] = {qz(wa[q], 0, nba), qz(wb[q], 0, nbb), qz(wa[q], 1, nba), qz(wb[q], 1, nbb)};
     const unsigned a1[4] = {qz(wa[q], 2, nba), qz(wb[q], 2, nbb), qz(wa[q], 3, nba), qz(wb[q], 3, nbb)};
 #pragma unroll
@@ -224,8 +256,8 @@ __device__ __forceinline__ void lj_q4_step_scaled(uint4 qa, uint4 qb, TS sa, TS 
 
 // G of 32 or 64: every pair is dequantized whole, (q - z) * s rounded to T, and multiplied in one
 // accumulator chain per chunk.
-template <class T, class TS, class TZ, bool SIGNED, bool EVEN, int NB>
-__device__ __forceinline__ void lj_q4_step_rounded(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB>& xs, lj_i64 k,
+template <class T, class TS, class TZ, bool SIGNED, bool EVEN, int NB, bool NORM = false>
+__device__ __forceinline__ void lj_q4_step_rounded(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB, NORM>& xs, lj_i64 k,
                                                    bool in, float (*c)[4]) {
   constexpr bool PACKED = lj_same<TS, T>::value;
   lj_q4_group<T, TS, TZ, SIGNED, PACKED> ga, gb;
@@ -237,7 +269,7 @@ __device__ __forceinline__ void lj_q4_step_rounded(uint4 qa, uint4 qb, TS sa, TS
   for (int q = 0; q < 4; ++q) {
     unsigned b0[NB][2], b1[NB][2];
 #pragma unroll
-    for (int nb = 0; nb < NB; ++nb) lj_q4_x_pairs(lj_q4_x<EVEN>(xs.r[nb], k + 8 * q, in), b0[nb], b1[nb]);
+    for (int nb = 0; nb < NB; ++nb) lj_q4_x_pairs(lj_q4_x_operand<EVEN>(xs, nb, k + 8 * q, in), b0[nb], b1[nb]);
     const unsigned a0[4] = {ga.pair(wa[q], 0), gb.pair(wb[q], 0), ga.pair(wa[q], 1), gb.pair(wb[q], 1)};
     const unsigned a1[4] = {ga.pair(wa[q], 2), gb.pair(wb[q], 2), ga.pair(wa[q], 3), gb.pair(wb[q], 3)};
 #pragma unroll
@@ -248,13 +280,13 @@ __device__ __forceinline__ void lj_q4_step_rounded(uint4 qa, uint4 qb, TS sa, TS
   }
 }
 
-template <class T, class TS, class TZ, bool SIGNED, long long G, bool EVEN, int NB>
-__device__ __forceinline__ void lj_q4_step(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB>& xs, lj_i64 k, bool in,
+template <class T, class TS, class TZ, bool SIGNED, long long G, bool EVEN, int NB, bool NORM = false>
+__device__ __forceinline__ void lj_q4_step(uint4 qa, uint4 qb, TS sa, TS sb, int za, int zb, const lj_q4_xs<T, NB, NORM>& xs, lj_i64 k, bool in,
                                            float (*c)[4]) {
   if constexpr (G % 128 == 0)
-    lj_q4_step_scaled<T, TS, TZ, SIGNED, EVEN, NB>(qa, qb, sa, sb, za, zb, xs, k, in, c);
+    lj_q4_step_scaled<T, TS, TZ, SIGNED, EVEN, NB, NORM>(qa, qb, sa, sb, za, zb, xs, k, in, c);
   else
-    lj_q4_step_rounded<T, TS, TZ, SIGNED, EVEN, NB>(qa, qb, sa, sb, za, zb, xs, k, in, c);
+    lj_q4_step_rounded<T, TS, TZ, SIGNED, EVEN, NB, NORM>(qa, qb, sa, sb, za, zb, xs, k, in, c);
 }
 
 // One warp's share of k, steps [s0, s1) of 128 elements, added to c[0..NB): qa/qb the codes of W rows
@@ -264,10 +296,10 @@ __device__ __forceinline__ void lj_q4_step(uint4 qa, uint4 qb, TS sa, TS sb, int
 // the H200 (docs/perf.md): loading the next U steps while a batch computes, 11 % (more registers,
 // fewer warps); an L2 prefetch of the warp's whole share at its start, 7-20 % (a second request per
 // line for L2).
-template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN, int NB>
+template <class T, class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN, int NB, bool NORM = false>
 __device__ __forceinline__ void lj_gemv_q4_share_rows(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
                                                       const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
-                                                      const lj_q4_xs<T, NB>& xs, lj_i64 s0, lj_i64 s1, int t, float (*c)[4]) {
+                                                      const lj_q4_xs<T, NB, NORM>& xs, lj_i64 s0, lj_i64 s1, int t, float (*c)[4]) {
   static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
 #pragma unroll 1
   for (lj_i64 s = s0; s < s1; s += U) {
@@ -277,7 +309,7 @@ __device__ __forceinline__ void lj_gemv_q4_share_rows(const unsigned char* __res
     for (int u = 0; u < U; ++u) {
       const lj_i64 k = (s + u) * 128 + 32 * t;
       const bool in = EVEN || (s + u < s1 && k < K);
-      lj_q4_step<T, TS, TZ, SIGNED, G, EVEN, NB>(v.a[u], v.b[u], v.sa[u], v.sb[u], v.za[u], v.zb[u], xs, k, in, c);
+      lj_q4_step<T, TS, TZ, SIGNED, G, EVEN, NB, NORM>(v.a[u], v.b[u], v.sa[u], v.sb[u], v.za[u], v.zb[u], xs, k, in, c);
     }
   }
 }
@@ -304,10 +336,10 @@ struct lj_q4_ring {
 // on the H200 (docs/perf.md, "The 4-bit GEMV: scales after the mma"). Scales and zero points are
 // read as each step starts, after its codes' copy is issued (the next ones lie in the same line).
 // EVEN here: K a multiple of 128 (the copies ahead are predicated on the warp's share anyway).
-template <class T, class TS, class TZ, bool SIGNED, int S, long long K, long long G, bool EVEN, int NB>
+template <class T, class TS, class TZ, bool SIGNED, int S, long long K, long long G, bool EVEN, int NB, bool NORM = false>
 __device__ __forceinline__ void lj_gemv_q4_share_staged(const unsigned char* __restrict__ qa, const unsigned char* __restrict__ qb,
                                                         const TS* __restrict__ sa, const TS* __restrict__ sb, const TZ* za, const TZ* zb,
-                                                        const lj_q4_xs<T, NB>& xs, lj_i64 s0, lj_i64 s1, int t, int lane, lj_q4_ring<S>& ring,
+                                                        const lj_q4_xs<T, NB, NORM>& xs, lj_i64 s0, lj_i64 s1, int t, int lane, lj_q4_ring<S>& ring,
                                                         float (*c)[4]) {
   static_assert(K % 32 == 0 && G % 32 == 0, "a lane's 32 codes lie in one group and inside K");
   static_assert(S >= 2, "a ring of at least two steps");
@@ -335,7 +367,7 @@ __device__ __forceinline__ void lj_gemv_q4_share_staged(const unsigned char* __r
     if constexpr (!lj_same<TZ, void>::value) zva = lj_q4_zero(za, j), zvb = lj_q4_zero(zb, j);
     lj_cp_async_wait<S - 1>();  // this lane's copies of step s have landed
     const uint4(&slot)[2][32] = ring.v[(s - s0) % S];
-    lj_q4_step<T, TS, TZ, SIGNED, G, EVEN, NB>(slot[0][lane], slot[1][lane], fa, fb, zva, zvb, xs, k, in, c);
+    lj_q4_step<T, TS, TZ, SIGNED, G, EVEN, NB, NORM>(slot[0][lane], slot[1][lane], fa, fb, zva, zvb, xs, k, in, c);
   }
   lj_cp_async_wait<0>();  // no copy past the share still in flight when the ring is reused
 }
