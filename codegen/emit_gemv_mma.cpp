@@ -14,6 +14,9 @@
 // in warp order (deterministic).
 // With SwiGLU or RoPE the tile is 8 pairs of rows instead (gate n and up N + n, or the two columns
 // of a rotation pair) in A rows g and g + 8, so one thread holds both values of each output.
+// With the rms_norm before a 4-bit W folded in (one row, FusionGroup::matmul.x_norm), the warps
+// also leave their sums of x's squares in shared memory beside the partials, and the thread that
+// adds up an accumulator scales it by its row's factor.
 #include <algorithm>
 #include <optional>
 

@@ -23,6 +23,10 @@
 // reference's value bit for bit when s has x's type (the product is exact in f32 there); scales of
 // another type go through f32 (lj_q4_step_rounded).
 //
+// At one row the rms_norm making x may be folded in (lj_q4_xs<T, 1, true>): the kernel reads the
+// norm's input and weight, multiplies them as it loads them (the B operand is x g rounded to T) and
+// adds up x's squares with two more mmas per word, the sums scaled by the row's factor at the end.
+//
 // A chunk of 32 elements lies in one group (G is a multiple of 32, the planner's rule), so each
 // lane reads one scale (and zero point) per row per k step. K % 32 == 0: a chunk is wholly inside
 // k < K or wholly past it; chunks past K load zeros for x, so they add nothing whatever W's codes
