@@ -249,9 +249,10 @@ MatmulConfig default_for(const MatmulProblem& p) {
   // (gemm_q4.cuh). With the rms_norm folded in, two steps in flight at one row where four would be:
   // four steps' codes beside the norm's weight and x's squares spill on sm_90 under the 128-register
   // cap (gate/up, K = 4096).
-  if (p.weight_codes && p.m > 0 && p.m <= 16) {
+  // (A folded norm's group was planned for one row: the GEMV also where the rows are not given.)
+  if (p.weight_codes && ((p.m > 0 && p.m <= 16) || p.norm_in_kernel)) {
     MatmulConfig c = p.m > 1 ? gemv_mma(2, 4) : p.k >= 8192 ? gemv_mma(1, 16) : gemv_mma(p.norm_in_kernel ? 2 : 4, 4);
-    if (p.m > 8) c.rows_per_pass = 16;
+    if (p.m > 8 && !p.norm_in_kernel) c.rows_per_pass = 16;
     if (reject_reason(c, p).empty()) return c;
     return gemv_mma(2, 4);
   }

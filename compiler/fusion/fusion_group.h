@@ -147,7 +147,7 @@ struct FusionOptions {
   /// Where `sizes` make a matmul's rows one (decode of one sequence: the GEMV, whose warps each read
   /// the whole row of x), the rms_scale and rope_table it alone reads join its group and are
   /// computed in the kernel: two or three kernels of one CTA's work fewer per decode step. With W
-  /// from 4-bit codes, the rms_norm making x joins (MatmulEpilogue::x_norm).
+  /// from 4-bit codes and norm_prologues, the rms_norm making x joins (MatmulEpilogue::x_norm).
   bool one_row_prologues = true;
   /// With one_row_prologues, also the per-row quantize (and the rms_norm before it) making an fp8 or
   /// i8 x: each CTA of the GEMV quantizes the row into its shared memory. Off by default: measured
@@ -155,6 +155,13 @@ struct FusionOptions {
   /// 0.0878 without any one-row prologue, since every CTA quantizes the whole row before its weights
   /// stream (gate/up's 1792 CTAs: 0.0328 -> 0.0491 ms). `--quantize-prologues` on the CLI.
   bool quantize_prologues = false;
+  /// With one_row_prologues, also the rms_norm making a 4-bit GEMV's x (MatmulEpilogue::x_norm):
+  /// x times the norm's weight on load, x's squares on the tensor cores. Off by default: measured
+  /// slower on the H100 (docs/perf.md): the INT4 decode layer at B = 1 0.0797 ms with them against
+  /// 0.0781 without any one-row prologue, gate/up's GEMV 0.0303 -> 0.0364 ms (the norm's weight,
+  /// two more mmas and four packed multiplies per word of codes, and u=2 where u=4 would spill).
+  /// `--norm-prologues` on the CLI.
+  bool norm_prologues = false;
   /// Where `sizes` give a matmul at most 16 rows (decode) and its W is a group-wise dequantize of
   /// packed 4-bit params, the dequantize joins the matmul's group: the 4-bit GEMV reads the codes (a
   /// quarter of the bf16 bytes) and dequantizes them in registers. Otherwise the dequantize is

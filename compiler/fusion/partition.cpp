@@ -518,7 +518,7 @@ class Partitioner {
   // the projection is gone.
   void absorb_x_norm(int gid, NodeId mm) {
     const MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
-    if (!one_row(mm) || ep.dequant < 0 || ep.x_quantize >= 0) return;
+    if (!opts_.norm_prologues || !one_row(mm) || ep.dequant < 0 || ep.x_quantize >= 0) return;
     const ValueId h = g_.node(mm).operands[0];
     const NodeId n = producer(h);
     if (n < 0 || kind(n) != OpKind::RmsNorm || owner(n) != kUnassigned) return;

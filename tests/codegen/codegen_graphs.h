@@ -222,9 +222,9 @@ graph @dequant_i8_groups(%q: i8[T, 64], %s: f32[T, 2]) {
 // steps at the default config (EVEN: loads without predicates), with u4 zeros and bf16 scales, and
 // with i4 codes and one f16 scale per row on bf16 x; K = 4096 (Llama's) is long enough for u=4.
 // The staged GEMV (codes through a cp.async ring) runs on those and on K = 1312 (11 k steps, the
-// last one partly past K; groups of 32), whose shares are 3 steps at 4 warps. At one row the
-// rms_norm before q4_norm's matmul joins its GEMV (x times the norm's weight on load; K = 1344,
-// 11 steps, the last one partly past K).
+// last one partly past K; groups of 32), whose shares are 3 steps at 4 warps. At one row with norm
+// prologues (FusionOptions::norm_prologues) the rms_norm before q4_norm's matmul joins its GEMV (x
+// times the norm's weight on load; K = 1344, 11 steps, the last one partly past K).
 inline const char* kWeightPrologueGraphs = R"(
 graph @q4_packed(%x: bf16[T, 416], %w: param u4[37, 416], %s: param bf16[37, 13], %z: param i8[37, 13]) {
   %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}

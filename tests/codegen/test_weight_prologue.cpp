@@ -364,7 +364,7 @@ TEST_CASE("the 4-bit GEMV with the rms_norm folded in: x times the norm's weight
   auto plan = [&](int64_t b, bool prologues) {
     FusionOptions fo;
     fo.sizes.set("B", b), fo.sizes.set("C", 4096);
-    fo.one_row_prologues = prologues;
+    fo.one_row_prologues = fo.norm_prologues = prologues;
     return lower(g, fo);
   };
   auto normed = [](const Lowered& l) {
@@ -372,13 +372,17 @@ TEST_CASE("the 4-bit GEMV with the rms_norm folded in: x times the norm's weight
     for (const FusionGroup& grp : l.plan.groups) n += grp.matmul.x_norm >= 0, rows += grp.kind == GroupKind::RowReduce;
     return std::pair{n, rows};
   };
-  // B = 1: both norms join the projections that read them (QKV, gate/up), five kernels in all. Two
-  // rows, or without one-row prologues: the norms keep their row kernels.
+  // B = 1 with norm prologues (opt-in): both norms join the projections that read them (QKV,
+  // gate/up), five kernels in all. Two rows, without them, or by default: the norms keep their row
+  // kernels.
   const Lowered one = plan(1, true);
   CHECK(one.plan.groups.size() == 5);
   CHECK(normed(one) == std::pair{2, 0});
   CHECK(normed(plan(2, true)) == std::pair{0, 2});
   CHECK(normed(plan(1, false)) == std::pair{0, 2});
+  FusionOptions by_default;
+  by_default.sizes.set("B", 1), by_default.sizes.set("C", 4096);
+  CHECK(normed(lower(g, by_default)) == std::pair{0, 2});
 
   const rt::Target sm90a = *rt::Target::parse("sm_90a");
   EmitOptions eo;

@@ -148,21 +148,24 @@ TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu
   CHECK(checked >= 7 * 2 * 6);  // u=1 and u=2 with 4, 8 and 16 warps on every graph, u=4 where K allows
 }
 
-/// The quantized decode layers at B = 1 fold each rms_norm into the 4-bit GEMV that reads it (x times
-/// the norm's weight on load, x's squares on the tensor cores, the row's factor on the sums): every
-/// config the tuner may pick for those groups, against the reference of the norm and the matmul.
+/// With norm prologues (opt-in: FusionOptions::norm_prologues) each rms_norm before a 4-bit GEMV at
+/// one row joins it (x times the norm's weight on load, x's squares on the tensor cores, the row's
+/// factor on the sums): every config the tuner may pick for those groups, on q4_norm (K = 1344, the
+/// last k step partly past K, groups of 32) and the quantized decode layers' QKV and gate/up (K =
+/// 128, one k step: most warps have none), against the kernel's definition (group_check.cpp).
 TEST_CASE("every 4-bit GEMV config the tuner tries with the rms_norm folded in matches the reference", "[gpu][membound][int4]") {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
-  int checked = 0;
+  int checked = 0, groups = 0;
   for (const Graph& g : lj_test::weight_prologue_graphs()) {
-    if (g.name().rfind("q4_llama", 0) != 0) continue;
     FusionOptions fo;
-    fo.sizes = binds({{"B", 1}, {"C", 40}});
+    fo.norm_prologues = true;
+    fo.sizes = binds({{"T", 1}, {"B", 1}, {"C", 40}});
     const FusionPlan plan = plan_fusion(g, fo);
     for (const FusionGroup& grp : plan.groups) {
       if (grp.matmul.x_norm < 0) continue;
+      ++groups;
       lj_test::GroupCase c;
       c.graph = &g;
       c.bind = fo.sizes;
@@ -176,9 +179,8 @@ TEST_CASE("every 4-bit GEMV config the tuner tries with the rms_norm folded in m
       }
     }
   }
-  // Two layers, QKV and gate/up, u = 1 and 2 with 4, 8 and 16 warps (K = 128, one k step: most warps
-  // have none, so their squares are zero; q4_norm in the case above takes K = 1344 at one row).
-  CHECK(checked >= 2 * 2 * 6);
+  CHECK(groups == 5);  // q4_norm, and QKV and gate/up of the two layers
+  CHECK(checked >= 5 * 6);  // u = 1 and 2 with 4, 8 and 16 warps at least
 }
 
 /// The model families' layers, every kernel against the reference: prefill past Mistral's window,
