@@ -188,6 +188,16 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
   // 128 x 256 tiles where they nearly fill the SMs; else narrower tiles, split along K into the
   // largest power of two of CTAs per tile that still fits one wave (docs/perf.md).
   const int64_t row_tiles = p.m > 0 ? (p.m + 127) / 128 : 32;  // unknown M: prefill-sized
+  // i8 over many columns: ping-pong 128 x 128, one warpgroup's epilogue under the other's MMAs. The
+  // s8 MMAs run twice as fast as bf16 ones, so the epilogue weighs twice as much. H100, thirty-second
+  // session (bench_int8 --sweep, `layerjit tune` on the W8A8 layer at T = 4096): gate_up (N = 28672)
+  // 0.7783 -> 0.7371 ms bare, 0.8288 -> 0.7114 with the SwiGLU epilogue; at N = 4096-6144 (qkv with
+  // RoPE, o with the residual) and for down the 128 x 256 tiles stayed ahead in the layer.
+  if (p.dtype == DType::I8 && p.n >= 16384 && row_tiles * ((p.n + 127) / 128) >= 4 * p.sm_count) {
+    MatmulConfig c = wgmma(128, 4);
+    c.persistent = c.pingpong = true;
+    return c;
+  }
   if (row_tiles * ((p.n + 255) / 256) * 4 >= p.sm_count * 3) return wgmma(256, 4);
   const bool fp8 = dtype_bytes(p.dtype) == 1;
   // Where 128 x 64 tiles fit one wave: those, 8 stages deep, split only while the grid stays within
