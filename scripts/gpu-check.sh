@@ -237,6 +237,7 @@ memcheck_cases=(
   "test_gpu_membound|small llama*,the model families*,dynamic per-row*"
   "test_gpu_attention|decode of two new tokens*,paged decode*"
   "test_gpu_gemm|the defaults for 2-32 rows*"
+  "test_gpu_w8a8|*"
 )
 if [[ $memcheck -eq 1 ]]; then
   if command -v compute-sanitizer >/dev/null; then
@@ -248,6 +249,10 @@ if [[ $memcheck -eq 1 ]]; then
     if [[ -x "$lj" ]]; then
       run "memcheck run small prefill" "${sanitize[@]}" "$lj" run --small --graph llama_small_prefill --bind T=33
       run "memcheck run small decode" "${sanitize[@]}" "$lj" run --small --graph llama_small_decode --bind B=2,C=9
+      # The quantized 8B layers at decode sizes over a short cache (30-50 s each instrumented, H100).
+      run "memcheck run INT4 decode" "${sanitize[@]}" "$lj" run "$src_dir/examples/llama3_8b_int4.lj" --graph llama3_8b_int4_decode --bind B=3,C=37 --quiet
+      run "memcheck run INT4 decode one row" "${sanitize[@]}" "$lj" run "$src_dir/examples/llama3_8b_int4.lj" --graph llama3_8b_int4_decode --bind B=1,C=37 --quiet
+      run "memcheck run W8A8 decode one row" "${sanitize[@]}" "$lj" run "$src_dir/examples/llama3_8b_w8a8.lj" --graph llama3_8b_w8a8_decode --bind B=1,C=37 --quiet
     fi
   else
     say "-- memcheck: compute-sanitizer not found"
@@ -258,32 +263,31 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   for b in "${benches[@]}"; do
     run "$(basename "$b")" "$b"
   done
-  src="$(cd "$(dirname "$0")/.." && pwd)"
   # The Llama layers under each launch variant (programmatic dependent launch off / marked kernels /
   # every kernel, each instruction order), timed as CUDA graphs by `layerjit run`.
-  [[ -x "$lj" ]] && run "decode_launch.sh" "$src/bench/exec/decode_launch.sh" "$lj" 1
+  [[ -x "$lj" ]] && run "decode_launch.sh" "$src_dir/bench/exec/decode_launch.sh" "$lj" 1
   # The INT4, FP8 and W8A8 layers against the bf16 one (`layerjit bench`, one CUDA graph per call).
-  [[ -x "$lj" ]] && run "quant layers.sh" "$src/bench/quant/layers.sh" "$lj"
+  [[ -x "$lj" ]] && run "quant layers.sh" "$src_dir/bench/quant/layers.sh" "$lj"
   # The 4-bit projections against bf16 ones at 1, 16, 32 and 4096 rows (GEMV and GEMMs on codes).
-  [[ -x "$lj" ]] && run "quant int4.sh" "$src/bench/quant/int4.sh" "$lj"
+  [[ -x "$lj" ]] && run "quant int4.sh" "$src_dir/bench/quant/int4.sh" "$lj"
   # Tensor parallelism: the 8B layer at tp = 1 and 2 (decode B = 1, 32; prefill), the all_reduces alone,
   # and the tp = 2 outputs against tp = 1 (`layerjit run --tp 2`): where the machine has two GPUs.
   if [[ -x "$lj" && ${gpus:-0} -ge 2 ]]; then
     run "tp run decode" "$lj" run --tp 2 --graph llama3_8b_decode --bind B=32,C=4096
     run "tp run prefill" "$lj" run --tp 2 --graph llama3_8b_prefill --bind T=4096
-    run "tp tp.sh" "$src/bench/tp/tp.sh" "$lj" 2
-    [[ -x "$build/tests/models/make_hf_model" ]] && run "tp model.sh (32-layer 8B model)" "$src/bench/tp/model.sh" "$lj" "$build/tests/models/make_hf_model" 2
+    run "tp tp.sh" "$src_dir/bench/tp/tp.sh" "$lj" 2
+    [[ -x "$build/tests/models/make_hf_model" ]] && run "tp model.sh (32-layer 8B model)" "$src_dir/bench/tp/model.sh" "$lj" "$build/tests/models/make_hf_model" 2
   fi
   # PyTorch anchors of the benchmarks (bench/*/*.py, e.g. SDPA for bench_attention), timed in the same
   # session: from the source tree next to this script, or copied into the build tree.
-  mapfile -t anchors < <( { find "$src/bench" "$build/bench" -mindepth 2 -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)
+  mapfile -t anchors < <( { find "$src_dir/bench" "$build/bench" -mindepth 2 -name '*.py' 2>/dev/null; } | awk -F/ '!seen[$NF]++' | sort)
   if [[ ${#anchors[@]} -gt 0 ]]; then
     if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
       for a in "${anchors[@]}"; do
         run "$(basename "$a")" python3 "$a"
       done
       # The whole layer against PyTorch eager / torch.compile / reduce-overhead on the same weights.
-      for c in "$src/bench/compare_torch.py" "$build/bench/compare_torch.py"; do
+      for c in "$src_dir/bench/compare_torch.py" "$build/bench/compare_torch.py"; do
         if [[ -f "$c" && -x "$lj" ]]; then
           run "compare_torch.py" python3 "$c" --layerjit "$lj" --case "${LAYERJIT_COMPARE_CASES:-prefill,decode1,decode32}"
           break
@@ -297,7 +301,7 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
           local d rc
           d=$(mktemp -d)
           "$mk" "$d/l8b" llama --8b --layers 32 --shards 4 &&
-            python3 "$src/bench/compare_hf.py" --layerjit "$lj" --model "$d/l8b" --json "$out_dir/compare_hf.json"
+            python3 "$src_dir/bench/compare_hf.py" --layerjit "$lj" --model "$d/l8b" --json "$out_dir/compare_hf.json"
           rc=$?
           rm -rf "$d"
           return $rc
