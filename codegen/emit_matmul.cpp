@@ -100,17 +100,14 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
   if (mm.operands.size() == 3) op.row_scale = mm.operands[2];
   op.rms = grp.matmul.rms;
   op.row_scale_product = grp.matmul.row_scale_product;
-  if (grp.matmul.x_quantize >= 0) {
+  if (grp.matmul.x_quantize >= 0) {  // x quantized in the kernel from x_src
     const Node& q = g.node(grp.matmul.x_quantize);
-    op.x_quantize = grp.matmul.x_quantize, op.x_norm = grp.matmul.x_norm;
+    op.x_quantize = grp.matmul.x_quantize;
     op.x_scale = q.results[1];
     op.x_src = q.operands[0];
-    if (op.x_norm >= 0) {
-      op.x_src = g.node(op.x_norm).operands[0];
-      op.x_gamma = g.node(op.x_norm).operands[1];
-    }
-  } else if (grp.matmul.x_norm >= 0) {  // the rms_norm making x, folded into the 4-bit GEMV
-    op.x_norm = grp.matmul.x_norm;
+  }
+  op.x_norm = grp.matmul.x_norm;
+  if (op.x_norm >= 0) {  // the rms_norm making x (or the quantize's input) folded in: x_src is its input
     op.x_src = g.node(op.x_norm).operands[0];
     op.x_gamma = g.node(op.x_norm).operands[1];
   }

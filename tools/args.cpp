@@ -164,6 +164,10 @@ void fusion_flags(CommandLine& cl, FusionOptions& fo) {
   cl.flag("--no-matmul-epilogues", [&fo] { fo.matmul_epilogues = false; }, "every matmul alone, its epilogue ops kernels of their own");
   cl.flag("--no-output-view-copies", [&fo] { fo.copy_output_views = false; }, "returned views of larger buffers stay views");
   cl.flag("--no-norm-folding", [&fo] { fo.fold_norms = false; }, "keep RMSNorms instead of folding them into the next matmuls");
+  fused_plan_flags(cl, fo);
+}
+
+void fused_plan_flags(CommandLine& cl, FusionOptions& fo) {
   cl.flag("--no-one-row-prologues", [&fo] { fo.one_row_prologues = false; }, "at one row, rms_scale and rope_table keep kernels of their own");
   cl.flag("--norm-prologues", [&fo] { fo.norm_prologues = true; }, "at one row, the rms_norm before a 4-bit GEMV joins it (slower on the H100: off by default)");
   cl.flag("--no-norm-prologues", [&fo] { fo.norm_prologues = false; }, "at one row, the rms_norm before a 4-bit GEMV keeps its row kernel (the default)");

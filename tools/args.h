@@ -53,8 +53,12 @@ class CommandLine {
 };
 
 /// The planner's switches, as `layerjit plan` takes them: --no-fuse, --no-matmul-epilogues,
-/// --no-output-view-copies, --no-norm-folding, --no-one-row-prologues.
+/// --no-output-view-copies, --no-norm-folding, then fused_plan_flags'.
 void fusion_flags(CommandLine& cl, FusionOptions& fo);
+/// The switches that choose among fused plans (--no-one-row-prologues, --norm-prologues,
+/// --no-norm-prologues, --quantize-prologues, --packed-weights): what `run` and `bench` take, which
+/// build the unfused plan beside the fused one.
+void fused_plan_flags(CommandLine& cl, FusionOptions& fo);
 
 /// A UsageError when a `--bind` symbol is none of the module's graphs' symbols (a misspelt
 /// `--bind X=5` would otherwise be ignored), naming the symbols there are.

@@ -111,11 +111,7 @@ int cmd_bench(const std::vector<std::string>& args) {
   cl.graph_options(o);
   cl.option("--seed", [&seed](const std::string& v) { seed = parse_seed(v); }, "N", "the random inputs' seed (default 1)");
   cl.flag("--no-arch-specific", [&arch_specific] { arch_specific = false; }, "sm_90 instead of sm_90a on Hopper");
-  cl.flag("--no-one-row-prologues", [&fusion] { fusion.one_row_prologues = false; }, "as `layerjit plan`");
-  cl.flag("--quantize-prologues", [&fusion] { fusion.quantize_prologues = true; }, "as `layerjit plan`");
-  cl.flag("--norm-prologues", [&fusion] { fusion.norm_prologues = true; }, "as `layerjit plan`");
-  cl.flag("--no-norm-prologues", [&fusion] { fusion.norm_prologues = false; }, "as `layerjit plan`");
-  cl.flag("--packed-weights", [&fusion] { fusion.packed_weight_gemms = true; }, "as `layerjit plan`");
+  fused_plan_flags(cl, fusion);
   std::optional<std::string> json_path, csv_path, svg_path;
   cl.option("--json", json_path, "FILE", "every row printed, as JSON (layerjit.bench/1)");
   cl.option("--csv", csv_path, "FILE", "the same rows as CSV");

@@ -138,11 +138,7 @@ int cmd_run(const std::vector<std::string>& args) {
     reference = v;
   }, "auto|always|never", "compare with the CPU reference (auto: at sizes it evaluates quickly)");
   cl.flag("--no-arch-specific", [&arch_specific] { arch_specific = false; }, "sm_90 instead of sm_90a on Hopper");
-  cl.flag("--no-one-row-prologues", [&fusion] { fusion.one_row_prologues = false; }, "as `layerjit plan`");
-  cl.flag("--quantize-prologues", [&fusion] { fusion.quantize_prologues = true; }, "as `layerjit plan`");
-  cl.flag("--norm-prologues", [&fusion] { fusion.norm_prologues = true; }, "as `layerjit plan`");
-  cl.flag("--no-norm-prologues", [&fusion] { fusion.norm_prologues = false; }, "as `layerjit plan`");
-  cl.flag("--packed-weights", [&fusion] { fusion.packed_weight_gemms = true; }, "as `layerjit plan`");
+  fused_plan_flags(cl, fusion);
   cl.option("--weights", weights_path, "FILE", "the param inputs from a safetensors file");
   cl.option("--save", save_dir, "DIR", "write inputs and outputs as safetensors");
   cl.option("--bundle", bundle_path, "FILE.ljb", "the fused plan's kernels from an AOT bundle");

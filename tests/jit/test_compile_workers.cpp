@@ -85,24 +85,34 @@ Compiled compile(const std::string& cache_dir, const char* text = kGraph) {
   return c;
 }
 
-std::string fresh_dir(const char* tag) {
-  const std::string d = fmt::format("{}/lj_workers_{}_{}", std::filesystem::temp_directory_path().string(), tag, ::getpid());
-  std::filesystem::remove_all(d);
-  return d;
-}
+// An empty cache directory of this process, removed with what the test wrote there when it ends.
+struct FreshDir {
+  std::string path;
+  explicit FreshDir(const char* tag)
+      : path(fmt::format("{}/lj_workers_{}_{}", std::filesystem::temp_directory_path().string(), tag, ::getpid())) {
+    std::filesystem::remove_all(path);
+  }
+  ~FreshDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  FreshDir(const FreshDir&) = delete;
+  FreshDir& operator=(const FreshDir&) = delete;
+};
 
 }  // namespace
 
 TEST_CASE("compile workers: the same cubins as compiling in this process", "[jit][workers]") {
+  const FreshDir a("a"), b("b");
   std::optional<Compiled> in_process, workers;
   {
     ScopedEnv off("LAYERJIT_COMPILE_WORKER", "off");
-    in_process.emplace(compile(fresh_dir("a")));
+    in_process.emplace(compile(a.path));
   }
   {
     ScopedEnv on("LAYERJIT_COMPILE_WORKER", LAYERJIT_COMPILE_WORKER_PATH);
     ScopedEnv jobs("LAYERJIT_COMPILE_JOBS", "3");
-    workers.emplace(compile(fresh_dir("b")));
+    workers.emplace(compile(b.path));
   }
   REQUIRE(in_process->plan.ok());
   REQUIRE(workers->plan.ok());
@@ -115,7 +125,8 @@ TEST_CASE("compile workers: the same cubins as compiling in this process", "[jit
 }
 
 TEST_CASE("compile workers: a crash in one compile is that kernel's error, the rest compile, nothing torn is cached", "[jit][workers]") {
-  const std::string dir = fresh_dir("crash");
+  const FreshDir fresh("crash");
+  const std::string& dir = fresh.path;
   ScopedEnv on("LAYERJIT_COMPILE_WORKER", LAYERJIT_COMPILE_WORKER_PATH);
   ScopedEnv jobs("LAYERJIT_COMPILE_JOBS", "2");
   std::string victim;
@@ -151,7 +162,8 @@ TEST_CASE("compile workers: a hang past the timeout is killed and reported, the 
   ScopedEnv jobs("LAYERJIT_COMPILE_JOBS", "2");
   ScopedEnv timeout("LAYERJIT_COMPILE_TIMEOUT", "4.5");
   ScopedEnv hang("LAYERJIT_TEST_WORKER_HANG", "_row_reduce");
-  const std::string dir = fresh_dir("hang");
+  const FreshDir fresh("hang");
+  const std::string& dir = fresh.path;
   const auto t0 = std::chrono::steady_clock::now();
   Compiled c = compile(dir, kSmallGraph);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -171,7 +183,8 @@ TEST_CASE("compile workers: a hang past the timeout is killed and reported, the 
 
 TEST_CASE("compile workers: a worker that cannot start is a clear error, and malformed settings are named", "[jit][workers]") {
   ScopedEnv on("LAYERJIT_COMPILE_WORKER", "/nonexistent/layerjit-compile-worker");
-  Compiled c = compile(fresh_dir("missing"));
+  const FreshDir fresh("missing");
+  Compiled c = compile(fresh.path);
   REQUIRE(!c.plan.ok());
   CHECK_THAT(c.plan.message(), Catch::Contains("cannot start the compile worker /nonexistent/layerjit-compile-worker"));
   CHECK_THAT(c.plan.message(), Catch::Contains("'off' compiles in-process"));
