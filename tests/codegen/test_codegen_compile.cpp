@@ -404,16 +404,31 @@ TEST_CASE("matmul groups at prefill sizes on sm_90a get the Hopper GEMM reading 
 // emitter does not specialise mma.sync or GEMV sources on the SM, so most of sm_90's are sm_80's
 // (the same text for another ptxas target, which the golden set and the layer sweeps build for
 // sm_90): sm_90 compiles those only sm_90's larger shared memory admits, which halves CI's longest
-// sweep. One test case per target, so that ctest runs the three sweeps side by side.
+// sweep. The tiles' k depth, stages and row grouping are template arguments of the GEMM's mainloop
+// (one typedef line of the source: lj_gemm<..., BK, ..., STAGES, GROUP_M> or lj_wgmma_gemm<...>),
+// which the epilogue's text does not depend on: the first matmul group of each graph is compiled
+// with every candidate, the others with one candidate per tile shape (bm, bn, warps, split, ping-pong
+// ...): each epilogue meets every tile it can, each mainloop every depth, for half the NVRTC time.
+// One test case per target, so that ctest runs the three sweeps side by side.
 namespace {
-// Calls f(config, kernel) for every candidate of every matmul group of both graphs of the 8B layer
-// for `sm` (91: sm_90a's wgmma candidates only).
+// The config with what only the mainloop's template arguments hold (k depth, stages, row grouping)
+// normalised: candidates with one key have the same epilogue text.
+std::string epilogue_key(const std::string& kernel, MatmulConfig c) {
+  if (c.family == MatmulConfig::Family::Gemv) return kernel + " " + c.str();
+  c.bk = 32, c.stages = 4, c.group_m = 8;
+  return kernel + " " + c.str();
+}
+
+// Calls f(config, kernel, every) for every candidate of every matmul group of both graphs of the 8B
+// layer for `sm` (91: sm_90a's wgmma candidates only); `every`: the graph's first matmul group.
 template <class F>
 void for_each_pruned_llama_matmul(int sm, F&& f) {
   for (const auto& [g, sym, m] : {std::tuple{llama_decode(LlamaConfig::llama3_8b()), "B", 1},
                                   std::tuple{llama_prefill(LlamaConfig::llama3_8b()), "T", 4096}}) {
+    int matmuls = 0;
     for (const FusionGroup& grp : plan_fusion(g).groups) {
       if (grp.kind != GroupKind::Matmul) continue;
+      const bool every = matmuls++ == 0;
       EmitOptions eo;
       eo.sm = sm == 91 ? 90 : sm;
       eo.arch_specific = sm == 91;
@@ -422,7 +437,7 @@ void for_each_pruned_llama_matmul(int sm, F&& f) {
       for (const MatmulConfig& c : matmul_candidates(matmul_problem(g, grp, eo))) {
         if (sm == 91 && c.family != MatmulConfig::Family::Wgmma) continue;
         eo.matmul = c;
-        f(c, emit_group(g, grp, eo));
+        f(c, emit_group(g, grp, eo), every);
       }
     }
   }
@@ -430,23 +445,29 @@ void for_each_pruned_llama_matmul(int sm, F&& f) {
 
 void compile_pruned_llama_matmuls(int sm) {
   std::set<std::string> sm80_sources;
-  if (sm == 90) for_each_pruned_llama_matmul(80, [&](const MatmulConfig&, const GeneratedKernel& k) { sm80_sources.insert(k.source); });
+  if (sm == 90) for_each_pruned_llama_matmul(80, [&](const MatmulConfig&, const GeneratedKernel& k, bool) { sm80_sources.insert(k.source); });
   std::vector<rt::CompileJob> jobs;
   std::vector<std::string> what;
-  std::set<std::string> seen_configs;
-  int shared_with_sm80 = 0;
+  std::set<std::string> seen_configs, epilogues;
+  int shared_with_sm80 = 0, same_epilogue = 0;
   auto target = rt::Target::parse(sm == 80 ? "sm_80" : sm == 90 ? "sm_90" : "sm_90a");
   REQUIRE(target.ok());
-  for_each_pruned_llama_matmul(sm, [&](const MatmulConfig& c, const GeneratedKernel& k) {
+  for_each_pruned_llama_matmul(sm, [&](const MatmulConfig& c, const GeneratedKernel& k, bool every) {
     seen_configs.insert(c.str());
     if (sm80_sources.count(k.source)) {
       ++shared_with_sm80;
+      return;
+    }
+    if (!epilogues.insert(epilogue_key(k.name, c)).second && !every) {
+      ++same_epilogue;
       return;
     }
     jobs.push_back(jit::compile_job(k, *target));
     what.push_back(fmt::format("{} {} {}", k.name, target->name(), c.str()));
   });
   CHECK(seen_configs.size() >= 20);
+  WARN(fmt::format("{}: {} kernels compiled, {} skipped as another depth of a tile compiled with the same epilogue", target->name(),
+                   jobs.size(), same_epilogue));
   if (sm == 90) {
     CHECK(shared_with_sm80 > 0);
     CHECK(!jobs.empty());  // the configs only 227 KB of shared memory admits
