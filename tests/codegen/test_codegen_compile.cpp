@@ -35,6 +35,17 @@ graph @fp8_qkv(%x: f8e4m3[M, 4096], %w: param f8e4m3[6144, 4096], %xs: f32[M], %
 }
 )";
 
+// Compiles the jobs on every core; each must build a cubin, a failure named by `what` with NVRTC's log.
+void compile_every_one(const std::vector<rt::CompileJob>& jobs, const std::vector<std::string>& what) {
+  auto results = rt::compile_parallel(jobs);
+  REQUIRE(results.size() == jobs.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    INFO(what[i] << ":\n" << (results[i].ok() ? "" : results[i].message()));
+    CHECK(results[i].ok());
+    if (results[i].ok()) CHECK(!results[i]->cubin.empty());
+  }
+}
+
 // sm_90 builds a source again only where its build can differ from sm_80's. The device headers
 // branch on __CUDA_ARCH__ in a few places, which "the device headers branch on the architecture in
 // the places compile_all knows" pins: programmatic dependent launch (>= 900, two instructions at the
@@ -83,13 +94,7 @@ void compile_all(bool fuse) {
   CHECK(seen.size() > (fuse ? 100u : 150u));
   CHECK(on_sm90 >= 8);
   WARN(fmt::format("{} kernels, {} of them built for sm_90 too", seen.size(), on_sm90));
-  auto results = rt::compile_parallel(jobs);
-  REQUIRE(results.size() == jobs.size());
-  for (size_t i = 0; i < results.size(); ++i) {
-    INFO(what[i] << ":\n" << (results[i].ok() ? "" : results[i].message()));
-    CHECK(results[i].ok());
-    if (results[i].ok()) CHECK(!results[i]->cubin.empty());
-  }
+  compile_every_one(jobs, what);
 }
 }  // namespace
 
@@ -473,12 +478,7 @@ void compile_pruned_llama_matmuls(int sm) {
     CHECK(!jobs.empty());  // the configs only 227 KB of shared memory admits
     WARN(fmt::format("sm_90: {} kernels compiled, {} skipped as sm_80's sources", jobs.size(), shared_with_sm80));
   }
-  auto results = rt::compile_parallel(jobs);
-  REQUIRE(results.size() == jobs.size());
-  for (size_t i = 0; i < results.size(); ++i) {
-    INFO(what[i] << "\n" << (results[i].ok() ? "" : results[i].message()));
-    CHECK(results[i].ok());
-  }
+  compile_every_one(jobs, what);
 }
 }  // namespace
 
@@ -927,12 +927,7 @@ TEST_CASE("wgmma attention compiles for sm_90a: head_dim 64/128, GQA 1/4/8/16, b
       what.push_back(fmt::format("{} {}", g.name(), eo.attention->str()));
     }
   }
-  auto results = rt::compile_parallel(jobs);
-  REQUIRE(results.size() == jobs.size());
-  for (size_t i = 0; i < results.size(); ++i) {
-    INFO(what[i] << "\n" << (results[i].ok() ? "" : results[i].message()));
-    CHECK(results[i].ok());
-  }
+  compile_every_one(jobs, what);
 }
 
 TEST_CASE("attention configs print and parse back, malformed text is refused", "[codegen]") {
