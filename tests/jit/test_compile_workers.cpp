@@ -3,22 +3,18 @@
 // nothing in the cache; a worker that cannot start is a clear error.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "cache/kernel_cache.h"
 #include "cache/location.h"
 #include "jit/compile_plan.h"
 #include "layerjit/text.h"
 #include "runtime/compile_workers.h"
+#include "tests/scoped_temp_dir.h"
 
 using namespace lj;
 
@@ -85,34 +81,19 @@ Compiled compile(const std::string& cache_dir, const char* text = kGraph) {
   return c;
 }
 
-// An empty cache directory of this process, removed with what the test wrote there when it ends.
-struct FreshDir {
-  std::string path;
-  explicit FreshDir(const char* tag)
-      : path(fmt::format("{}/lj_workers_{}_{}", std::filesystem::temp_directory_path().string(), tag, ::getpid())) {
-    std::filesystem::remove_all(path);
-  }
-  ~FreshDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  FreshDir(const FreshDir&) = delete;
-  FreshDir& operator=(const FreshDir&) = delete;
-};
-
 }  // namespace
 
 TEST_CASE("compile workers: the same cubins as compiling in this process", "[jit][workers]") {
-  const FreshDir a("a"), b("b");
+  const lj::testing::ScopedTempDir a("workers-a"), b("workers-b");
   std::optional<Compiled> in_process, workers;
   {
     ScopedEnv off("LAYERJIT_COMPILE_WORKER", "off");
-    in_process.emplace(compile(a.path));
+    in_process.emplace(compile(a.str()));
   }
   {
     ScopedEnv on("LAYERJIT_COMPILE_WORKER", LAYERJIT_COMPILE_WORKER_PATH);
     ScopedEnv jobs("LAYERJIT_COMPILE_JOBS", "3");
-    workers.emplace(compile(b.path));
+    workers.emplace(compile(b.str()));
   }
   REQUIRE(in_process->plan.ok());
   REQUIRE(workers->plan.ok());
@@ -125,8 +106,8 @@ TEST_CASE("compile workers: the same cubins as compiling in this process", "[jit
 }
 
 TEST_CASE("compile workers: a crash in one compile is that kernel's error, the rest compile, nothing torn is cached", "[jit][workers]") {
-  const FreshDir fresh("crash");
-  const std::string& dir = fresh.path;
+  const lj::testing::ScopedTempDir fresh("workers-crash");
+  const std::string dir = fresh.str();
   ScopedEnv on("LAYERJIT_COMPILE_WORKER", LAYERJIT_COMPILE_WORKER_PATH);
   ScopedEnv jobs("LAYERJIT_COMPILE_JOBS", "2");
   std::string victim;
@@ -162,8 +143,8 @@ TEST_CASE("compile workers: a hang past the timeout is killed and reported, the 
   ScopedEnv jobs("LAYERJIT_COMPILE_JOBS", "2");
   ScopedEnv timeout("LAYERJIT_COMPILE_TIMEOUT", "4.5");
   ScopedEnv hang("LAYERJIT_TEST_WORKER_HANG", "_row_reduce");
-  const FreshDir fresh("hang");
-  const std::string& dir = fresh.path;
+  const lj::testing::ScopedTempDir fresh("workers-hang");
+  const std::string dir = fresh.str();
   const auto t0 = std::chrono::steady_clock::now();
   Compiled c = compile(dir, kSmallGraph);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -183,8 +164,8 @@ TEST_CASE("compile workers: a hang past the timeout is killed and reported, the 
 
 TEST_CASE("compile workers: a worker that cannot start is a clear error, and malformed settings are named", "[jit][workers]") {
   ScopedEnv on("LAYERJIT_COMPILE_WORKER", "/nonexistent/layerjit-compile-worker");
-  const FreshDir fresh("missing");
-  Compiled c = compile(fresh.path);
+  const lj::testing::ScopedTempDir fresh("workers-missing");
+  Compiled c = compile(fresh.str());
   REQUIRE(!c.plan.ok());
   CHECK_THAT(c.plan.message(), Catch::Contains("cannot start the compile worker /nonexistent/layerjit-compile-worker"));
   CHECK_THAT(c.plan.message(), Catch::Contains("'off' compiles in-process"));
