@@ -256,6 +256,16 @@ graph @q4_k4096(%x: bf16[T, 4096], %w: param u4[21, 4096], %s: param bf16[21, 32
   %y = matmul(%x, %d)
   return %y
 }
+graph @q4_run_i8(%x: bf16[T, 4096], %w: param u4[27, 4096], %s: param f16[27, 32], %z: param i8[27, 32]) {
+  %d = dequantize(%w, %s, %z) {dtype = bf16, group = 128}
+  %y = matmul(%x, %d)
+  return %y
+}
+graph @q4_run_f32(%x: bf16[T, 4096], %w: param i4[23, 4096], %s: param f32[23, 32]) {
+  %d = dequantize(%w, %s) {dtype = bf16, group = 128}
+  %y = matmul(%x, %d)
+  return %y
+}
 graph @q4_staged_odd(%x: bf16[T, 1312], %w: param u4[29, 1312], %s: param bf16[29, 41], %z: param i8[29, 41]) {
   %d = dequantize(%w, %s, %z) {dtype = bf16, group = 32}
   %y = matmul(%x, %d)

@@ -168,22 +168,92 @@ struct lj_q4_batch {
   TS sa[U], sb[U];
   int za[U], zb[U];
 };
+// U consecutive values at p, p aligned to their size (1, 2, 4, 8 or 16 bytes), in one load.
+template <int BYTES>
+struct lj_word_of;
+template <>
+struct lj_word_of<1> { using type = unsigned char; };
+template <>
+struct lj_word_of<2> { using type = unsigned short; };
+template <>
+struct lj_word_of<4> { using type = unsigned; };
+template <>
+struct lj_word_of<8> { using type = uint2; };
+template <>
+struct lj_word_of<16> { using type = uint4; };
+template <int U, class V>
+__device__ __forceinline__ void lj_load_run(const V* __restrict__ p, V (&out)[U]) {
+  using W = typename lj_word_of<U * (int)sizeof(V)>::type;
+  union {
+    W w;
+    V v[U];
+  } r;
+  r.w = *reinterpret_cast<const W*>(p);
+#pragma unroll
+  for (int u = 0; u < U; ++u) out[u] = r.v[u];
+}
+
+// The zero points of groups j .. j + U - 1 (j a multiple of U): u4 codes, U nibbles from byte j / 2
+// on, or U i8 values.
+template <int U>
+__device__ __forceinline__ void lj_q4_zero_run(const unsigned char* z, lj_i64 j, int (&out)[U]) {
+  unsigned char b[U / 2];
+  lj_load_run<U / 2>(z + j / 2, b);
+#pragma unroll
+  for (int u = 0; u < U; ++u) out[u] = (b[u / 2] >> ((u & 1) * 4)) & 15;
+}
+template <int U>
+__device__ __forceinline__ void lj_q4_zero_run(const signed char* z, lj_i64 j, int (&out)[U]) {
+  signed char b[U];
+  lj_load_run<U>(z + j, b);
+#pragma unroll
+  for (int u = 0; u < U; ++u) out[u] = b[u];
+}
+
+// RUN: each of the U steps is one group (G = 128) and the batch starts at a multiple of U steps (EVEN:
+// every warp's share is whole batches), so its U scales (and zero points) are consecutive and
+// aligned in each row (a row holds a multiple of U groups; params are 256-byte aligned): one load
+// per row, where a load per step cost a 64-bit address computation each (an eighth of the loop's
+// instructions on the H100).
+template <class TS, class TZ, int U, long long K, long long G, bool EVEN>
+struct lj_q4_run {
+  static constexpr bool ON = EVEN && G == 128 && (U == 2 || U == 4) && (K / G) % U == 0 && U * sizeof(TS) <= 16;
+};
+
 template <class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool EVEN>
 __device__ __forceinline__ void lj_q4_load(lj_q4_batch<TS, U>& v, const unsigned char* __restrict__ qa,
                                            const unsigned char* __restrict__ qb, const TS* __restrict__ sa,
                                            const TS* __restrict__ sb, const TZ* za, const TZ* zb, lj_i64 s, lj_i64 s1, int t) {
+  if constexpr (lj_q4_run<TS, TZ, U, K, G, EVEN>::ON) {
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const lj_i64 k = (s + u) * 128 + 32 * t;
-    const bool in = EVEN || (s + u < s1 && k < K);
-    const lj_i64 j = in ? k / G : 0;  // the chunk's group
-    v.a[u] = EVEN ? *reinterpret_cast<const uint4*>(qa + k / 2) : lj_load16_or_zero(qa + k / 2, in);
-    v.b[u] = EVEN ? *reinterpret_cast<const uint4*>(qb + k / 2) : lj_load16_or_zero(qb + k / 2, in);
-    v.sa[u] = sa[j], v.sb[u] = sb[j];
+    for (int u = 0; u < U; ++u) {
+      const lj_i64 k = (s + u) * 128 + 32 * t;
+      v.a[u] = *reinterpret_cast<const uint4*>(qa + k / 2);
+      v.b[u] = *reinterpret_cast<const uint4*>(qb + k / 2);
+    }
+    lj_load_run<U>(sa + s, v.sa);
+    lj_load_run<U>(sb + s, v.sb);
     if constexpr (!lj_same<TZ, void>::value) {
-      v.za[u] = lj_q4_zero(za, j), v.zb[u] = lj_q4_zero(zb, j);
+      lj_q4_zero_run<U>(za, s, v.za);
+      lj_q4_zero_run<U>(zb, s, v.zb);
     } else {
-      v.za[u] = v.zb[u] = SIGNED ? 8 : 0;
+#pragma unroll
+      for (int u = 0; u < U; ++u) v.za[u] = v.zb[u] = SIGNED ? 8 : 0;
+    }
+  } else {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const lj_i64 k = (s + u) * 128 + 32 * t;
+      const bool in = EVEN || (s + u < s1 && k < K);
+      const lj_i64 j = in ? k / G : 0;  // the chunk's group
+      v.a[u] = EVEN ? *reinterpret_cast<const uint4*>(qa + k / 2) : lj_load16_or_zero(qa + k / 2, in);
+      v.b[u] = EVEN ? *reinterpret_cast<const uint4*>(qb + k / 2) : lj_load16_or_zero(qb + k / 2, in);
+      v.sa[u] = sa[j], v.sb[u] = sb[j];
+      if constexpr (!lj_same<TZ, void>::value) {
+        v.za[u] = lj_q4_zero(za, j), v.zb[u] = lj_q4_zero(zb, j);
+      } else {
+        v.za[u] = v.zb[u] = SIGNED ? 8 : 0;
+      }
     }
   }
 }
