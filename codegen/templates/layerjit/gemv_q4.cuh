@@ -213,9 +213,9 @@ __device__ __forceinline__ void lj_q4_zero_run(const signed char* z, lj_i64 j, i
 // RUN: each of the U steps is one group (G = 128) and the batch starts at a multiple of U steps (EVEN:
 // every warp's share is whole batches), so its U scales (and zero points) are consecutive and
 // aligned in each row (a row holds a multiple of U groups; params are 256-byte aligned): one load
-// per row, where a load per step cost a 64-bit address computation each (an eighth of the loop's
-// instructions on the H100).
-template <class TS, class TZ, int U, long long K, long long G, bool EVEN>
+// per row and batch instead of one per step with its 64-bit address arithmetic (40 -> 28 global
+// loads per batch of 4; measured on an H100, the INT4 decode layer 2 % faster, in its small GEMVs).
+template <class TS, int U, long long K, long long G, bool EVEN>
 struct lj_q4_run {
   static constexpr bool ON = EVEN && G == 128 && (U == 2 || U == 4) && (K / G) % U == 0 && U * sizeof(TS) <= 16;
 };
@@ -224,37 +224,25 @@ template <class TS, class TZ, bool SIGNED, int U, long long K, long long G, bool
 __device__ __forceinline__ void lj_q4_load(lj_q4_batch<TS, U>& v, const unsigned char* __restrict__ qa,
                                            const unsigned char* __restrict__ qb, const TS* __restrict__ sa,
                                            const TS* __restrict__ sb, const TZ* za, const TZ* zb, lj_i64 s, lj_i64 s1, int t) {
-  if constexpr (lj_q4_run<TS, TZ, U, K, G, EVEN>::ON) {
+  constexpr bool RUN = lj_q4_run<TS, U, K, G, EVEN>::ON;
+  constexpr bool ZEROS = !lj_same<TZ, void>::value;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const lj_i64 k = (s + u) * 128 + 32 * t;
-      v.a[u] = *reinterpret_cast<const uint4*>(qa + k / 2);
-      v.b[u] = *reinterpret_cast<const uint4*>(qb + k / 2);
+  for (int u = 0; u < U; ++u) {
+    const lj_i64 k = (s + u) * 128 + 32 * t;
+    const bool in = EVEN || (s + u < s1 && k < K);
+    const lj_i64 j = in ? k / G : 0;  // the chunk's group
+    v.a[u] = EVEN ? *reinterpret_cast<const uint4*>(qa + k / 2) : lj_load16_or_zero(qa + k / 2, in);
+    v.b[u] = EVEN ? *reinterpret_cast<const uint4*>(qb + k / 2) : lj_load16_or_zero(qb + k / 2, in);
+    v.za[u] = v.zb[u] = SIGNED ? 8 : 0;  // no zero points: i4 codes' 8, else 0
+    if constexpr (!RUN) {
+      v.sa[u] = sa[j], v.sb[u] = sb[j];
+      if constexpr (ZEROS) v.za[u] = lj_q4_zero(za, j), v.zb[u] = lj_q4_zero(zb, j);
     }
+  }
+  if constexpr (RUN) {
     lj_load_run<U>(sa + s, v.sa);
     lj_load_run<U>(sb + s, v.sb);
-    if constexpr (!lj_same<TZ, void>::value) {
-      lj_q4_zero_run<U>(za, s, v.za);
-      lj_q4_zero_run<U>(zb, s, v.zb);
-    } else {
-#pragma unroll
-      for (int u = 0; u < U; ++u) v.za[u] = v.zb[u] = SIGNED ? 8 : 0;
-    }
-  } else {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const lj_i64 k = (s + u) * 128 + 32 * t;
-      const bool in = EVEN || (s + u < s1 && k < K);
-      const lj_i64 j = in ? k / G : 0;  // the chunk's group
-      v.a[u] = EVEN ? *reinterpret_cast<const uint4*>(qa + k / 2) : lj_load16_or_zero(qa + k / 2, in);
-      v.b[u] = EVEN ? *reinterpret_cast<const uint4*>(qb + k / 2) : lj_load16_or_zero(qb + k / 2, in);
-      v.sa[u] = sa[j], v.sb[u] = sb[j];
-      if constexpr (!lj_same<TZ, void>::value) {
-        v.za[u] = lj_q4_zero(za, j), v.zb[u] = lj_q4_zero(zb, j);
-      } else {
-        v.za[u] = v.zb[u] = SIGNED ? 8 : 0;
-      }
-    }
+    if constexpr (ZEROS) lj_q4_zero_run<U>(za, s, v.za), lj_q4_zero_run<U>(zb, s, v.zb);
   }
 }
 
