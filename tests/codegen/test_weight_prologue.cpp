@@ -291,13 +291,66 @@ TEST_CASE("the 4-bit GEMV loads a batch's scales and zero points of a row at onc
       REQUIRE(k.source.find("constexpr bool EVEN = true") != std::string::npos);
       const std::string ptx = ptx_of(k, q.target);
       const int runs = std::string(w.scales) == "ld.global.nc.v4.u32" ? 2 : 0;  // f32 scales: codes' and x's form
-      CHECK(count(ptx, "ld.global.nc.v4.u32") == 2 * w.u + 4 * w.u + runs);
+      CHECK(count(ptx, "ld.global.nc.v4.u32") == static_cast<size_t>(2 * w.u + 4 * w.u + runs));
       if (!runs) CHECK(count(ptx, w.scales) == 2);
       if (*w.zeros) CHECK(count(ptx, w.zeros) == 2);
     }
   // Groups of 32 (q4_packed: K = 416, the last step past K): one load of a scale per step and row.
   const Q4Case q = q4_case(gs, "q4_packed", 1, "sm_90a", "gemv mma u=2 warps=4");
   CHECK(count(ptx_of(q.kernel(), q.target), "ld.global.nc.u16") >= 4);
+}
+
+TEST_CASE("the 4-bit GEMV with staged codes: cp.async into each warp's ring, one step's 8 mmas per iteration, its text and rules",
+          "[codegen]") {
+  // The text: "stages=S" in place of "u=U", never both.
+  const std::optional<MatmulConfig> c = parse_matmul_config("gemv mma stages=8 warps=4", nullptr);
+  REQUIRE(c.has_value());
+  CHECK(c->code_stages == 8);
+  CHECK(c->str() == "gemv mma stages=8 warps=4");
+  CHECK(parse_matmul_config(c->str(), nullptr) == c);
+  std::string error;
+  CHECK_FALSE(parse_matmul_config("gemv mma u=2 stages=4 warps=4", &error));
+  CHECK_THAT(error, Catch::Contains("u (k steps loaded into registers) and stages (k steps staged in shared memory) are alternatives"));
+  CHECK_FALSE(parse_matmul_config("gemv mt=2 stages=4", &error));
+  CHECK_THAT(error, Catch::Contains("unknown key 'stages' for the gemv family"));
+
+  const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
+  // The rules: 4-bit codes only, 2-16 steps, at most 32 KiB of ring per CTA, no deeper than a share.
+  const MatmulProblem p = q4_case(gs, "q4_k4096", 1, "sm_90a", "gemv mma stages=8 warps=4").problem();
+  CHECK(reject_reason(*parse_matmul_config("gemv mma stages=8 warps=4", nullptr), p).empty());
+  CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma stages=16 warps=4", nullptr), p), Catch::Contains("64 KiB of staged codes per CTA (at most 32)"));
+  CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma stages=1 warps=4", nullptr), p), Catch::Contains("stages=1 (2 to 16"));
+  MatmulProblem short_k = p;
+  short_k.k = 2048;  // 16 steps: 4 per warp
+  CHECK_THAT(reject_reason(*c, short_k), Catch::Contains("more steps in flight than a warp's share of 4 (K = 2048)"));
+  MatmulProblem fp8 = p;
+  fp8.weight_codes = false, fp8.dtype = DType::F8E4M3;
+  CHECK_THAT(reject_reason(*c, fp8), Catch::Contains("an option of the GEMV on 4-bit codes"));
+  const std::vector<MatmulConfig> cs = matmul_candidates(p);
+  CHECK(std::count_if(cs.begin(), cs.end(), [](const MatmulConfig& m) { return m.code_stages > 0; }) == 3);
+
+  // The PTX: the codes of a step come through cp.async (2 per lane: rows a and b; S - 1 steps ahead
+  // before the loop, one step in it) and ld.shared, never ld.global; one step's 8 mmas per iteration.
+  for (const char* name : {"q4_k4096", "q4_staged_odd"})
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      INFO(name << " for " << arch);
+      const Q4Case q = q4_case(gs, name, 1, arch, "gemv mma stages=4 warps=4");
+      const GeneratedKernel k = q.kernel();
+      CHECK(k.source.find("__shared__ lj_q4_ring<S> ring[WARPS];") != std::string::npos);
+      CHECK(k.source.find("lj_gemv_q4_share_staged<") != std::string::npos);
+      CHECK(k.source.find(std::string("constexpr bool EVEN = ") + (std::string(name) == "q4_k4096" ? "true" : "false")) != std::string::npos);
+      const std::string ptx = ptx_of(k, q.target);
+      CHECK(count(ptx, "cp.async.cg.shared.global") == 2 * 3 + 2);
+      CHECK(count(ptx, "cp.async.wait_group 3") == 1);
+      CHECK(count(ptx, "cp.async.wait_group 0") == 1);
+      CHECK(count(ptx, "ld.shared.v4") >= 2);
+      CHECK(count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 8);
+      auto r = jit::kernel_resources(k, q.target);
+      REQUIRE(r.ok());
+      INFO(r->str());
+      CHECK(!r->spills());
+      CHECK(r->registers <= 96);  // the codes no longer wait in registers (the u=4 kernel: 124)
+    }
 }
 
 TEST_CASE("the 4-bit GEMV at 9-16 rows: mt=16 multiplies each dequantized fragment by two chunks of x, the codes read once",
