@@ -39,12 +39,15 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   // constant M below that needs no more.
   // An activation-quantize prologue makes x's codes one row at a time (in shared memory): MT = 1.
   const bool xq = op.x_quantize >= 0;
+  // A row tail needs every warp at its completion count: warps past N idle instead of returning.
+  const bool all_warps = xq || op.tail_quantize >= 0;
   const int mt = xq ? 1 : rows.symbols.empty() ? static_cast<int>(std::clamp<int64_t>(rows.constant, 1, cfg.rows_per_pass)) : cfg.rows_per_pass;
   const int warps = static_cast<int>(std::min<int64_t>(cfg.warps, units));
   const int threads = warps * 32;
   const int64_t step = int64_t{32} * vec * unroll;  // elements of a row one warp reads per iteration
 
   ctx.add_group_params();
+  const std::string tail_scratch = row_tail_scratch(ctx, op);
   const std::string px = xq ? "xq_s" : ctx.buffer_param(x, false), pw = ctx.buffer_param(wt, false), po = rope ? "" : ctx.buffer_param(op.out, true);
   const char* tx = c_type(xt);
   const char* tw = c_type(wdt);
@@ -55,7 +58,9 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   w.line("#include \"layerjit/gemv.cuh\"");
   w.line("#include \"layerjit/reduce.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
-  if (xq) w.line("#include \"layerjit/quant.cuh\"");
+  if (xq || op.tail_quantize >= 0) w.line("#include \"layerjit/quant.cuh\"");
+  if (op.tail_quantize >= 0) w.line("#include \"layerjit/vec.cuh\"");
+  if (op.epilogue.empty() && op.tail_quantize >= 0) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
   if (op.table >= 0) emit_inv_freq_table(w, g, op.table);
   if (op.glu) {
@@ -80,28 +85,29 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
     w.line("const int lane = threadIdx.x & 31;");
     if (rope) {
       w.line("const lj_i64 pr = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);  // the warp's pair of columns");
-      w.put(xq ? "const bool active = pr < N / 2;  // every warp takes part in the prologue's block reductions"
-                : "if (pr >= N / 2) return;  // a whole warp: the shuffles below never see an exited lane");
+      w.put(all_warps ? "const bool active = pr < N / 2;  // every warp takes part in the block reductions"
+                      : "if (pr >= N / 2) return;  // a whole warp: the shuffles below never see an exited lane");
       if (op.rope_interleaved)
         w.line("const lj_i64 n = 2 * pr, n2 = n + 1;");
       else
         w.line("const lj_i64 n = pr / HALF * D + pr % HALF, n2 = n + HALF;");
     } else {
       w.line("const lj_i64 n = (lj_i64)blockIdx.x * WARPS + (threadIdx.x >> 5);");
-      w.put(xq ? "const bool active = n < N;  // every warp takes part in the prologue's block reductions"
-                : "if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
+      w.put(all_warps ? "const bool active = n < N;  // every warp takes part in the block reductions"
+                      : "if (n >= N) return;  // a whole warp: the shuffles below never see an exited lane");
     }
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(rows), xn);
     // (An inactive warp's rows of W are never read: its pointers may point past them.)
-    w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, xq ? "(active ? n : 0)" : "n", "0", "wc"));
+    w.line("const {}* __restrict__ w_row = {} + {};", tw, pw, row_address(w, ctx, wt, all_warps ? "(active ? n : 0)" : "n", "0", "wc"));
     if (two_rows)
       w.line("const {}* __restrict__ w_up = {} + {};", tw, pw,
-             row_address(w, ctx, wt, xq ? (rope ? "(active ? n2 : 0)" : "(N + (active ? n : 0))") : (rope ? "n2" : "(N + n)"), "0", "wu"));
+             row_address(w, ctx, wt, all_warps ? (rope ? "(active ? n2 : 0)" : "(N + (active ? n : 0))") : (rope ? "n2" : "(N + n)"), "0", "wu"));
     if (xq)
       w.comment("Rows of %" + xn + " one at a time, each quantized into shared memory first; %" + wn + " is streamed once per row.");
     else
       w.comment("Rows of %" + xn + " in chunks of MT; %" + wn + " is streamed once per chunk.");
-    auto chunk = w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += MT)");
+    std::optional<SourceWriter::Scope> chunk;
+    chunk.emplace(w.scope("for (lj_i64 m0 = 0; m0 < M; m0 += MT)"));
     std::optional<SourceWriter::Scope> active_scope;
     if (xq) {
       emit_x_quantize_prologue(w, ctx, op, threads, "m0");
@@ -109,6 +115,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
       w.line("const int rows = 1;");
       w.line("const lj_i64 x_row[MT] = {{0}};  // the row's codes in xq_s");
     } else {
+      if (all_warps) active_scope.emplace(w.scope("if (active)"));
       w.line("const int rows = M - m0 < MT ? (int)(M - m0) : MT;");
       w.line("lj_i64 x_row[MT];  // element offsets of the chunk's rows of %{}", xn);
       w.line("#pragma unroll");
@@ -153,6 +160,9 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
       active_scope.reset();
       w.line("__syncthreads();  // every warp is done with xq_s before the next row's codes");
     }
+    active_scope.reset();
+    chunk.reset();
+    emit_row_tail(w, ctx, op, threads, tail_scratch);
   }
 
   GeneratedKernel k = ctx.kernel(w);

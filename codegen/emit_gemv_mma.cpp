@@ -53,6 +53,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int64_t steps = (K + step_k - 1) / step_k;
 
   ctx.add_group_params();
+  const std::string tail_scratch = row_tail_scratch(ctx, op);
   const ValueId xread = norm ? op.x_src : x;  // the rows the kernel reads
   const std::string px = xq ? "" : ctx.buffer_param(xread, false), pw = q4 ? ctx.buffer_param(op.wq, false) : ctx.buffer_param(wt, false),
                     po = rope ? "" : ctx.buffer_param(op.out, true);
@@ -64,11 +65,12 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   ctx.header_comment(w);
   w.put(q4 ? "#include \"layerjit/gemv_q4.cuh\"" : "#include \"layerjit/gemv_mma.cuh\"");
   if (!op.epilogue.empty()) w.line("#include \"layerjit/math.cuh\"");
-  if (xq) {
+  if (xq || op.tail_quantize >= 0) {
     w.line("#include \"layerjit/quant.cuh\"");
     w.line("#include \"layerjit/reduce.cuh\"");
     w.line("#include \"layerjit/vec.cuh\"");
   }
+  if (op.epilogue.empty() && op.tail_quantize >= 0) w.line("#include \"layerjit/math.cuh\"");
   w.blank();
   if (op.table >= 0) emit_inv_freq_table(w, g, op.table);
   if (op.glu) {
@@ -168,7 +170,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     } else {
       w.comment("Rows of %" + xn + " in chunks of 8 (the mma's columns); %" + wn + " is streamed once per chunk.");
     }
-    auto chunk = w.scope(fmt::format("for (lj_i64 m0 = 0; m0 < M; m0 += {})", xq ? 1 : 8 * nb));
+    std::optional<SourceWriter::Scope> chunk;
+    chunk.emplace(w.scope(fmt::format("for (lj_i64 m0 = 0; m0 < M; m0 += {})", xq ? 1 : 8 * nb)));
     if (xq) {
       emit_x_quantize_prologue(w, ctx, op, threads, "m0");
       w.line("const bool x_in = gr == 0;");
@@ -277,6 +280,9 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     else
       w.line("const lj_i64 n = u;");
     emit_gemv_output(w, ctx, op, po);
+    each.reset();
+    chunk.reset();
+    emit_row_tail(w, ctx, op, threads, tail_scratch);
   }
 
   GeneratedKernel k = ctx.kernel(w);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "codegen/emit_row_reduce.h"
 #include "codegen/emitters.h"
 #include "layerjit/op_attrs.h"
 #include "layerjit/text.h"
@@ -70,7 +71,7 @@ void rope_segments(const KernelContext& ctx, MatmulOperands& op) {
 // could not join, say) is one no matmul kernel implements.
 bool recorded(const MatmulEpilogue& ep, NodeId n) {
   if (n == ep.silu || n == ep.mul || n == ep.table || n == ep.rms || n == ep.row_scale_product || n == ep.dequant || n == ep.col_scale ||
-      n == ep.col_cast || n == ep.x_quantize || n == ep.x_norm ||
+      n == ep.col_cast || n == ep.x_quantize || n == ep.x_norm || n == ep.tail_norm || n == ep.tail_quantize ||
       std::count(ep.pointwise.begin(), ep.pointwise.end(), n))
     return true;
   for (const MatmulEpilogue::RopePiece& p : ep.rope_pieces)
@@ -167,7 +168,14 @@ MatmulOperands matmul_operands(const KernelContext& ctx) {
     op.epilogue.push_back(n);
     op.out = g.node(n).results[0];
   }
-  if (grp.outputs.size() != 1 || grp.outputs[0] != op.out)
+  // A row tail stores its quantize's codes and scale besides.
+  op.tail_norm = ep.tail_norm, op.tail_quantize = ep.tail_quantize;
+  std::vector<ValueId> stored = grp.outputs;
+  if (op.tail_quantize >= 0) {
+    if (ep.tail_src != op.out) return refuse(fmt::format("its row tail reads %{}, not the end of the epilogue", g.value(ep.tail_src).name));
+    std::erase_if(stored, [&](ValueId v) { return contains(g.node(op.tail_quantize).results, v); });
+  }
+  if (stored.size() != 1 || stored[0] != op.out)
     return refuse(fmt::format("it must store exactly one value, the end of the epilogue %{}", g.value(op.out).name));
   return op;
 }
@@ -257,6 +265,50 @@ void emit_x_quantize_prologue(SourceWriter& w, KernelContext& ctx, const MatmulO
   w.line("const float xq_scale = lj_quant_scale<{}>(lj_block_max(amax));  // %{}", tq, g.value(op.x_scale).name);
   pass(Pass::codes);
   w.line("__syncthreads();  // the codes are in shared memory");
+}
+
+namespace {
+
+// The row tail as a row_reduce group of its own nodes (the row kernel's body reads its inputs and
+// stores its outputs through the GEMV's parameters).
+FusionGroup tail_group(const KernelContext& ctx, const MatmulOperands& op) {
+  const Graph& g = ctx.graph();
+  FusionGroup t;
+  t.id = ctx.group().id;
+  t.kind = GroupKind::RowReduce;
+  t.inputs = {op.out};
+  if (op.tail_norm >= 0) {
+    const Node& n = g.node(op.tail_norm);
+    t.nodes.push_back(op.tail_norm);
+    t.inputs.insert(t.inputs.end(), n.operands.begin() + 1, n.operands.end());
+    t.internal = n.results;
+  }
+  t.nodes.push_back(op.tail_quantize);
+  t.outputs = g.node(op.tail_quantize).results;
+  return t;
+}
+
+}  // namespace
+
+std::string row_tail_scratch(KernelContext& ctx, const MatmulOperands& op) { return op.tail_quantize >= 0 ? ctx.scratch_param(4) : ""; }
+
+void emit_row_tail(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, int threads, const std::string& scratch) {
+  if (op.tail_quantize < 0) return;
+  const Graph& g = ctx.graph();
+  const FusionGroup rows = tail_group(ctx, op);
+  const RowReducePlan plan = plan_row_reduce(g, rows);
+  LJ_ASSERT(plan.reject.empty(), "{}: the row tail: {}", ctx.kernel_name(), plan.reject);
+  const std::string counter = fmt::format("reinterpret_cast<unsigned*>({})", scratch);
+  w.comment("Row tail: the last CTA to finish reads the rows of %" + g.value(op.out).name +
+            " back from L2 and runs the row kernel on them with its threads:");
+  for (NodeId n : rows.nodes) w.comment("  " + print_node(g, n));
+  w.line("if (!lj_arrive_last({}, gridDim.x, threadIdx.x, 0, {})) return;", counter, threads);
+  w.line("const lj_i64 tail_rows = {};", product_expr(dim_product(Shape(plan.space.begin(), plan.space.end() - 1))));
+  {
+    auto loop = w.scope("for (lj_i64 row = 0; row < tail_rows; ++row)");
+    emit_row_body(w, ctx, rows, plan, threads, [](SourceWriter&) {}, op.out);
+  }
+  w.line("if (threadIdx.x == 0) *{} = 0u;  // for the next launch", counter);
 }
 
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op) {
@@ -475,6 +527,10 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.angles_in_kernel = op.table >= 0;
   p.quantize_in_kernel = op.x_quantize >= 0;
   p.norm_in_kernel = op.x_norm >= 0 && op.x_quantize < 0;
+  if (op.tail_quantize >= 0) {  // the widest access the row body may take: 16 bytes of the stored row
+    p.tail_row = ctx.graph().value(op.out).type.shape.back().value();
+    p.tail_vec = 16 / dtype_bytes(op.yt);
+  }
   p.arch_specific = opts.arch_specific;
   p.weight_codes = op.dequant >= 0;
   // (Codes are dense params: a map over their bytes always fits, K being a multiple of 32.)

@@ -43,6 +43,10 @@ struct MatmulOperands {
   /// or i8; -1: none), dequantized in registers; `w` is then never stored and `wt` is its dtype.
   NodeId dequant = -1;
   ValueId wq = -1, ws = -1, wz = -1;
+  /// Row tail (FusionGroup::matmul.tail_quantize): after every CTA's stores, the one that counts
+  /// last runs the row kernel's body (the rms_norm, if any, and the quantize) on `out`'s rows, read
+  /// back from L2 (emit_row_tail).
+  NodeId tail_norm = -1, tail_quantize = -1;
   int64_t group = 0;
   int64_t n = 0, k = 0;
   DimProduct rows;  ///< M: the product of x's leading dims
@@ -131,6 +135,17 @@ std::string row_scale_expr(SourceWriter& w, KernelContext& ctx, const MatmulOper
 /// same codes and scale up to the order of the block sums), and ends with a __syncthreads. Needs
 /// layerjit/vec.cuh, reduce.cuh and quant.cuh.
 void emit_x_quantize_prologue(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, int threads, const std::string& row);
+
+/// A row tail's completion counter: the kernel's scratch parameter (4 bytes per CTA, the first
+/// used), added before the signature is written; "" without a tail.
+std::string row_tail_scratch(KernelContext& ctx, const MatmulOperands& op);
+
+/// The row tail (op.tail_quantize >= 0; else nothing), at the end of a GEMV kernel of `threads`
+/// threads that all reach it (none has returned): counts the CTA on the completion counter in
+/// `scratch` (row_tail_scratch), and in the CTA that counts last runs the row kernel's body on every
+/// row of `op.out`, then sets the counter back to zero. Needs layerjit/vec.cuh, reduce.cuh,
+/// quant.cuh and math.cuh.
+void emit_row_tail(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, int threads, const std::string& scratch);
 
 /// The group inputs the epilogue reads, each with how it is read (a per-channel scale follows its axis).
 std::vector<OperandRead> epilogue_reads(const KernelContext& ctx, const MatmulOperands& op);

@@ -10,8 +10,9 @@
 // more block reduction), computes the scale there and stores the codes and, from one thread, the
 // row's scale: the row it quantizes reaches device memory only if another kernel reads it.
 #include <algorithm>
+#include <functional>
 
-#include "codegen/emit_common.h"
+#include "codegen/emit_row_reduce.h"
 #include "codegen/emit_argmax.h"
 #include "codegen/emitters.h"
 #include "compiler/fusion/legality.h"
@@ -26,25 +27,17 @@ bool contains(const std::vector<ValueId>& vs, ValueId v) { return std::find(vs.b
 
 // KernelContext::group_vector_width, less the values that are not indexed by the row's elements
 // (a dynamic quantize's scale: one per row), which neither limit nor widen the row's accesses.
-int row_vector_width(const KernelContext& ctx, const Shape& space, const std::vector<ValueId>& per_row) {
+int row_vector_width(const KernelContext& ctx, const FusionGroup& grp, const Shape& space, const std::vector<ValueId>& per_row) {
   const Graph& g = ctx.graph();
   std::vector<ValueId> accessed;
-  for (const auto* list : {&ctx.group().inputs, &ctx.group().outputs})
+  for (const auto* list : {&grp.inputs, &grp.outputs})
     for (ValueId v : *list)
       if (!contains(per_row, v)) accessed.push_back(v);
   int widest = 1;
   for (ValueId v : accessed) widest = std::max(widest, dtype_bytes(g.value(v).type.dtype));
   return ctx.vector_width(accessed, space, 16 / widest);
 }
-// The kernel's reduction and quantize, and why none implements the group if it cannot.
-struct RowReducePlan {
-  NodeId red = -1;  // the norm or softmax
-  NodeId dq = -1;   // a dynamic quantize of the row
-  NodeId first = -1;  // the first node that needs the whole row
-  Shape space;
-  std::string reject;
-  SourceLoc loc;
-};
+}  // namespace
 
 RowReducePlan plan_row_reduce(const Graph& g, const FusionGroup& grp) {
   RowReducePlan p;
@@ -80,43 +73,34 @@ RowReducePlan plan_row_reduce(const Graph& g, const FusionGroup& grp) {
   return p;
 }
 
-GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp) {
-  const RowReducePlan plan = plan_row_reduce(g, grp);
-  if (!plan.reject.empty()) throw UserError(plan.reject, plan.loc);
-  KernelContext ctx(g, grp);
+// Threads: enough to cover the row in one pass of V-wide accesses, 32..256.
+RowGeometry row_geometry(const KernelContext& ctx, const FusionGroup& grp, const RowReducePlan& plan) {
+  const Graph& g = ctx.graph();
+  RowGeometry r;
+  if (plan.dq >= 0) r.per_row.push_back(g.node(plan.dq).results[1]);
+  if (plan.red >= 0 && g.node(plan.red).kind == OpKind::RmsScale) r.per_row.push_back(g.node(plan.red).results[0]);
+  r.vec = row_vector_width(ctx, grp, plan.space, r.per_row);
+  const int64_t D = plan.space.back().value();
+  r.threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (D / r.vec + 31) / 32 * 32)));
+  return r;
+}
+
+void emit_row_body(SourceWriter& w, KernelContext& ctx, const FusionGroup& grp, const RowReducePlan& plan, int threads,
+                   const std::function<void(SourceWriter&)>& row_lines, ValueId past_l1) {
+  const Graph& g = ctx.graph();
   const NodeId red = plan.red, dq = plan.dq, first = plan.first;
   const Node& first_node = g.node(first);
   const Shape& space = plan.space;
   const int64_t D = space.back().value();
-
-  std::vector<ValueId> per_row;  // the dynamic quantize's scale, rms_scale's factor: one per row
-  if (dq >= 0) per_row.push_back(g.node(dq).results[1]);
+  const RowGeometry geo = row_geometry(ctx, grp, plan);
+  const int vec = geo.vec;
   const bool scale_only = red >= 0 && g.node(red).kind == OpKind::RmsScale;
-  if (scale_only) per_row.push_back(g.node(red).results[0]);
-  const int vec = row_vector_width(ctx, space, per_row);
-  // Threads: enough to cover the row in one pass of V-wide accesses, 32..256.
-  int threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (D / vec + 31) / 32 * 32)));
   const int64_t chunks = (D + static_cast<int64_t>(threads) * vec - 1) / (static_cast<int64_t>(threads) * vec);
   const bool ragged = D % (static_cast<int64_t>(threads) * vec) != 0;
-
-  ctx.add_group_params();
-
-  SourceWriter w;
-  ctx.header_comment(w);
-  w.line("#include \"layerjit/vec.cuh\"");
-  w.line("#include \"layerjit/math.cuh\"");
-  w.line("#include \"layerjit/reduce.cuh\"");
-  if (dq >= 0) w.line("#include \"layerjit/quant.cuh\"");
-  w.blank();
-  {
-  auto fn = w.scope(ctx.signature(threads));
-  w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
   w.line("constexpr int V = {};        // elements per access", vec);
   w.line("constexpr int D = {};     // row length (reduced axis)", D);
   w.line("constexpr int CHUNKS = {};   // V-wide chunks per thread", chunks);
-  w.line("const lj_i64 rows = {};", product_expr(dim_product(Shape(space.begin(), space.end() - 1))));
-  w.line("const lj_i64 row = blockIdx.x;");
-  w.line("if (row >= rows) return;");
+  row_lines(w);
 
   // Coordinates of a chunk: the row's leading coordinates and the column.
   auto coords_at = [&](SourceWriter& sw, const std::string& col) {
@@ -139,8 +123,8 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp) {
       const std::string r = "v_" + ident(g.value(v).name) + (rd.axis >= 0 ? fmt::format("_axis{}", rd.axis) : "");
       if (ctx.varies_innermost(v, space, rd.axis)) {
         sw.line("float {}[V];  // %{}", r, g.value(v).name);
-        sw.line("lj_load<{}, V>({} + {}, {});", c_type(g.value(v).type.dtype), ctx.buffer_param(v, false),
-                ctx.address(v, space, coords, rd.axis), r);
+        sw.line("{}<{}, V>({} + {}, {});", v == past_l1 ? "lj_load_cg" : "lj_load", c_type(g.value(v).type.dtype),
+                ctx.buffer_param(v, false), ctx.address(v, space, coords, rd.axis), r);
         loaded[rd] = r + "[j]";
       } else {
         sw.line("const float {} = lj_to_float({}[{}]);  // %{}", r, ctx.buffer_param(v, false),
@@ -302,6 +286,34 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp) {
     w.line("for (int j = 0; j < V; ++j) {}[j] = lj_quant_div(xs[k][j], qscale);", yq);
     w.line("lj_store<{}, V>({} + {}, {});", qtype, ctx.buffer_param(q, true), ctx.address(q, space, coords), yq);
   }
+}
+
+namespace {
+
+GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp) {
+  const RowReducePlan plan = plan_row_reduce(g, grp);
+  if (!plan.reject.empty()) throw UserError(plan.reject, plan.loc);
+  KernelContext ctx(g, grp);
+  const Shape& space = plan.space;
+  const int threads = row_geometry(ctx, grp, plan).threads;
+
+  ctx.add_group_params();
+
+  SourceWriter w;
+  ctx.header_comment(w);
+  w.line("#include \"layerjit/vec.cuh\"");
+  w.line("#include \"layerjit/math.cuh\"");
+  w.line("#include \"layerjit/reduce.cuh\"");
+  if (plan.dq >= 0) w.line("#include \"layerjit/quant.cuh\"");
+  w.blank();
+  {
+    auto fn = w.scope(ctx.signature(threads));
+    w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    emit_row_body(w, ctx, grp, plan, threads, [&](SourceWriter& sw) {
+      sw.line("const lj_i64 rows = {};", product_expr(dim_product(Shape(space.begin(), space.end() - 1))));
+      sw.line("const lj_i64 row = blockIdx.x;");
+      sw.line("if (row >= rows) return;");
+    }, -1);
   }
   GeneratedKernel k;
   k.group = grp.id;

@@ -270,13 +270,14 @@ MatmulConfig default_for(const MatmulProblem& p) {
   // 64 x 128 Hopper tiles, rows past the first masked, beat the GEMV, whose codes each cost a
   // conversion (H200, twelfth session, `layerjit tune` at B = 1: QKV 0.0151 against 0.0169 ms with 6
   // stages, gate/up 0.0391 against 0.0523 with 8); at N = 4096 (o, down) the GEMV stayed ahead.
-  if (p.m == 1 && is_fp8(p.dtype) && wgmma_available(p) && p.n >= 6144 && !p.rms_in_kernel && !p.angles_in_kernel && !p.quantize_in_kernel) {
+  if (p.m == 1 && is_fp8(p.dtype) && wgmma_available(p) && p.n >= 6144 && !p.rms_in_kernel && !p.angles_in_kernel && !p.quantize_in_kernel &&
+      p.tail_row == 0) {
     MatmulConfig c = wgmma(128, p.n >= 16384 ? 8 : 6);
     c.bm = 64;
     return c;
   }
   // One-row prologues: the GEMV computes them (reject_reason refuses the tiles).
-  if (p.m == 1 || p.sm < 80 || p.rms_in_kernel || p.angles_in_kernel || p.quantize_in_kernel) return gemv_default(p);
+  if (p.m == 1 || p.sm < 80 || p.rms_in_kernel || p.angles_in_kernel || p.quantize_in_kernel || p.tail_row > 0) return gemv_default(p);
   // mma.sync here is 16-bit or i8: fp8 has only the Hopper GEMM (its 128-row tiles serve any M > 1, W
   // read once per column tile where the GEMV reads it once per 4 rows); anything else takes the GEMV.
   // i8 takes the 16-bit tiles below, bk doubled (in_elements): the same bytes per stage.
@@ -319,6 +320,10 @@ bool holds_rope_pairs(const MatmulConfig& c, int64_t d) { return d <= 0 || c.bn 
 
 MatmulConfig default_matmul_config(const MatmulProblem& p) {
   MatmulConfig c = in_elements(default_for(p), p);
+  // A row tail's row in registers: more warps where the default's would hold over 64 floats each.
+  while (p.tail_row > 0 && c.family == MatmulConfig::Family::Gemv && c.warps < (c.tensor_cores ? 16 : 32) &&
+         reject_reason(c, p).find("row tail") != std::string::npos)
+    c.warps *= 2;
   // The Hopper GEMM on 4-bit codes has a third barrier per stage: at most 5 stages.
   if (p.weight_codes && c.family == MatmulConfig::Family::Wgmma) c.stages = std::min(c.stages, 5);
   const int64_t d = p.rope_pair_dim;
@@ -356,6 +361,14 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
            "8 rows of x per pass (mt=8)";
   if (p.quantize_in_kernel && c.family != MatmulConfig::Family::Gemv)
     return "the group quantizes its row of x in the kernel (a one-row prologue), which only the GEMVs do";
+  if (p.tail_row > 0 && c.family != MatmulConfig::Family::Gemv)
+    return "the group quantizes the row it stores in its last CTA (a row tail), which only the GEMVs do";
+  if (p.tail_row > 0) {
+    // The row body holds CHUNKS x V floats per thread: more than 64 spill beside the GEMV's state.
+    const int64_t per_load = int64_t{32} * c.warps * p.tail_vec;
+    if ((p.tail_row + per_load - 1) / per_load * p.tail_vec > 64)
+      return fmt::format("the row tail holds a row of {} in registers, at most 64 floats per thread: {} warps are too few", p.tail_row, c.warps);
+  }
   if (p.angles_in_kernel && c.family != MatmulConfig::Family::Gemv)
     return "the group computes its RoPE angles at the row's position (a one-row prologue), which only the GEMV epilogues do";
   if (c.split_k > 1 && c.family == MatmulConfig::Family::Gemv) return "split-K (sk) is an option of the tensor-core families";

@@ -173,6 +173,8 @@ void fused_plan_flags(CommandLine& cl, FusionOptions& fo) {
   cl.flag("--no-norm-prologues", [&fo] { fo.norm_prologues = false; }, "at one row, the rms_norm before a 4-bit GEMV keeps its row kernel (the default)");
   cl.flag("--quantize-prologues", [&fo] { fo.quantize_prologues = true; },
           "at one row, each CTA of the GEMV quantizes an fp8 or i8 x itself (slower on the H200: off by default)");
+  cl.flag("--row-tails", [&fo] { fo.row_tails = true; },
+          "at one row, the quantize (and rms_norm) after a GEMV runs in the GEMV's last CTA (slower on the H100: off by default)");
   cl.flag("--packed-weights", [&fo] { fo.packed_weight_gemms = true; },
           "4-bit weights stay packed at every size: the GEMMs read the codes (no bf16 copy; slower for now)");
 }

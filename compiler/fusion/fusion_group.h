@@ -81,12 +81,24 @@ struct MatmulEpilogue {
   /// 4-bit codes that makes W, read by the kernel as codes, scales and zero points and dequantized
   /// in registers; W itself is never stored (no weight preparation, no bf16 copy of the weights).
   NodeId dequant = -1;
+  /// A row tail (FusionOptions::row_tails: one row, a GEMV): the per-row dynamic quantize of the
+  /// value the epilogue stores (`tail_src`), and the rms_norm before it (or -1), which a row kernel
+  /// of their own would run next. The CTA that finishes last (a completion counter) reads the row
+  /// back from L2 and runs the row kernel's body on it with the GEMV's threads: the quantize's codes
+  /// and scale are the group's outputs, the normed row never reaches memory. `tail_src` is stored
+  /// whether or not another kernel reads it.
+  NodeId tail_norm = -1, tail_quantize = -1;
+  ValueId tail_src = -1;
 };
 
 /// The longest row an activation-quantize prologue takes (MatmulEpilogue::x_quantize): its codes
 /// live in the GEMV's static shared memory (16 KiB of 1-byte codes; Llama-3-8B's down projection
 /// has 14336).
 inline constexpr int64_t kMaxQuantizePrologueK = 16384;
+
+/// The longest row a row tail takes (MatmulEpilogue::tail_quantize): the GEMV's threads hold it in
+/// registers, at most 64 floats each (256 threads: Llama-3-8B's 14336-wide MLP rows fit).
+inline constexpr int64_t kMaxRowTail = 16384;
 
 struct FusionGroup {
   int id = 0;
@@ -155,6 +167,15 @@ struct FusionOptions {
   /// 0.0878 without any one-row prologue, since every CTA quantizes the whole row before its weights
   /// stream (gate/up's 1792 CTAs: 0.0328 -> 0.0491 ms). `--quantize-prologues` on the CLI.
   bool quantize_prologues = false;
+  /// With one_row_prologues, the per-row quantize (and the rms_norm before it) of a GEMV's output
+  /// joins the GEMV as its row tail (MatmulEpilogue::tail_quantize): the last CTA to finish
+  /// normalises and quantizes the row, where a row kernel of one CTA ran after the GEMV (the fp8
+  /// and W8A8 decode layers' quantizes after o and gate/up). Off by default: measured slower on the
+  /// H100 (docs/perf.md): the fp8 decode layer at B = 1 0.1089-0.1091 ms with them against
+  /// 0.1065-0.1066 without, since every CTA's completion count (a fence and an atomic round trip
+  /// before it exits) holds its slot, once per round of CTAs (gate/up 0.0426 -> 0.0487 ms), and the
+  /// tail's own row work costs what the row kernel cost inside the CUDA graph. `--row-tails` on the CLI.
+  bool row_tails = false;
   /// With one_row_prologues, also the rms_norm making a 4-bit GEMV's x (MatmulEpilogue::x_norm):
   /// x times the norm's weight on load, x's squares on the tensor cores. Off by default: measured
   /// slower on the H100 (docs/perf.md): the INT4 decode layer at B = 1 0.0797 ms with them against

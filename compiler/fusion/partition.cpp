@@ -385,6 +385,49 @@ class Partitioner {
       groups_[static_cast<size_t>(gid)].matmul.pointwise.push_back(u);
       cur = g_.node(u).results[0];
     }
+    absorb_row_tail(gid, mm, cur);
+  }
+
+  // One row: the per-row dynamic quantize of what the GEMV stores (`out`), and the rms_norm before
+  // it, join the group as its row tail (MatmulEpilogue::tail_quantize). The CTA that finishes the
+  // GEMV last reads the row back from L2 and runs the row kernel's body on it, where a kernel of one
+  // CTA ran after the GEMV: the fp8 decode layer's norm + quantize after the o projection and its
+  // quantize after gate/up. `out` is still stored (the tail reads it; the residual may too).
+  void absorb_row_tail(int gid, NodeId mm, ValueId out) {
+    if (!opts_.row_tails || !one_row(mm) || prepares_group(gid)) return;
+    const Shape& s = g_.value(out).type.shape;
+    if (s.empty() || !s.back().is_const()) return;
+    auto row_quantize_of = [&](ValueId v) -> NodeId {
+      for (NodeId u : uses_.users(v))
+        if (owner(u) == kUnassigned && is_row_quantize(g_, g_.node(u)) && g_.node(u).operands[0] == v) return u;
+      return -1;
+    };
+    NodeId norm = -1, q = row_quantize_of(out);
+    for (NodeId u : uses_.users(out)) {
+      if (q >= 0) break;
+      const Node& un = g_.node(u);
+      if (owner(u) != kUnassigned || un.kind != OpKind::RmsNorm || un.operands[0] != out) continue;
+      const ValueId h = un.results[0];
+      if (uses_.is_output(h) || uses_.users(h).size() != 1) continue;  // the normed row is stored: its row kernel stays
+      if (const NodeId hq = row_quantize_of(h); hq >= 0) norm = u, q = hq;
+    }
+    if (q < 0) return;
+    if (s.back().value() > kMaxRowTail) {
+      note(gid, fmt::format("not absorbed {} = quantize as a row tail: rows of {} elements (the tail keeps a row in registers: at most {})",
+                            nname(q), s.back().value(), kMaxRowTail));
+      return;
+    }
+    const std::string what = norm >= 0 ? fmt::format("{} normalised and ", vname(out)) : "";
+    if (norm >= 0 && !try_absorb(gid, norm, fmt::format("row tail: the last CTA to finish normalises the row it stored; {} never reaches memory",
+                                                        vname(g_.node(norm).results[0]))))
+      return;
+    const bool quantized = try_absorb(gid, q, fmt::format("row tail: the last CTA to finish reads back the row of {}, {}quantized (amax, "
+                                                          "scale, codes) by all its threads, where a row kernel ran after this one",
+                                                          vname(out), what));
+    LJ_ASSERT(quantized || norm < 0, "@{}: the row tail's rms_norm joined without its quantize", g_.name());
+    if (!quantized) return;
+    MatmulEpilogue& ep = groups_[static_cast<size_t>(gid)].matmul;
+    ep.tail_norm = norm, ep.tail_quantize = q, ep.tail_src = out;
   }
 
   // The rows of matmul mm's x at the sizes the plan is made for; nullopt where a symbol is unbound.
@@ -718,7 +761,8 @@ class Partitioner {
     for (NodeId n : grp.nodes) {
       for (ValueId v : g_.node(n).operands)
         if (!made_inside(v) && std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end()) grp.inputs.push_back(v);
-      for (ValueId r : g_.node(n).results) (escapes(r) ? grp.outputs : grp.internal).push_back(r);
+      // (A row tail's source is stored for the tail to read back, whoever else reads it.)
+      for (ValueId r : g_.node(n).results) (escapes(r) || r == grp.matmul.tail_src ? grp.outputs : grp.internal).push_back(r);
     }
     for (ValueId d : dense_)
       if (made_inside(d)) grp.outputs.push_back(d);

@@ -62,7 +62,7 @@ TEST_CASE("the Llama layers' kernels compile for sm_80, sm_90 and sm_90a without
     }
 }
 
-TEST_CASE("the FP8 and W8A8 decode layers at B = 1 (activation-quantize prologues) compile for sm_80, sm_89 and sm_90a without spills",
+TEST_CASE("the FP8 and W8A8 decode layers at B = 1 (activation-quantize prologues, row tails) compile for sm_80, sm_89 and sm_90a without spills",
           "[codegen]") {
   for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
     const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/" + file);
@@ -75,17 +75,23 @@ TEST_CASE("the FP8 and W8A8 decode layers at B = 1 (activation-quantize prologue
       FusionOptions fo;
       fo.sizes = eo.hint;
       fo.quantize_prologues = true;  // opt-in (slower on the H200), compiled here all the same
-      const Lowered l = lower(g, fo);
-      int prologues = 0;
-      for (const FusionGroup& grp : l.plan.groups) {
-        prologues += grp.matmul.x_quantize >= 0;
-        const GeneratedKernel k = emit_group(*l.graph, grp, eo);
-        auto r = jit::kernel_resources(k, target);
-        INFO(file << ": " << k.name << " (" << k.config << ") for " << arch << ": " << (r.ok() ? r->str() : r.message()));
-        REQUIRE(r.ok());
-        CHECK(!r->spills());
+      int prologues = 0, tails = 0;
+      for (const bool row_tails : {false, true}) {  // the row tails too (opt-in, slower on the H100)
+        fo.row_tails = row_tails;
+        const Lowered l = lower(g, fo);
+        for (const FusionGroup& grp : l.plan.groups) {
+          prologues += grp.matmul.x_quantize >= 0;
+          tails += grp.matmul.tail_quantize >= 0;
+          if (row_tails && grp.matmul.tail_quantize < 0) continue;  // (compiled in the first pass)
+          const GeneratedKernel k = emit_group(*l.graph, grp, eo);
+          auto r = jit::kernel_resources(k, target);
+          INFO(file << ": " << k.name << " (" << k.config << ") for " << arch << ": " << (r.ok() ? r->str() : r.message()));
+          REQUIRE(r.ok());
+          CHECK(!r->spills());
+        }
       }
-      CHECK(prologues == 4);
+      CHECK(prologues == 4 + 2);  // with tails, o and gate/up take the quantizes after them first
+      CHECK(tails == 2);
     }
   }
 }

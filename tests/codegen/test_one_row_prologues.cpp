@@ -219,6 +219,68 @@ TEST_CASE("activation-quantize prologues: at one row the fp8 and W8A8 GEMVs quan
   }
 }
 
+TEST_CASE("row tails (opt-in): at one row the norm and quantize after o and the quantize after gate/up run in those GEMVs' last CTAs",
+          "[codegen][fusion]") {
+  for (const auto& [file, graph] : {std::pair{"llama3_8b_fp8.lj", "llama3_8b_fp8_decode"}, std::pair{"llama3_8b_w8a8.lj", "llama3_8b_w8a8_decode"}}) {
+    INFO(file);
+    const Graph g = example_graph(file, graph);
+    auto tails_at = [&](int64_t b, bool on) {
+      FusionOptions fo;
+      fo.sizes = decode_sizes(b);
+      fo.row_tails = on;
+      return lower(g, fo);
+    };
+    const Lowered one = tails_at(1, true), off = tails_at(1, false), b2 = tails_at(2, true);
+    CHECK(per_call_kernels(one) == 7);  // the default plan at one row: 9 (the rope_table in QKV)
+    CHECK(per_call_kernels(off) == 9);
+    CHECK(per_call_kernels(b2) == 10);  // two rows: no one-row work of any kind
+    std::vector<const FusionGroup*> tails;
+    for (const FusionGroup& grp : one.plan.groups)
+      if (grp.matmul.tail_quantize >= 0) tails.push_back(&grp);
+    REQUIRE(tails.size() == 2);
+    // o's tail normalises h1 and quantizes it; gate/up's quantizes the SwiGLU row. Each source is
+    // stored (the tail reads it back; the residual reads h1 too), the normed row never is.
+    const Graph& lg = *one.graph;
+    CHECK(tails[0]->matmul.tail_norm >= 0);
+    CHECK(tails[1]->matmul.tail_norm < 0);
+    for (const FusionGroup* t : tails) {
+      CHECK(std::count(t->outputs.begin(), t->outputs.end(), t->matmul.tail_src) == 1);
+      for (ValueId r : lg.node(t->matmul.tail_quantize).results) CHECK(std::count(t->outputs.begin(), t->outputs.end(), r) == 1);
+    }
+    CHECK(std::count(tails[0]->internal.begin(), tails[0]->internal.end(), lg.node(tails[0]->matmul.tail_norm).results[0]) == 1);
+    for (const FusionGroup& grp : b2.plan.groups) CHECK(grp.matmul.tail_quantize < 0);
+    // Both GEMV families run it (the SIMT one for fp8 on sm_80): a completion count, then the row
+    // read back past L1; the GEMMs are refused by name, and so are too few warps for a 14336-wide
+    // row in registers.
+    for (const int sm : {90, 89, 80}) {
+      EmitOptions eo;
+      eo.sm = sm;
+      eo.arch_specific = sm == 90;
+      eo.hint = decode_sizes(1);
+      for (const FusionGroup* t : tails) {
+        const GeneratedKernel k = matmul_family().emit(lg, *t, eo);
+        INFO(k.name << " (" << k.config << ") sm_" << sm);
+        CHECK(k.config.rfind("gemv", 0) == 0);
+        CHECK_THAT(k.source, Catch::Matchers::Contains("if (!lj_arrive_last(reinterpret_cast<unsigned*>(p_scratch), gridDim.x, threadIdx.x, 0, "));
+        CHECK_THAT(k.source, Catch::Matchers::Contains("lj_load_cg<lj_bf16, V>(p_"));
+        CHECK_THAT(k.source, Catch::Matchers::Contains("*reinterpret_cast<unsigned*>(p_scratch) = 0u;"));
+      }
+    }
+    EmitOptions eo;
+    eo.sm = 90;
+    eo.arch_specific = true;
+    eo.hint = decode_sizes(1);
+    std::string bad;
+    eo.matmul = parse_matmul_config("wgmma bm=64 bn=128 stages=6 gm=8", &bad);
+    REQUIRE(eo.matmul);
+    CHECK_THAT(emit_error(lg, *tails[0], eo), Catch::Matchers::Contains("quantizes the row it stores in its last CTA (a row tail)"));
+    eo.matmul = parse_matmul_config("gemv mma u=4 warps=4", &bad);
+    REQUIRE(eo.matmul);
+    CHECK_THAT(emit_error(lg, *tails[1], eo), Catch::Matchers::Contains("the row tail holds a row of 14336 in registers"));
+    CHECK(matmul_family().emit(lg, *tails[0], eo).config == "gemv mma u=4 warps=4");  // a 4096-wide row fits 128 threads
+  }
+}
+
 TEST_CASE("row-scale prologues: the fp8 prefill GEMMs multiply the two scales themselves, four kernels fewer", "[codegen][fusion]") {
   const Graph g = fp8_layer("llama3_8b_fp8_prefill");
   Bindings t;

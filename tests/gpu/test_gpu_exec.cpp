@@ -139,9 +139,11 @@ void check_against_reference(const Graph& g, const Bindings& b, uint64_t seed, b
 // `g` built for B = 1 (cache of `c` entries) with and without one-row prologues (`fewer` kernels
 // fewer with them), both run at B = 1 and at B = 2 (sizes the hint did not promise: the GEMVs loop
 // over the rows) against the CPU reference and each other within 1 / `agree`. `adjust` may change
-// the random inputs. Returns the kernels a run of the plan with the prologues launches.
+// the random inputs; `configure` sets the plan with prologues (default: the activation-quantize
+// prologues on). Returns the kernels a run of the plan with the prologues launches.
 size_t check_one_row_prologues(const Graph& g, int64_t c, size_t fewer, uint64_t seed, double agree,
-                               const std::function<void(std::map<std::string, HostTensor>&)>& adjust = {}) {
+                               const std::function<void(std::map<std::string, HostTensor>&)>& adjust = {},
+                               const std::function<void(FusionOptions&)>& configure = {}) {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
@@ -151,8 +153,12 @@ size_t check_one_row_prologues(const Graph& g, int64_t c, size_t fewer, uint64_t
   exec::BuildOptions with, without;
   with.hint = without.hint = one;
   with.use_cache = without.use_cache = false;
-  with.fusion.quantize_prologues = true;  // (opt-in; a no-op on 16-bit layers)
-  without.fusion.one_row_prologues = false;
+  if (configure) {
+    configure(with.fusion);
+  } else {
+    with.fusion.quantize_prologues = true;  // (opt-in; a no-op on 16-bit layers)
+  }
+  without.fusion.one_row_prologues = false;  // (no row tails either: they are one-row plans too)
   auto ew = exec::Executable::build(ctx, g, with);
   auto eo = exec::Executable::build(ctx, g, without);
   LJ_REQUIRE_OK(ew);
@@ -556,5 +562,25 @@ TEST_CASE("activation-quantize prologues: at B = 1 the fp8 and W8A8 GEMVs quanti
     // 5 kernels against 10. The same per-element quantization; the scales differ only in the order
     // of the block sums.
     CHECK(check_one_row_prologues(m.graphs.at(1), 17, 5, 900, 64, scales_near_one) == 5);
+  }
+}
+
+TEST_CASE("row tails (opt-in): at B = 1 the fp8 and W8A8 GEMVs' last CTAs normalise and quantize the row for the next, two kernels fewer",
+          "[gpu][exec][fp8][int8]") {
+  for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
+    INFO(file);
+    const Module m = small_example_layer(file);
+    const bool fp8 = std::string(file).find("fp8") != std::string::npos;
+    uint64_t fill_seed = 970;
+    auto scales_near_one = [&](std::map<std::string, HostTensor>& host) {  // (as in the test above)
+      for (auto& [name, t] : host)
+        if (fp8 && name.rfind("s_", 0) == 0 && t.numel() == 1) fill_uniform(t, ++fill_seed, 0.5, 1.5);
+    };
+    // The rope_table joins QKV, the norm + quantize after o and the quantize after gate/up run in
+    // those GEMVs' last CTAs: 7 kernels against 10. The same executable runs
+    // B = 1 then B = 2, so a completion counter left unreset would show as a stale row of codes.
+    // (Rows of 256 and 512: the row kernels take 32 and 64 threads, the GEMVs' tails 256, most of
+    // them past the row; the norm's sum adds in another order.)
+    CHECK(check_one_row_prologues(m.graphs.at(1), 17, 3, 980, 64, scales_near_one, [](FusionOptions& fo) { fo.row_tails = true; }) == 7);
   }
 }

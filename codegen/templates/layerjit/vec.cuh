@@ -66,6 +66,27 @@ __device__ __forceinline__ void lj_load(const T* p, float (&out)[N]) {
   lj_unpack(lj_load_raw<T, N>(p), out);
 }
 
+// The same from L2, past L1 (ld.global.cg): for data other CTAs of this kernel wrote, read after
+// lj_arrive_last (a GEMV's row tail), which L1 may hold stale or the read-only path may not see.
+template <class T, int N>
+__device__ __forceinline__ void lj_load_cg(const T* p, float (&out)[N]) {
+  constexpr int BYTES = (int)sizeof(T) * N;
+  static_assert(BYTES == 1 || BYTES == 2 || BYTES == 4 || BYTES == 8 || BYTES == 16, "one access of 1 to 16 bytes");
+  lj_pack<T, N> pk;  // aligned to its size, as the emitter proved p is
+  if constexpr (BYTES == 16) {
+    *reinterpret_cast<uint4*>(&pk) = __ldcg(reinterpret_cast<const uint4*>(p));
+  } else if constexpr (BYTES == 8) {
+    *reinterpret_cast<uint2*>(&pk) = __ldcg(reinterpret_cast<const uint2*>(p));
+  } else if constexpr (BYTES == 4) {
+    *reinterpret_cast<unsigned*>(&pk) = __ldcg(reinterpret_cast<const unsigned*>(p));
+  } else if constexpr (BYTES == 2) {
+    *reinterpret_cast<unsigned short*>(&pk) = __ldcg(reinterpret_cast<const unsigned short*>(p));
+  } else {
+    *reinterpret_cast<unsigned char*>(&pk) = __ldcg(reinterpret_cast<const unsigned char*>(p));
+  }
+  lj_unpack(pk, out);
+}
+
 template <class T, int N>
 __device__ __forceinline__ void lj_store(T* p, const float (&in)[N]) {
   lj_pack<T, N> pk;
