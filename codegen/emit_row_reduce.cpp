@@ -309,6 +309,7 @@ GeneratedKernel emit_row_reduce(const Graph& g, const FusionGroup& grp) {
   {
     auto fn = w.scope(ctx.signature(threads));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    w.line("lj_pdl_launch_dependents();  // the next kernel may launch while the row is reduced");
     emit_row_body(w, ctx, grp, plan, threads, [&](SourceWriter& sw) {
       sw.line("const lj_i64 rows = {};", product_expr(dim_product(Shape(space.begin(), space.end() - 1))));
       sw.line("const lj_i64 row = blockIdx.x;");

@@ -46,12 +46,12 @@ struct BuildOptions {
   /// Use the device's arch-specific target where it has one (sm_90a: the wgmma GEMM); false: sm_XY.
   bool arch_specific = true;
   /// Programmatic dependent launch where the device has it (sm_90+), for the kernels marked
-  /// LaunchRule::early (GEMVs, row, RoPE and elementwise kernels): their CTAs are resident and
-  /// waiting when the previous kernel ends. Other kernels, and the first of each call, launch as
-  /// without it. Off by default: on the H200 the gain is 1-2 % at decode over two rounds, and the
-  /// prefill layer was not measured with the current instruction order (docs/exec.md).
-  /// LAYERJIT_PDL=0, 1 or all (every kernel, to measure) overrides this.
-  bool programmatic_launch = false;
+  /// LaunchRule::early (GEMVs, row, RoPE and elementwise kernels): each launches as the previous
+  /// kernel's CTAs exit (after a row kernel: as it starts) and waits for its writes. Other kernels,
+  /// and the first of each call, launch as without it. On by default since the trigger moved out
+  /// of the many-CTA kernels (H100, docs/perf.md: decode at B = 1 0.6-3.4 % faster, bf16 B = 32
+  /// level, prefill 1 % faster). LAYERJIT_PDL=0, 1 or all (every kernel, to measure) overrides this.
+  bool programmatic_launch = true;
   /// Matmul configs from the tuning DB (`layerjit tune`'s winners for the hint's bucket on this
   /// device and target) where a record exists and still fits the problem; else the defaults.
   bool use_tuned = true;

@@ -7,17 +7,25 @@
 
 typedef long long lj_i64;
 
-// Programmatic dependent launch (sm_90+). Every generated kernel starts here. The first instruction
-// waits until the previous kernel has completed and its writes are visible: nothing touches global
-// memory before it, so the order of every read and write is the stream's. The second then lets the
-// next kernel of the stream launch (launched with the programmatic-serialization attribute, its CTAs
-// take free SM slots while this grid finishes, instead of after it). In this order at most one
-// kernel waits ahead of the running one; the other order let every early kernel after it become
-// resident at once, holding SM slots (H200: 2-10 % slower at decode; the wait first, 1-2 % faster:
-// docs/perf.md). Without the attribute, or before sm_90, both are no-ops.
+// Programmatic dependent launch (sm_90+). Every generated kernel starts here: it waits until the
+// previous kernel has completed and its writes are visible, so nothing touches global memory before
+// it and the order of every read and write is the stream's. The next kernel of the stream (launched
+// with the programmatic-serialization attribute) may then launch once every CTA of this one has
+// exited, as the grid drains, instead of after it: its launch overlaps this grid's end. Without the
+// attribute, or before sm_90, a no-op.
 __device__ __forceinline__ void lj_pdl_begin() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel launch now, while this one runs: called after lj_pdl_begin by the kernels of
+// one CTA per row (at decode, one CTA), whose successor's CTAs then become resident and wait while
+// the row is reduced. A many-CTA kernel does not call it: the trigger fires once its last CTA has
+// called it, and the next kernel's early CTAs then take the SMs that free first (the H100, the bf16
+// and INT4 decode layers at B = 1: 3.5 % and 8.7 % slower than without the attribute; docs/perf.md).
+__device__ __forceinline__ void lj_pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
