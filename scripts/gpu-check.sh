@@ -233,7 +233,7 @@ memcheck_cases=(
   "test_gpu_runtime|~the timer scales*"
   "test_gpu_models|a tiny*"
   "test_gpu_models|[int4]"
-  "test_gpu_exec|the small Llama layer*,folded norms*,a captured CUDA graph*"
+  "test_gpu_exec|the small Llama layer*,folded norms*,a captured CUDA graph*,row tails*"
   "test_gpu_membound|small llama*,the model families*,dynamic per-row*"
   "test_gpu_attention|decode of two new tokens*,paged decode*"
   "test_gpu_gemm|the defaults for 2-32 rows*"
@@ -253,6 +253,7 @@ if [[ $memcheck -eq 1 ]]; then
       run "memcheck run INT4 decode" "${sanitize[@]}" "$lj" run "$src_dir/examples/llama3_8b_int4.lj" --graph llama3_8b_int4_decode --bind B=3,C=37 --quiet
       run "memcheck run INT4 decode one row" "${sanitize[@]}" "$lj" run "$src_dir/examples/llama3_8b_int4.lj" --graph llama3_8b_int4_decode --bind B=1,C=37 --quiet
       run "memcheck run W8A8 decode one row" "${sanitize[@]}" "$lj" run "$src_dir/examples/llama3_8b_w8a8.lj" --graph llama3_8b_w8a8_decode --bind B=1,C=37 --quiet
+      run "memcheck run FP8 decode one row, row tails" "${sanitize[@]}" "$lj" run "$src_dir/examples/llama3_8b_fp8.lj" --graph llama3_8b_fp8_decode --bind B=1,C=37 --row-tails --quiet
     fi
   else
     say "-- memcheck: compute-sanitizer not found"

@@ -36,6 +36,15 @@ Bindings decode_sizes(int64_t b) {
   return s;
 }
 
+// Emission for sm_<sm> (sm_90a where 90) at one row's decode sizes.
+EmitOptions one_row_emit(int sm) {
+  EmitOptions eo;
+  eo.sm = sm;
+  eo.arch_specific = sm == 90;
+  eo.hint = decode_sizes(1);
+  return eo;
+}
+
 int per_call_kernels(const Lowered& l) {
   return static_cast<int>(std::count_if(l.plan.groups.begin(), l.plan.groups.end(), [](const FusionGroup& grp) { return !grp.prepare; }));
 }
@@ -113,10 +122,7 @@ TEST_CASE("one-row prologues: at B = 1 the decode layer's factors and tables joi
 TEST_CASE("one-row prologues: the group takes only the SIMT GEMV, and a given tile config is refused by name", "[codegen][fusion]") {
   const Graph g = llama_decode(LlamaConfig::llama3_8b());
   const Lowered one = plan_at(g, decode_sizes(1));
-  EmitOptions eo;
-  eo.sm = 90;
-  eo.arch_specific = true;
-  eo.hint = decode_sizes(1);
+  EmitOptions eo = one_row_emit(90);
   const FusionGroup* qkv = group_with(one, OpKind::RopeTable);
   REQUIRE(qkv != nullptr);
   std::vector<std::string> pruned;
@@ -151,10 +157,7 @@ TEST_CASE("one-row prologues: the fp8 layer's QKV keeps the tensor-core GEMV and
   REQUIRE(qkv != nullptr);
   CHECK(qkv->kind == GroupKind::Matmul);
   CHECK(qkv->matmul.rms < 0);  // its row scale is the quantizer's, not an rms_scale
-  EmitOptions eo;
-  eo.sm = 90;
-  eo.arch_specific = true;
-  eo.hint = decode_sizes(1);
+  EmitOptions eo = one_row_emit(90);
   const GeneratedKernel k = matmul_family().emit(*one.graph, *qkv, eo);
   CHECK(k.config.rfind("gemv mma", 0) == 0);
   CHECK_THAT(k.source, Catch::Matchers::Contains("sincos((double)pos * lj_inv_freq[fq], &sd, &cd);"));
@@ -193,10 +196,7 @@ TEST_CASE("activation-quantize prologues: at one row the fp8 and W8A8 GEMVs quan
     // Every GEMV family takes the prologue: the tensor-core one where the target has its MMA (fp8 from
     // sm_89, i8 from sm_80), the SIMT one for fp8 on sm_80; the GEMMs are refused by name.
     for (const auto& [sm, tc] : {std::pair{90, true}, std::pair{89, true}, std::pair{80, !wide}}) {
-      EmitOptions eo;
-      eo.sm = sm;
-      eo.arch_specific = sm == 90;
-      eo.hint = decode_sizes(1);
+      const EmitOptions eo = one_row_emit(sm);
       for (const FusionGroup& grp : one.plan.groups) {
         if (grp.kind != GroupKind::Matmul) continue;
         const GeneratedKernel k = matmul_family().emit(*one.graph, grp, eo);
@@ -208,10 +208,7 @@ TEST_CASE("activation-quantize prologues: at one row the fp8 and W8A8 GEMVs quan
     }
     const FusionGroup* qkv = group_with(one, OpKind::RopeTable);
     REQUIRE(qkv != nullptr);
-    EmitOptions eo;
-    eo.sm = 90;
-    eo.arch_specific = true;
-    eo.hint = decode_sizes(1);
+    EmitOptions eo = one_row_emit(90);
     std::string bad;
     eo.matmul = parse_matmul_config("wgmma bm=64 bn=128 stages=6 gm=8", &bad);
     REQUIRE(eo.matmul);
@@ -253,10 +250,7 @@ TEST_CASE("row tails (opt-in): at one row the norm and quantize after o and the 
     // read back past L1; the GEMMs are refused by name, and so are too few warps for a 14336-wide
     // row in registers.
     for (const int sm : {90, 89, 80}) {
-      EmitOptions eo;
-      eo.sm = sm;
-      eo.arch_specific = sm == 90;
-      eo.hint = decode_sizes(1);
+      const EmitOptions eo = one_row_emit(sm);
       for (const FusionGroup* t : tails) {
         const GeneratedKernel k = matmul_family().emit(lg, *t, eo);
         INFO(k.name << " (" << k.config << ") sm_" << sm);
@@ -266,10 +260,7 @@ TEST_CASE("row tails (opt-in): at one row the norm and quantize after o and the 
         CHECK_THAT(k.source, Catch::Matchers::Contains("*reinterpret_cast<unsigned*>(p_scratch) = 0u;"));
       }
     }
-    EmitOptions eo;
-    eo.sm = 90;
-    eo.arch_specific = true;
-    eo.hint = decode_sizes(1);
+    EmitOptions eo = one_row_emit(90);
     std::string bad;
     eo.matmul = parse_matmul_config("wgmma bm=64 bn=128 stages=6 gm=8", &bad);
     REQUIRE(eo.matmul);

@@ -524,6 +524,17 @@ Module small_example_layer(const std::string& file) {
 
 Module small_w8a8_layer() { return small_example_layer("llama3_8b_w8a8.lj"); }
 
+// For an fp8 layer (`file` names fp8), an adjustment of random_inputs' values: fp8 weights of
+// [-0.05, 0.05) with per-tensor scales near 1 (random_inputs' f32 vectors are W8A8's per-channel
+// scales, tiny against codes of +-127), so the projections are as large as bf16 ones.
+std::function<void(std::map<std::string, HostTensor>&)> scales_near_one(const std::string& file, uint64_t seed) {
+  const bool fp8 = file.find("fp8") != std::string::npos;
+  return [fp8, seed](std::map<std::string, HostTensor>& host) mutable {
+    for (auto& [name, t] : host)
+      if (fp8 && name.rfind("s_", 0) == 0 && t.numel() == 1) fill_uniform(t, ++seed, 0.5, 1.5);
+  };
+}
+
 }  // namespace
 
 TEST_CASE("the W8A8 layer (i8 projections, per-token and per-channel scales) runs end to end and matches the CPU reference",
@@ -550,18 +561,10 @@ TEST_CASE("activation-quantize prologues: at B = 1 the fp8 and W8A8 GEMVs quanti
   for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
     INFO(file);
     const Module m = small_example_layer(file);
-    const bool fp8 = std::string(file).find("fp8") != std::string::npos;
-    // fp8 weights of [-0.05, 0.05) with per-tensor scales near 1 (random_inputs' f32 vectors are
-    // W8A8's per-channel scales, tiny against codes of +-127): projections as large as bf16 ones.
-    uint64_t fill_seed = 950;
-    auto scales_near_one = [&](std::map<std::string, HostTensor>& host) {
-      for (auto& [name, t] : host)
-        if (fp8 && name.rfind("s_", 0) == 0 && t.numel() == 1) fill_uniform(t, ++fill_seed, 0.5, 1.5);
-    };
     // The four quantize kernels (two with their RMSNorm) and the rope_table join the projections:
     // 5 kernels against 10. The same per-element quantization; the scales differ only in the order
     // of the block sums.
-    CHECK(check_one_row_prologues(m.graphs.at(1), 17, 5, 900, 64, scales_near_one) == 5);
+    CHECK(check_one_row_prologues(m.graphs.at(1), 17, 5, 900, 64, scales_near_one(file, 950)) == 5);
   }
 }
 
@@ -570,17 +573,12 @@ TEST_CASE("row tails (opt-in): at B = 1 the fp8 and W8A8 GEMVs' last CTAs normal
   for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
     INFO(file);
     const Module m = small_example_layer(file);
-    const bool fp8 = std::string(file).find("fp8") != std::string::npos;
-    uint64_t fill_seed = 970;
-    auto scales_near_one = [&](std::map<std::string, HostTensor>& host) {  // (as in the test above)
-      for (auto& [name, t] : host)
-        if (fp8 && name.rfind("s_", 0) == 0 && t.numel() == 1) fill_uniform(t, ++fill_seed, 0.5, 1.5);
-    };
     // The rope_table joins QKV, the norm + quantize after o and the quantize after gate/up run in
     // those GEMVs' last CTAs: 7 kernels against 10. The same executable runs
     // B = 1 then B = 2, so a completion counter left unreset would show as a stale row of codes.
     // (Rows of 256 and 512: the row kernels take 32 and 64 threads, the GEMVs' tails 256, most of
     // them past the row; the norm's sum adds in another order.)
-    CHECK(check_one_row_prologues(m.graphs.at(1), 17, 3, 980, 64, scales_near_one, [](FusionOptions& fo) { fo.row_tails = true; }) == 7);
+    CHECK(check_one_row_prologues(m.graphs.at(1), 17, 3, 980, 64, scales_near_one(file, 970),
+                                  [](FusionOptions& fo) { fo.row_tails = true; }) == 7);
   }
 }
