@@ -527,10 +527,7 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   p.angles_in_kernel = op.table >= 0;
   p.quantize_in_kernel = op.x_quantize >= 0;
   p.norm_in_kernel = op.x_norm >= 0 && op.x_quantize < 0;
-  if (op.tail_quantize >= 0) {  // the widest access the row body may take: 16 bytes of the stored row
-    p.tail_row = ctx.graph().value(op.out).type.shape.back().value();
-    p.tail_vec = 16 / dtype_bytes(op.yt);
-  }
+  if (op.tail_quantize >= 0) p.tail_row = ctx.graph().value(op.out).type.shape.back().value();
   p.arch_specific = opts.arch_specific;
   p.weight_codes = op.dequant >= 0;
   // (Codes are dense params: a map over their bytes always fits, K being a multiple of 32.)

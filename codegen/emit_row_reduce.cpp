@@ -76,10 +76,11 @@ RowReducePlan plan_row_reduce(const Graph& g, const FusionGroup& grp) {
 // Threads: enough to cover the row in one pass of V-wide accesses, 32..256.
 RowGeometry row_geometry(const KernelContext& ctx, const FusionGroup& grp, const RowReducePlan& plan) {
   const Graph& g = ctx.graph();
+  std::vector<ValueId> per_row;  // the dynamic quantize's scale, rms_scale's factor: one per row
+  if (plan.dq >= 0) per_row.push_back(g.node(plan.dq).results[1]);
+  if (plan.red >= 0 && g.node(plan.red).kind == OpKind::RmsScale) per_row.push_back(g.node(plan.red).results[0]);
   RowGeometry r;
-  if (plan.dq >= 0) r.per_row.push_back(g.node(plan.dq).results[1]);
-  if (plan.red >= 0 && g.node(plan.red).kind == OpKind::RmsScale) r.per_row.push_back(g.node(plan.red).results[0]);
-  r.vec = row_vector_width(ctx, grp, plan.space, r.per_row);
+  r.vec = row_vector_width(ctx, grp, plan.space, per_row);
   const int64_t D = plan.space.back().value();
   r.threads = static_cast<int>(std::min<int64_t>(256, std::max<int64_t>(32, (D / r.vec + 31) / 32 * 32)));
   return r;

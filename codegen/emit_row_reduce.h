@@ -4,7 +4,6 @@
 
 #include <functional>
 #include <string>
-#include <vector>
 
 #include "codegen/emit_common.h"
 
@@ -21,10 +20,9 @@ struct RowReducePlan {
 };
 RowReducePlan plan_row_reduce(const Graph& g, const FusionGroup& grp);
 
-/// The values one per row (a dynamic quantize's scale, rms_scale's factor), the access width over
-/// the others, and the threads the row kernel takes.
+/// The access width over the values indexed by the row's elements (not the one-per-row scale or
+/// factor), and the threads the row kernel takes.
 struct RowGeometry {
-  std::vector<ValueId> per_row;
   int vec = 1;
   int threads = 32;
 };

@@ -127,6 +127,11 @@ MatmulConfig in_elements(MatmulConfig c, const MatmulProblem& p) {
   return c;
 }
 
+// The fewest warps whose threads hold a row tail's row in registers, at most 64 floats each (the
+// row body's CHUNKS x V, whatever its access width V, since V divides 64): more spill beside the
+// GEMV's state. 0 without a tail.
+int row_tail_min_warps(const MatmulProblem& p) { return static_cast<int>((p.tail_row + 32 * 64 - 1) / (32 * 64)); }
+
 MatmulConfig gemv_default(const MatmulProblem& p) {
   MatmulConfig c;
   c.family = MatmulConfig::Family::Gemv;
@@ -321,9 +326,7 @@ bool holds_rope_pairs(const MatmulConfig& c, int64_t d) { return d <= 0 || c.bn 
 MatmulConfig default_matmul_config(const MatmulProblem& p) {
   MatmulConfig c = in_elements(default_for(p), p);
   // A row tail's row in registers: more warps where the default's would hold over 64 floats each.
-  while (p.tail_row > 0 && c.family == MatmulConfig::Family::Gemv && c.warps < (c.tensor_cores ? 16 : 32) &&
-         reject_reason(c, p).find("row tail") != std::string::npos)
-    c.warps *= 2;
+  while (c.family == MatmulConfig::Family::Gemv && c.warps < row_tail_min_warps(p) && c.warps < (c.tensor_cores ? 16 : 32)) c.warps *= 2;
   // The Hopper GEMM on 4-bit codes has a third barrier per stage: at most 5 stages.
   if (p.weight_codes && c.family == MatmulConfig::Family::Wgmma) c.stages = std::min(c.stages, 5);
   const int64_t d = p.rope_pair_dim;
@@ -363,12 +366,8 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     return "the group quantizes its row of x in the kernel (a one-row prologue), which only the GEMVs do";
   if (p.tail_row > 0 && c.family != MatmulConfig::Family::Gemv)
     return "the group quantizes the row it stores in its last CTA (a row tail), which only the GEMVs do";
-  if (p.tail_row > 0) {
-    // The row body holds CHUNKS x V floats per thread: more than 64 spill beside the GEMV's state.
-    const int64_t per_load = int64_t{32} * c.warps * p.tail_vec;
-    if ((p.tail_row + per_load - 1) / per_load * p.tail_vec > 64)
-      return fmt::format("the row tail holds a row of {} in registers, at most 64 floats per thread: {} warps are too few", p.tail_row, c.warps);
-  }
+  if (c.warps < row_tail_min_warps(p))
+    return fmt::format("the row tail holds a row of {} in registers, at most 64 floats per thread: {} warps are too few", p.tail_row, c.warps);
   if (p.angles_in_kernel && c.family != MatmulConfig::Family::Gemv)
     return "the group computes its RoPE angles at the row's position (a one-row prologue), which only the GEMV epilogues do";
   if (c.split_k > 1 && c.family == MatmulConfig::Family::Gemv) return "split-K (sk) is an option of the tensor-core families";

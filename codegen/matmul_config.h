@@ -102,9 +102,8 @@ struct MatmulProblem {
   /// row): only the tensor-core GEMV on codes does it, one chunk of 8 rows per pass.
   bool norm_in_kernel = false;
   /// A row tail (FusionGroup::matmul.tail_quantize): the GEMVs' last CTA normalises and quantizes
-  /// the stored rows of `tail_row` elements, up to `tail_vec` per access, in registers; 0: none.
+  /// the stored rows of `tail_row` elements in registers; 0: none.
   int64_t tail_row = 0;
-  int tail_vec = 8;
   /// W is made from 4-bit codes by a weight prologue (FusionGroup::matmul.dequant): only the
   /// tensor-core GEMV reads codes ("gemv mma" with 16-bit x; templates/layerjit/gemv_q4.cuh). `dtype`
   /// is then x's and the dequantized W's 16-bit type.
