@@ -50,6 +50,10 @@ std::string decade_label(int e) {
 
 }  // namespace
 
+double hbm_floor_fraction(const BenchReport& r, const BenchReport::Plan& p) {
+  return r.hbm_bytes_per_s > 0 && p.ms > 0 ? p.bytes / r.hbm_bytes_per_s / (p.ms * 1e-3) : 0;
+}
+
 std::string bench_json(const BenchReport& r) {
   nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
   for (const BenchReport::Kernel& k : r.kernels)
@@ -67,7 +71,8 @@ std::string bench_json(const BenchReport& r) {
                        {"bound_by", k.compute_bound ? "compute" : "memory"}});
   nlohmann::ordered_json plans = nlohmann::ordered_json::array();
   for (const BenchReport::Plan& p : r.plans)
-    plans.push_back({{"plan", p.name}, {"kernels", p.kernels}, {"launches", p.launches}, {"bytes", p.bytes}, {"ms", p.ms}, {"vs_unfused", p.vs_unfused}});
+    plans.push_back({{"plan", p.name}, {"kernels", p.kernels}, {"launches", p.launches}, {"bytes", p.bytes}, {"ms", p.ms}, {"vs_unfused", p.vs_unfused},
+                     {"hbm_floor_fraction", hbm_floor_fraction(r, p)}});
   const nlohmann::ordered_json doc = {
       {"schema", "layerjit.bench/1"},
       {"device", r.device},
@@ -83,13 +88,14 @@ std::string bench_json(const BenchReport& r) {
 
 std::string bench_csv(const BenchReport& r) {
   std::string out =
-      "section,group,name,config,ms_alone,ms_in_order,flops,bytes,tflop_per_s,gb_per_s,roofline_fraction,bound_by,kernels,launches,ms,vs_unfused\n";
+      "section,group,name,config,ms_alone,ms_in_order,flops,bytes,tflop_per_s,gb_per_s,roofline_fraction,bound_by,kernels,launches,ms,vs_unfused,hbm_floor_fraction\n";
   for (const BenchReport::Kernel& k : r.kernels)
-    out += fmt::format("kernel,{},{},{},{:.6f},{:.6f},{:.0f},{:.0f},{:.4f},{:.2f},{:.4f},{},,,,\n", k.group, csv_field(k.name), csv_field(k.config),
+    out += fmt::format("kernel,{},{},{},{:.6f},{:.6f},{:.0f},{:.0f},{:.4f},{:.2f},{:.4f},{},,,,,\n", k.group, csv_field(k.name), csv_field(k.config),
                        k.ms_alone, k.ms_in_order, k.flops, k.bytes, tflops(k), k.ms_alone > 0 ? k.bytes / (k.ms_alone * 1e-3) / 1e9 : 0.0,
                        k.roofline_fraction, k.compute_bound ? "compute" : "memory");
   for (const BenchReport::Plan& p : r.plans)
-    out += fmt::format("plan,,{},,,,,{:.0f},,,,,{},{},{:.6f},{:.4f}\n", csv_field(p.name), p.bytes, p.kernels, csv_field(p.launches), p.ms, p.vs_unfused);
+    out += fmt::format("plan,,{},,,,,{:.0f},,,,,{},{},{:.6f},{:.4f},{:.4f}\n", csv_field(p.name), p.bytes, p.kernels, csv_field(p.launches), p.ms,
+                      p.vs_unfused, hbm_floor_fraction(r, p));
   return out;
 }
 

@@ -31,6 +31,10 @@ struct BenchReport {
   std::vector<Plan> plans;
 };
 
+/// The plan's modelled HBM bytes at the copy bandwidth of the same run, over its measured time: how
+/// close a memory-bound plan (a decode layer) runs to the floor its bytes set (0 without a ceiling).
+double hbm_floor_fraction(const BenchReport& r, const BenchReport::Plan& p);
+
 /// {"schema": "layerjit.bench/1", device, graph, sizes, ceilings, kernels[], plans[]}.
 std::string bench_json(const BenchReport& r);
 /// One header line, then a row per kernel (section "kernel") and per plan (section "plan").

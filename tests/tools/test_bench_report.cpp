@@ -52,6 +52,8 @@ TEST_CASE("bench JSON holds every row, the ceilings and derived rates", "[bench_
   REQUIRE(j["plans"].size() == 3);
   CHECK(j["plans"][2]["launches"] == "1 graph");
   CHECK(j["plans"][1]["vs_unfused"].get<double>() == Approx(1.36));
+  // 1.1e9 bytes at 4 TB/s take 0.275 ms; the graph ran 1.08 ms.
+  CHECK(j["plans"][2]["hbm_floor_fraction"].get<double>() == Approx(0.275 / 1.08));
 }
 
 TEST_CASE("bench CSV: a header, a row per kernel and per plan, fields with commas quoted", "[bench_report]") {
@@ -77,6 +79,8 @@ TEST_CASE("bench CSV: a header, a row per kernel and per plan, fields with comma
   CHECK(fields(lines[1])[0] == "kernel");
   CHECK(fields(lines[7])[0] == "plan");
   CHECK(fields(lines[7])[13] == "1 graph");
+  CHECK(fields(lines[0]).back() == "hbm_floor_fraction");
+  CHECK(std::stod(fields(lines[5]).back()) == Approx(0.5));  // the unfused plan: 3e9 bytes at 4 TB/s in 1.5 ms
 }
 
 TEST_CASE("roofline SVG: one point per kernel where its intensity and rate put it, under the roof", "[bench_report]") {
