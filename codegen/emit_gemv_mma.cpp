@@ -41,10 +41,14 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int warps = cfg.warps;
   const int threads = 32 * warps;
   const bool q4 = op.dequant >= 0;  // W from 4-bit codes: 16 bytes of codes per lane per k step
-  const int stages = q4 ? cfg.code_stages : 0;  // k steps of codes per warp staged in shared memory (0: registers)
+  const int stages = cfg.code_stages;  // k steps (of codes) per warp staged in shared memory (0: registers)
   const int nb = q4 && cfg.rows_per_pass == 16 ? 2 : 1;  // chunks of 8 x rows per pass over the codes ("mt=16": 2)
   const bool xq = op.x_quantize >= 0;  // x's codes made per row by the CTA (an activation-quantize prologue)
   const bool norm = op.x_norm >= 0 && !xq;  // x = rms_norm(x_src, x_gamma) folded in (4-bit W, one chunk per pass)
+  LJ_ASSERT(!(stages > 0 && !q4 && xq), "{}: the staged fp8/i8 GEMV copies x from global memory, not from a quantize prologue", ctx.kernel_name());
+  // Staged fp8/i8 W that is a weight: the first steps' copies go out before the wait on the kernel
+  // before (programmatic dependent launch), so W streams while that kernel (a row kernel) finishes.
+  const bool prime = stages > 0 && !q4 && g.value(wt).is_param && g.value(wt).producer < 0;
   LJ_ASSERT(!norm || (q4 && nb == 1), "{}: the folded rms_norm takes the 4-bit GEMV with 8 rows per pass", ctx.kernel_name());
   // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
   const char* tz = !q4 || op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
@@ -97,9 +101,11 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   w.line("constexpr lj_i64 UNITS = {};  // {}: {} per CTA", units, two_rows ? "pairs of W rows" : "W rows", per_tile);
   w.line("constexpr lj_i64 STEPS = {};  // {}-element k steps of a row: 4 lanes x 16 bytes{}", steps, step_k, q4 ? " of codes" : "");
   w.line("constexpr int WARPS = {};  // warps per CTA, each a share of the k steps", warps);
-  if (stages > 0) {
+  if (stages > 0 && q4) {
     w.line("constexpr int S = {};  // k steps of codes per warp in its ring in shared memory (cp.async)", stages);
     w.line("constexpr bool EVEN = {};  // K a multiple of 128: no chunk past K", K % step_k == 0 ? "true" : "false");
+  } else if (stages > 0) {
+    w.line("constexpr int S = {};  // k steps of W and x per warp in its ring in shared memory (cp.async)", stages);
   } else {
     w.line("constexpr int U = {};  // k steps in flight per lane", unroll);
   }
@@ -113,13 +119,17 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     // At least 512 threads per SM (<= 128 registers): two 8-warp CTAs, so the 256 tiles of o and
     // down at N = 4096 fit the H200's 132 SMs in one wave.
     auto fn = w.scope(ctx.signature(threads, std::max(1, 512 / threads)));
-    w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    if (!prime) w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.comment(print_node(g, op.node));
     if (nb == 1)
       w.line("__shared__ float partial[WARPS][32][4];  // each warp's 16 x 8 accumulator tile, in mma fragment order");
     else
       w.line("__shared__ float partial[WARPS][{}][32][4];  // each warp's 16 x 8 accumulator tiles, in mma fragment order", nb);
-    if (stages > 0) w.line("__shared__ lj_q4_ring<S> ring[WARPS];  // each warp's next S k steps of codes");
+    if (stages > 0 && q4) w.line("__shared__ lj_q4_ring<S> ring[WARPS];  // each warp's next S k steps of codes");
+    if (stages > 0 && !q4) {
+      w.line("extern __shared__ __align__(16) unsigned char lj_smem[];");
+      w.line("lj_mma_ring<S>* const ring = reinterpret_cast<lj_mma_ring<S>*>(lj_smem);  // each warp's next S k steps of W and x");
+    }
     if (norm) w.line("__shared__ float ss_part[WARPS][8];  // each warp's sums of squares of the chunk's x rows over its k steps");
     w.line("const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;");
     w.line("const int gr = lane >> 2, t = lane & 3;  // the lane's A rows {{gr, gr + 8}}, x row (B column) gr, k chunk t");
@@ -161,6 +171,10 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     }
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
     w.line("const lj_i64 s0 = warp * STEPS / WARPS, s1 = (warp + 1) * STEPS / WARPS;  // this warp's k steps");
+    if (prime) {
+      w.line("lj_gemv_mma_prime<S, K>(wa, wb, a_in, b_in, (int)s0, (int)s1, t, lane, ring[warp]);  // %{}, a weight: before the wait", wn);
+      w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    }
     if (xq) {
       w.comment("Rows of %" + xn + " one at a time (each quantized into shared memory first; the plan is made for one),");
       w.comment("in mma column 0; %" + wn + " is streamed once per row.");
@@ -203,6 +217,12 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("lj_gemv_q4_share_rows<{}, {}, {}, {}, U, K, G, EVEN, 1>(wa, wb, sa, sb, za, zb, xs, s0, s1, t, &c);", tx, ts, tz, i4);
     } else if (q4) {
       w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz, i4);
+    } else if (stages > 0) {
+      const std::string primed = prime ? "m0 == 0" : "false";
+      if (op.xt == DType::I8)
+        w.line("lj_gemv_mma_share_s8_staged<S, K>(wa, wb, xr, a_in, b_in, x_in, (int)s0, (int)s1, t, lane, ring[warp], {}, c);", primed);
+      else
+        w.line("lj_gemv_mma_share_staged<{}, {}, S, K>(wa, wb, xr, a_in, b_in, x_in, (int)s0, (int)s1, t, lane, ring[warp], {}, c);", tw, tx, primed);
     } else {
       if (op.xt == DType::I8)
         w.line("lj_gemv_mma_share_s8<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);");
@@ -289,6 +309,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.launch.work.constant = tiles;
   k.launch.per_block = 1;
   k.launch.threads = threads;
+  if (stages > 0 && !q4) k.launch.shared_bytes = warps * stages * 3 * 32 * 16;  // the rings: sizeof(lj_mma_ring<S>) per warp
   k.config = cfg.str();
   k.launch.early = true;  // many small CTAs: where they land does not matter
   return k;

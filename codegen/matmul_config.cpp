@@ -413,15 +413,28 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     return "";
   }
   if (c.family == MatmulConfig::Family::Gemv && c.tensor_cores) {
-    if (c.code_stages > 0) return "stages (codes staged in shared memory) is an option of the GEMV on 4-bit codes; fp8 and i8 load into registers (u)";
     if (c.rows_per_pass != 8) return fmt::format("mt={}: the fp8 and i8 tensor-core GEMVs take 8 rows of x per pass (mt=16 is the 4-bit GEMV's)", c.rows_per_pass);
     if (p.dtype == DType::I8 && p.sm < 80) return fmt::format("gemv mma (s8 mma.sync m16n8k32) needs sm_80 or newer, target is sm_{}", p.sm);
     if (p.dtype != DType::I8 && p.sm < 89) return fmt::format("gemv mma (fp8 mma.sync m16n8k32) needs sm_89 or newer, target is sm_{}", p.sm);
     if (!is_fp8(p.dtype) && p.dtype != DType::I8)
       return fmt::format("gemv mma multiplies fp8 x and W of one format, or i8 ones, not {}", dtype_name(p.dtype));
     if (!p.aligned || p.k % 16 != 0) return fmt::format("gemv mma loads 16-byte chunks: rows of x and W must start 16-byte aligned and K (= {}) be a multiple of 16", p.k);
-    if (c.loads_in_flight > 4) return "more than 4 k steps in flight per lane (3 16-byte loads each: 8 spill under 128 registers)";
     if (c.warps > 16) return "more than 16 warps per CTA";
+    if (c.code_stages > 0) {
+      // The ring is dynamic shared memory: 1.5 KiB per k step and warp (16 bytes of W rows a and b
+      // and of x per lane), beside the partial sums' and a row tail's static shared memory.
+      if (p.quantize_in_kernel) return "stages with a quantize prologue (cp.async copies x from global memory, the prologue leaves it in shared memory)";
+      if (c.code_stages < 2 || c.code_stages > 16) return fmt::format("stages={} (2 to 16 k steps per warp)", c.code_stages);
+      const int64_t ring = 1536LL * c.warps * c.code_stages;
+      if (ring + 16 * 1024 > p.max_shared_bytes)
+        return fmt::format("stages={} with {} warps: {} KiB of rings per CTA (at most {} KiB beside the static shared memory)", c.code_stages,
+                           c.warps, ring / 1024, p.max_shared_bytes / 1024 - 16);
+      const int64_t share = p.k > 0 ? ((p.k + 63) / 64 + c.warps - 1) / c.warps : 0;
+      if (p.k > 0 && c.code_stages - 1 > share)
+        return fmt::format("stages={} with {} warps: more steps in flight than a warp's share of {} (K = {})", c.code_stages, c.warps, share, p.k);
+      return "";
+    }
+    if (c.loads_in_flight > 4) return "more than 4 k steps in flight per lane (3 16-byte loads each: 8 spill under 128 registers)";
     return "";
   }
   if (c.family == MatmulConfig::Family::Gemv) {
@@ -556,7 +569,11 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
   // fp8 on sm_89+, i8 on sm_80+: the tensor-core GEMV (few rows; it re-reads W per 8 rows of x).
   if ((small_m || p.m == 0) && ((is_fp8(p.dtype) && p.sm >= 89) || (p.dtype == DType::I8 && p.sm >= 80)))
     for (int u : {2, 4})
-      for (int warps : {4, 8, 16}) all.push_back(gemv_mma(u, warps));
+      for (int warps : {4, 8, 16}) {
+        all.push_back(gemv_mma(u, warps));
+        // Staged through shared memory: 3-7 steps (3-7 KiB of W) in flight per warp without registers.
+        all.push_back(gemv_mma_staged(u == 2 ? 4 : 8, warps));
+      }
   if (mma_dtype(p.dtype) && p.sm >= 80) {
     struct Tile { int bm, bn, wm, wn; };
     for (Tile t : {Tile{64, 64, 2, 2}, Tile{64, 128, 2, 2}, Tile{128, 64, 2, 2}, Tile{128, 128, 2, 2},

@@ -190,7 +190,8 @@ TEST_CASE("fp8 GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}"
 // with cache writes) in e4m3, as the FP8 layer's projections have them.
 TEST_CASE("the tensor-core fp8 GEMV matches the reference on odd shapes and fused epilogues", "[gpu][gemm][fp8]") {
   std::vector<MatmulConfig> configs;
-  for (const char* c : {"gemv mma u=2 warps=4", "gemv mma u=4 warps=8", "gemv mma u=4 warps=16"})
+  for (const char* c : {"gemv mma u=2 warps=4", "gemv mma u=4 warps=8", "gemv mma u=4 warps=16", "gemv mma stages=2 warps=4",
+                        "gemv mma stages=8 warps=8", "gemv mma stages=4 warps=16"})
     configs.push_back(*parse_matmul_config(c, nullptr));
   uint64_t seed = 5100;
   for (const char* dtype : {"f8e4m3", "f8e5m2"})

@@ -42,7 +42,7 @@ TEST_CASE("W8A8 epilogues: per-channel scales before SwiGLU and RoPE match the r
   // Each family's paths: the SIMT GEMV, the tensor-core GEMV (m16n8k32 s8; K a multiple of 16), mma.sync tiles with i8 k tiles of 64 and 128 bytes, 16-row
   // tiles split along K, and on an sm_90 GPU the Hopper GEMM (128 x 256, split-K, ping-pong,
   // 64-row tiles) where the rows are TMA-loadable.
-  std::vector<std::string> configs = {"gemv mt=4 u=4 warps=8", "gemv mt=2 u=2 warps=3", "gemv mma u=4 warps=8", "gemv mma u=2 warps=4",
+  std::vector<std::string> configs = {"gemv mt=4 u=4 warps=8", "gemv mt=2 u=2 warps=3", "gemv mma u=4 warps=8", "gemv mma u=2 warps=4", "gemv mma stages=8 warps=8",
                                       "mma bm=128 bn=128 bk=64 wm=2 wn=2 stages=4 gm=8",
                                       "mma bm=64 bn=64 bk=128 wm=2 wn=2 stages=4 gm=8", "mma bm=16 bn=64 bk=128 wm=1 wn=2 stages=6 gm=8",
                                       "mma bm=64 bn=64 bk=64 wm=2 wn=2 stages=4 gm=8 sk=2"};

@@ -13,6 +13,7 @@
 // and its B registers k {4t..4t+3, 16+4t..16+4t+3} x column g, the same k for both. C: rows
 // {g, g + 8} x columns {2t, 2t + 1}.
 #pragma once
+#include "layerjit/cp_async.cuh"
 #include "layerjit/types.cuh"
 
 // 16 bytes at p, or zeros where `in` is false: a row past N or M, or k past K, adds nothing. (Also the
@@ -50,6 +51,80 @@ __device__ __forceinline__ void lj_gemv_mma_steps(const T* __restrict__ wa, cons
   }
 }
 
+// A warp's ring of S k steps in shared memory for the staged GEMV ("stages=S"): each lane's 16 bytes
+// of W rows a and b and of its x row per step, [step][a, b, x][lane].
+template <int S>
+struct lj_mma_ring {
+  uint4 v[S][3][32];
+};
+
+// Step s's 16 bytes of W rows a and b into slot `slot` of the ring by cp.async (zeros past K or for a
+// row past N); nothing past the warp's share, whose slots are never read. W is a weight: these may be
+// issued before lj_pdl_begin, while the kernel before this one still runs. (Steps and k in int: a
+// 64-bit index per copy held the prologue's unrolled copies at 98-124 registers.)
+template <int S, long long K, class T>
+__device__ __forceinline__ void lj_gemv_mma_stage_w(const T* __restrict__ wa, const T* __restrict__ wb, bool a_in, bool b_in, int s, int s1,
+                                                    int slot, int t, int lane, lj_mma_ring<S>& ring) {
+  static_assert(K < (1LL << 30), "k in int");
+  if (s >= s1) return;
+  const int k = s * 64 + 16 * t;
+  const bool ia = a_in && k < K, ib = b_in && k < K;
+  lj_cp_async16(&ring.v[slot][0][lane], ia ? wa + k : wa, ia ? 16 : 0);
+  lj_cp_async16(&ring.v[slot][1][lane], ib ? wb + k : wb, ib ? 16 : 0);
+}
+// ... and of the lane's x row: only after lj_pdl_begin (x is the previous kernel's output).
+template <int S, long long K, class T>
+__device__ __forceinline__ void lj_gemv_mma_stage_x(const T* __restrict__ xr, bool x_in, int s, int s1, int slot, int t, int lane,
+                                                    lj_mma_ring<S>& ring) {
+  if (s >= s1) return;
+  const int k = s * 64 + 16 * t;
+  const bool in = x_in && k < K;
+  lj_cp_async16(&ring.v[slot][2][lane], in ? xr + k : xr, in ? 16 : 0);
+}
+// The W copies of the share's first S - 1 steps (slots 0..S-2), not yet committed: the staged share's
+// prologue, which a kernel may issue before lj_pdl_begin (then passes primed = true).
+template <int S, long long K, class T>
+__device__ __forceinline__ void lj_gemv_mma_prime(const T* __restrict__ wa, const T* __restrict__ wb, bool a_in, bool b_in, int s0, int s1,
+                                                  int t, int lane, lj_mma_ring<S>& ring) {
+#pragma unroll 1
+  for (int i = 0; i < S - 1; ++i) lj_gemv_mma_stage_w<S, K>(wa, wb, a_in, b_in, s0 + i, s1, i, t, lane, ring);
+}
+
+// lj_gemv_mma_steps with W and x staged through the warp's ring in shared memory: each lane copies
+// its own 16-byte chunks with cp.async and reads back only what it copied, so the ring needs no
+// barrier, and S - 1 steps stay in flight per lane without holding registers (the register batches
+// held the fp8 GEMV to 2 CTAs of 8 warps per SM on the H100, its warps waiting on their loads:
+// docs/perf.md). The first S - 1 steps' x copies are committed one group per step after the primed
+// W copies, so group i holds step i's W and x either way and one wait<S - 1> per step serves all.
+// The slot a step refills is the one the step before read: its mmas were issued, so its loads are done.
+template <class MMA, int S, long long K, class T, class A>
+__device__ __forceinline__ void lj_gemv_mma_steps_staged(const T* __restrict__ wa, const T* __restrict__ wb, const T* __restrict__ xr,
+                                                         bool a_in, bool b_in, bool x_in, int s0, int s1, int t, int lane,
+                                                         lj_mma_ring<S>& ring, bool primed, A (&c)[4]) {
+  static_assert(K % 16 == 0, "the tensor-core GEMV copies whole 16-byte chunks of each row");
+  static_assert(S >= 2, "a ring of at least two steps");
+  if (!primed) lj_gemv_mma_prime<S, K>(wa, wb, a_in, b_in, s0, s1, t, lane, ring);
+#pragma unroll 1
+  for (int i = 0; i < S - 1; ++i) {
+    lj_gemv_mma_stage_x<S, K>(xr, x_in, s0 + i, s1, i, t, lane, ring);
+    lj_cp_async_commit();
+  }
+  int slot = 0, fill = S - 1;  // step s's slot, and step s + S - 1's (the one step s - 1 read)
+#pragma unroll 1
+  for (int s = s0; s < s1; ++s) {
+    lj_gemv_mma_stage_w<S, K>(wa, wb, a_in, b_in, s + S - 1, s1, fill, t, lane, ring);
+    lj_gemv_mma_stage_x<S, K>(xr, x_in, s + S - 1, s1, fill, t, lane, ring);
+    lj_cp_async_commit();
+    lj_cp_async_wait<S - 1>();  // this lane's copies of step s have landed
+    const uint4 a = ring.v[slot][0][lane], b = ring.v[slot][1][lane], x = ring.v[slot][2][lane];
+    MMA::m16n8k32(c, a.x, b.x, a.y, b.y, x.x, x.y);
+    MMA::m16n8k32(c, a.z, b.z, a.w, b.w, x.z, x.w);
+    fill = slot;
+    slot = slot + 1 == S ? 0 : slot + 1;
+  }
+  lj_cp_async_wait<0>();  // nothing in flight into the ring when the next chunk of x rows reuses it
+}
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
 template <class TW, class TX>
 struct lj_fp8_mma;  // W's and x's fp8 formats: one format for both (the pruner's rule)
@@ -73,6 +148,15 @@ __device__ __forceinline__ void lj_gemv_mma_share(const TW* __restrict__ wa, con
                                                   bool a_in, bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
   lj_gemv_mma_steps<lj_fp8_mma<TW, TX>, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);
 }
+template <class TW, class TX, int S, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_staged(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr,
+                                                         bool a_in, bool b_in, bool x_in, int s0, int s1, int t, int lane,
+                                                         lj_mma_ring<S>& ring, bool primed, float (&c)[4]) {
+  static_assert(sizeof(TW) == 1 && sizeof(TX) == 1, "fp8 codes");
+  lj_gemv_mma_steps_staged<lj_fp8_mma<TW, TX>, S, K>(reinterpret_cast<const unsigned char*>(wa), reinterpret_cast<const unsigned char*>(wb),
+                                                     reinterpret_cast<const unsigned char*>(xr), a_in, b_in, x_in, s0, s1, t, lane, ring,
+                                                     primed, c);
+}
 #endif
 
 // The same for i8 x and W (W8A8, sm_80+): mma.sync.m16n8k32 s8 with the fragment layout of fp8's, the
@@ -91,6 +175,15 @@ __device__ __forceinline__ void lj_gemv_mma_share_s8(const signed char* __restri
                                                      lj_i64 s1, int t, float (&c)[4]) {
   int d[4] = {0, 0, 0, 0};
   lj_gemv_mma_steps<lj_s8_mma, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, d);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
+}
+template <int S, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_s8_staged(const signed char* __restrict__ wa, const signed char* __restrict__ wb,
+                                                            const signed char* __restrict__ xr, bool a_in, bool b_in, bool x_in, int s0,
+                                                            int s1, int t, int lane, lj_mma_ring<S>& ring, bool primed, float (&c)[4]) {
+  int d[4] = {0, 0, 0, 0};
+  lj_gemv_mma_steps_staged<lj_s8_mma, S, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, lane, ring, primed, d);
 #pragma unroll
   for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
 }

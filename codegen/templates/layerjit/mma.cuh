@@ -1,34 +1,12 @@
-// Tensor-core building blocks for sm_80 and newer: cp.async copies into shared memory, ldmatrix
+// Tensor-core building blocks for sm_80 and newer (cp.async copies into shared memory: cp_async.cuh): ldmatrix
 // fragment loads and the mma.sync of the GEMM: m16n8k16 with fp32 accumulation for bf16 and f16
 // operands, m16n8k32 with exact int32 accumulation for i8 (W8A8).
 // Fragment layouts follow the PTX ISA ("Matrix Fragments for mma.m16n8k16"): lane = 4 * group + t,
 // A holds rows {group, group + 8} x k {2t, 2t + 1, 2t + 8, 2t + 9}, B holds k {2t, 2t + 1, 2t + 8,
 // 2t + 9} x column group, C holds rows {group, group + 8} x columns {2t, 2t + 1}.
 #pragma once
+#include "layerjit/cp_async.cuh"
 #include "layerjit/types.cuh"
-
-__device__ __forceinline__ unsigned lj_smem_addr(const void* p) {
-  return (unsigned)__cvta_generic_to_shared(p);
-}
-// 16 bytes into shared memory as a shared-space store (tile pointers are generic: a generic store
-// would resolve the window at run time).
-__device__ __forceinline__ void lj_st_shared16(void* p, uint4 v) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(lj_smem_addr(p)), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
-}
-
-// 16 bytes global -> shared without passing through registers. src_bytes < 16 zero-fills the rest
-// (0: nothing is read, so a masked-off row or k chunk becomes zeros that add nothing to the dot
-// products). .cg: bypass L1, the tile is used once per CTA.
-__device__ __forceinline__ void lj_cp_async16(void* smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(lj_smem_addr(smem)), "l"(gmem), "r"(src_bytes)
-               : "memory");
-}
-__device__ __forceinline__ void lj_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void lj_cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // Four 8x8 b16 matrices; lanes 8i..8i+7 give the row addresses of matrix i, register i receives it.
 __device__ __forceinline__ void lj_ldmatrix_x4(unsigned (&r)[4], const void* smem) {

@@ -1,0 +1,129 @@
+// The staged fp8 and i8 GEMV ("gemv mma stages=S"): W and x through cp.async into each warp's ring in
+// dynamic shared memory, and, where W is a weight, the first S - 1 steps of W copied before the wait
+// on the kernel before (griddepcontrol.wait), so that W streams while a row kernel finishes.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "codegen/device_headers.h"
+#include "codegen/kernel.h"
+#include "codegen/matmul_config.h"
+#include "layerjit/text.h"
+#include "runtime/nvrtc.h"
+
+using namespace lj;
+
+namespace {
+
+const char* kGraphs = R"(
+graph @w_param(%x: f8e4m3[M, 1008], %w: param f8e4m3[130, 1008], %rs: f32[M], %r: bf16[M, 130]) {
+  %y = matmul(%x, %w, %rs)
+  %h = add(%r, %y)
+  return %h
+}
+graph @w_input(%x: f8e4m3[M, 1008], %w: f8e4m3[130, 1008]) {
+  %y = matmul(%x, %w)
+  return %y
+}
+graph @w_i8(%x: i8[M, 4112], %w: param i8[129, 4112]) {
+  %y = matmul(%x, %w)
+  return %y
+}
+)";
+
+GeneratedKernel staged_kernel(const Graph& g, const char* config) {
+  EmitOptions eo;
+  eo.sm = 90;
+  eo.arch_specific = true;
+  eo.hint.set("M", 1);
+  eo.matmul = parse_matmul_config(config, nullptr);
+  REQUIRE(eo.matmul.has_value());
+  for (const FusionGroup& grp : plan_fusion(g).groups)
+    if (grp.kind == GroupKind::Matmul) return emit_group(g, grp, eo);
+  FAIL("no matmul group in @" << g.name());
+  return {};
+}
+
+std::string ptx_of(const GeneratedKernel& k, const char* arch) {
+  rt::CompileOptions opts;
+  opts.program_name = k.name + ".cu";
+  opts.headers = codegen_device_headers();
+  opts.want_ptx = true;
+  auto res = rt::compile(k.source, opts, *rt::Target::parse(arch));
+  INFO(k.name << " for " << arch << ": " << (res.ok() ? "" : res.message()));
+  REQUIRE(res.ok());
+  return res->ptx;
+}
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + what.size())) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the staged fp8 and i8 GEMV: W and x through each warp's ring, the weight's first steps before the wait", "[codegen]") {
+  const Module m = parse_module(kGraphs, "<staged gemv>");
+  const Graph& param = m.graphs.at(0);
+  const Graph& input = m.graphs.at(1);
+  const Graph& i8 = m.graphs.at(2);
+
+  // The rings are dynamic shared memory: 3 x 16 bytes per lane and step.
+  const GeneratedKernel k = staged_kernel(param, "gemv mma stages=4 warps=4");
+  CHECK(k.launch.shared_bytes == 4 * 4 * 3 * 32 * 16);
+  CHECK(k.config == "gemv mma stages=4 warps=4");
+  CHECK(k.source.find("lj_mma_ring<S>* const ring") != std::string::npos);
+  CHECK(k.source.find("lj_gemv_mma_share_staged<lj_e4m3, lj_e4m3, S, K>") != std::string::npos);
+  // W is a param: its copies go out before the wait, once per call (the first chunk of x rows).
+  const size_t prime = k.source.find("lj_gemv_mma_prime<S, K>"), wait = k.source.find("lj_pdl_begin();");
+  REQUIRE(prime != std::string::npos);
+  REQUIRE(wait != std::string::npos);
+  CHECK(prime < wait);
+  CHECK(k.source.find("ring[warp], m0 == 0, c);") != std::string::npos);
+  for (const char* arch : {"sm_89", "sm_90a"}) {
+    INFO(arch);
+    const std::string ptx = ptx_of(k, arch);
+    // W rows a and b before the wait and again in the share's prologue (for a later chunk of x rows),
+    // x's prologue, the main loop's W a, b and x. Never a global load of W or x: they are read back
+    // from the ring.
+    CHECK(count(ptx, "cp.async.cg.shared.global") == 2 + 2 + 1 + 3);
+    CHECK(count(ptx, "cp.async.wait_group 3") == 1);
+    CHECK(count(ptx, "cp.async.wait_group 0") == 1);
+    CHECK(count(ptx, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32") == 2);
+    CHECK(count(ptx, "ld.global.v4") == 0);
+    if (std::string(arch) == "sm_90a") {
+      const size_t first_copy = ptx.find("cp.async.cg.shared.global"), dep_wait = ptx.find("griddepcontrol.wait");
+      REQUIRE(dep_wait != std::string::npos);
+      CHECK(first_copy < dep_wait);
+    }
+  }
+
+  // W an input (not a param): another kernel may write it, so nothing is copied before the wait.
+  const GeneratedKernel in = staged_kernel(input, "gemv mma stages=4 warps=4");
+  CHECK(in.source.find("lj_gemv_mma_prime") == std::string::npos);
+  CHECK(in.source.find("ring[warp], false, c);") != std::string::npos);
+  const std::string in_ptx = ptx_of(in, "sm_90a");
+  CHECK(in_ptx.find("griddepcontrol.wait") < in_ptx.find("cp.async.cg.shared.global"));
+  CHECK(count(in_ptx, "cp.async.cg.shared.global") == 2 + 1 + 3);
+
+  // i8 (W8A8): the s8 mma, the sums in int32.
+  const GeneratedKernel s8 = staged_kernel(i8, "gemv mma stages=8 warps=4");
+  CHECK(s8.source.find("lj_gemv_mma_share_s8_staged<S, K>") != std::string::npos);
+  CHECK(count(ptx_of(s8, "sm_80"), "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 2);
+
+  // The rules.
+  MatmulProblem p;
+  p.m = 1, p.n = 4096, p.k = 4096, p.dtype = DType::F8E4M3, p.sm = 90;
+  const MatmulConfig c = *parse_matmul_config("gemv mma stages=8 warps=8", nullptr);
+  CHECK(reject_reason(c, p).empty());
+  CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma stages=16 warps=16", nullptr), p),
+             Catch::Contains("stages=16 with 16 warps: 384 KiB of rings per CTA (at most 211 KiB"));
+  CHECK_THAT(reject_reason(*parse_matmul_config("gemv mma stages=1 warps=8", nullptr), p), Catch::Contains("stages=1 (2 to 16"));
+  MatmulProblem short_k = p;
+  short_k.k = 1024;  // 16 steps: 2 per warp
+  CHECK_THAT(reject_reason(c, short_k), Catch::Contains("more steps in flight than a warp's share of 2 (K = 1024)"));
+  MatmulProblem quantized = p;
+  quantized.quantize_in_kernel = true;
+  CHECK_THAT(reject_reason(c, quantized), Catch::Contains("stages with a quantize prologue"));
+}
