@@ -30,10 +30,12 @@ struct MatmulConfig {
   /// 16 on 4-bit codes (" mt=16": each dequantized A fragment meets two chunks of 8 x rows, so 9-16
   /// rows read the codes once). Printed "gemv mma".
   bool tensor_cores = false;
-  /// Gemv mma on 4-bit codes: each warp stages its next `code_stages` k steps of codes in a ring in
-  /// shared memory through cp.async instead of loading `loads_in_flight` steps into registers (0:
-  /// registers; templates/layerjit/gemv_q4.cuh, lj_gemv_q4_share_staged). Printed "stages=S" in place
-  /// of "u=U".
+  /// Gemv mma: each warp stages its next `code_stages` k steps in a ring in shared memory through
+  /// cp.async instead of loading `loads_in_flight` steps into registers (0: registers). On 4-bit
+  /// codes the codes (a static ring; templates/layerjit/gemv_q4.cuh, lj_gemv_q4_share_staged); on fp8
+  /// and i8, W and x (a dynamic ring of 1.5 KiB per step and warp; gemv_mma.cuh,
+  /// lj_gemv_mma_steps_staged), and where W is a weight its first steps are copied before the wait
+  /// on the previous kernel. Printed "stages=S" in place of "u=U".
   int code_stages = 0;
   /// Wgmma: a persistent grid (one CTA per SM walking the tiles), the producer loading the next
   /// tile's stages while the consumers run the epilogue, which stages into shared memory of its own.
