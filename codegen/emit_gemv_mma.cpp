@@ -50,7 +50,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   LJ_ASSERT(!(stages > 0 && !q4 && xq), "{}: the staged fp8/i8 GEMV copies x from global memory, not from a quantize prologue", ctx.kernel_name());
   // Staged fp8/i8 W that is a weight: the first steps' copies go out before the wait on the kernel
   // before (programmatic dependent launch), so W streams while that kernel (a row kernel) finishes.
-  const bool prime = stages > 0 && !q4 && g.value(wt).is_param && g.value(wt).producer < 0;
+  const bool prime = !q4 && !xq && g.value(wt).is_param && g.value(wt).producer < 0;
   LJ_ASSERT(!norm || (q4 && nb == 1), "{}: the folded rms_norm takes the 4-bit GEMV with 8 rows per pass", ctx.kernel_name());
   // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
   const char* tz = !q4 || op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
@@ -174,7 +174,12 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
     w.line("const lj_i64 s0 = warp * STEPS / WARPS, s1 = (warp + 1) * STEPS / WARPS;  // this warp's k steps");
     if (prime) {
-      w.line("lj_gemv_mma_prime<S, K>(wa, wb, a_in, b_in, (int)s0, (int)s1, t, lane, ring[warp]);  // %{}, a weight: before the wait", wn);
+      if (stages > 0)
+        w.line("lj_gemv_mma_prime<S, K>(wa, wb, a_in, b_in, (int)s0, (int)s1, t, lane, ring[warp]);  // %{}, a weight: before the wait", wn);
+      else {
+        w.line("uint4 w0a[U], w0b[U];  // the first U steps of W rows a and b");
+        w.line("lj_gemv_mma_load_w<U, K>(wa, wb, a_in, b_in, s0, s1, t, w0a, w0b);  // %{}, a weight: before the wait", wn);
+      }
       w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     }
     if (xq) {
@@ -227,7 +232,9 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
         w.line("lj_gemv_mma_share_staged<{}, {}, S, K>(wa, wb, xr, a_in, b_in, x_in, (int)s0, (int)s1, t, lane, ring[warp], {}, c);", tw, tx, primed);
     } else {
       if (op.xt == DType::I8)
-        w.line("lj_gemv_mma_share_s8<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);");
+        w.put(prime ? "lj_gemv_mma_share_s8_pre<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, w0a, w0b, m0 == 0, c);" : "lj_gemv_mma_share_s8<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);");
+      else if (prime)
+        w.line("lj_gemv_mma_share_pre<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, w0a, w0b, m0 == 0, c);", tw, tx);
       else
         w.line("lj_gemv_mma_share<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);", tw, tx);
     }

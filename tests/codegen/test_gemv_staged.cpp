@@ -1,6 +1,7 @@
-// The staged fp8 and i8 GEMV ("gemv mma stages=S"): W and x through cp.async into each warp's ring in
-// dynamic shared memory, and, where W is a weight, the first S - 1 steps of W copied before the wait
-// on the kernel before (griddepcontrol.wait), so that W streams while a row kernel finishes.
+// The fp8 and i8 GEMV's first bytes of a weight W before the wait on the kernel before
+// (griddepcontrol.wait), so that W streams while a row kernel finishes: the register batches load
+// their first U steps of W there; the staged GEMV ("gemv mma stages=S": W and x through cp.async
+// into each warp's ring in dynamic shared memory) copies its first S - 1 steps.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -63,7 +64,7 @@ size_t count(const std::string& s, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("the staged fp8 and i8 GEMV: W and x through each warp's ring, the weight's first steps before the wait", "[codegen]") {
+TEST_CASE("the fp8 and i8 GEMV load a weight's first steps before the wait; the staged one through each warp's ring", "[codegen]") {
   const Module m = parse_module(kGraphs, "<staged gemv>");
   const Graph& param = m.graphs.at(0);
   const Graph& input = m.graphs.at(1);
@@ -111,6 +112,29 @@ TEST_CASE("the staged fp8 and i8 GEMV: W and x through each warp's ring, the wei
   const GeneratedKernel s8 = staged_kernel(i8, "gemv mma stages=8 warps=4");
   CHECK(s8.source.find("lj_gemv_mma_share_s8_staged<S, K>") != std::string::npos);
   CHECK(count(ptx_of(s8, "sm_80"), "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 2);
+
+  // The register batches: W's first U steps into registers before the wait, a param's only.
+  const GeneratedKernel reg = staged_kernel(param, "gemv mma u=4 warps=4");
+  const size_t load_w = reg.source.find("lj_gemv_mma_load_w<U, K>(wa, wb, a_in, b_in, s0, s1, t, w0a, w0b);");
+  REQUIRE(load_w != std::string::npos);
+  CHECK(load_w < reg.source.find("lj_pdl_begin();"));
+  CHECK(reg.source.find("lj_gemv_mma_share_pre<lj_e4m3, lj_e4m3, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, w0a, w0b, m0 == 0, c);") !=
+        std::string::npos);
+  {
+    const std::string ptx = ptx_of(reg, "sm_90a");
+    const size_t first_load = ptx.find("ld.global"), dep_wait = ptx.find("griddepcontrol.wait");
+    REQUIRE(dep_wait != std::string::npos);
+    CHECK(first_load < dep_wait);
+    CHECK(count(ptx, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32") == 8);  // U = 4 steps of two
+  }
+  const GeneratedKernel reg_in = staged_kernel(input, "gemv mma u=4 warps=4");
+  CHECK(reg_in.source.find("lj_gemv_mma_load_w") == std::string::npos);
+  CHECK(reg_in.source.find("lj_gemv_mma_share<lj_e4m3, lj_e4m3, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);") != std::string::npos);
+  {
+    const std::string ptx = ptx_of(reg_in, "sm_90a");
+    CHECK(ptx.find("griddepcontrol.wait") < ptx.find("ld.global"));
+  }
+  CHECK(staged_kernel(i8, "gemv mma u=2 warps=4").source.find("lj_gemv_mma_share_s8_pre<U, K>(") != std::string::npos);
 
   // The rules.
   MatmulProblem p;

@@ -279,7 +279,7 @@ TEST_CASE("the tensor-core fp8 GEMV compiles for sm_90 and sm_90a without spills
         CHECK(!r->spills());
         CHECK(r->stack_bytes == 0);
         CHECK(r->registers * k.launch.threads * std::max(1, 512 / k.launch.threads) <= 65536);  // >= 512 threads per SM
-        CHECK(k.source.find(c.code_stages > 0 ? "lj_gemv_mma_share_staged<lj_e4m3, lj_e4m3, S, K>" : "lj_gemv_mma_share<lj_e4m3, lj_e4m3, U, K>") !=
+        CHECK(k.source.find(c.code_stages > 0 ? "lj_gemv_mma_share_staged<lj_e4m3, lj_e4m3, S, K>" : "lj_gemv_mma_share_pre<lj_e4m3, lj_e4m3, U, K>") !=
               std::string::npos);
         ++seen;
       }

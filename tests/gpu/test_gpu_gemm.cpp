@@ -191,18 +191,30 @@ TEST_CASE("fp8 GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}"
 TEST_CASE("the tensor-core fp8 GEMV matches the reference on odd shapes and fused epilogues", "[gpu][gemm][fp8]") {
   std::vector<MatmulConfig> configs;
   for (const char* c : {"gemv mma u=2 warps=4", "gemv mma u=4 warps=8", "gemv mma u=4 warps=16", "gemv mma stages=2 warps=4",
-                        "gemv mma stages=8 warps=8", "gemv mma stages=4 warps=16"})
+                        "gemv mma stages=4 warps=4", "gemv mma stages=8 warps=8", "gemv mma stages=4 warps=16"})
     configs.push_back(*parse_matmul_config(c, nullptr));
+  // The configs the pruner accepts at K = k: it refuses a staged ring deeper than a warp's share.
+  int staged = 0;
+  auto at_k = [&](int64_t k) {
+    MatmulProblem p;
+    p.m = 1, p.n = 64, p.k = k, p.dtype = DType::F8E4M3, p.sm = 90;
+    std::vector<MatmulConfig> out;
+    for (const MatmulConfig& c : configs)
+      if (reject_reason(c, p).empty()) out.push_back(c);
+    return out;
+  };
   uint64_t seed = 5100;
   for (const char* dtype : {"f8e4m3", "f8e5m2"})
     for (int64_t n : {7, 129, 1000})
       for (int64_t k : {16, 1008, 4112})
-        for (const MatmulConfig& c : configs)
+        for (const MatmulConfig& c : at_k(k))
           for (int64_t m : {1, 9}) {
+            staged += c.code_stages > 0 && m == 1;
             EmitOptions emit;
             emit.matmul = c;
             check(matmul_graph(n, k, dtype), m, emit, ++seed);
           }
+  CHECK(staged == 2 * 3 * (1 + 2 + 4));  // K = 16: stages=2; 1008: 2 and 4 (4 warps); 4112: all four
   Module mod = parse_module(R"(
 graph @row_scaled(%x: f8e4m3[M, 1008], %w: param f8e4m3[130, 1008], %rs: f32[M], %r: bf16[M, 130]) {
   %y = matmul(%x, %w, %rs)
@@ -219,7 +231,7 @@ graph @row_scaled_swiglu(%x: f8e4m3[M, 144], %w: param f8e4m3[258, 144], %rs: f3
 )",
                             "<fp8 gemv epilogues>");
   for (const Graph& g : mod.graphs)
-    for (const MatmulConfig& c : configs)
+    for (const MatmulConfig& c : at_k(g.value(g.inputs()[0]).type.shape.back().value()))
       for (int64_t m : {1, 7, 17}) {
         EmitOptions emit;
         emit.matmul = c;
@@ -260,7 +272,7 @@ graph @rope_gptj(%x: f8e4m3[T, 128], %pos: i32[T], %w: param f8e4m3[192, 128]) {
     REQUIRE(plan.groups.size() == 2);
     const FusionGroup& grp = plan.groups[1];
     REQUIRE(grp.kind == GroupKind::Matmul);
-    for (const MatmulConfig& c : configs)
+    for (const MatmulConfig& c : at_k(g.value(g.inputs()[0]).type.shape.back().value()))
       for (int64_t rows : {1, 7, 9}) {
         lj_test::GroupCase gc;
         gc.graph = &g;

@@ -24,30 +24,47 @@ __device__ __forceinline__ uint4 lj_load16_or_zero(const void* p, bool in) {
   return v;
 }
 
+// U steps of W rows a and b into registers from step s (zeros past the share or K). W is a weight: a
+// kernel may issue the first U before lj_pdl_begin, while the kernel before it still runs.
+template <int U, long long K, class T>
+__device__ __forceinline__ void lj_gemv_mma_load_w(const T* __restrict__ wa, const T* __restrict__ wb, bool a_in, bool b_in, lj_i64 s,
+                                                   lj_i64 s1, int t, uint4 (&a)[U], uint4 (&b)[U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const lj_i64 k = (s + u) * 64 + 16 * t;
+    const bool in = s + u < s1 && k < K;
+    a[u] = lj_load16_or_zero(wa + k, in && a_in);
+    b[u] = lj_load16_or_zero(wb + k, in && b_in);
+  }
+}
 // One warp's share of k, steps [s0, s1) of 64 elements, added to c through MMA::m16n8k32 (accumulators
-// of type A): U steps' loads (3U 16-byte loads per lane) are issued before the first of their mmas.
+// of type A): U steps' loads (3U 16-byte loads per lane) are in flight before the first of their
+// mmas. a and b hold the first U steps of W when primed (loaded before the wait on the previous
+// kernel: at decode the fp8 GEMVs follow one-CTA row kernels, which launch them early, so W's first
+// bytes arrive while the row kernel runs: the H100's FP8 layer 1.5 % faster, docs/perf.md); each
+// batch's mmas are followed by the next batch's W, and x is loaded as a batch starts.
 // K % 16 == 0 (the emitter's check), so a 16-byte chunk is wholly inside k < K or wholly past it;
 // rows start 16-byte aligned.
 template <class MMA, int U, long long K, class T, class A>
 __device__ __forceinline__ void lj_gemv_mma_steps(const T* __restrict__ wa, const T* __restrict__ wb, const T* __restrict__ xr, bool a_in,
-                                                  bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, A (&c)[4]) {
+                                                      bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, uint4 (&a)[U], uint4 (&b)[U],
+                                                      bool primed, A (&c)[4]) {
   static_assert(K % 16 == 0, "the tensor-core GEMV loads whole 16-byte chunks of each row");
+  if (!primed) lj_gemv_mma_load_w<U, K>(wa, wb, a_in, b_in, s0, s1, t, a, b);
 #pragma unroll 1  // the U steps are the unrolling; more only holds more registers (ptxas spilled at 16 warps)
   for (lj_i64 s = s0; s < s1; s += U) {
-    uint4 a[U], b[U], x[U];
+    uint4 x[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const lj_i64 k = (s + u) * 64 + 16 * t;
-      const bool in = s + u < s1 && k < K;
-      a[u] = lj_load16_or_zero(wa + k, in && a_in);
-      b[u] = lj_load16_or_zero(wb + k, in && b_in);
-      x[u] = lj_load16_or_zero(xr + k, in && x_in);
+      x[u] = lj_load16_or_zero(xr + k, s + u < s1 && k < K && x_in);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       MMA::m16n8k32(c, a[u].x, b[u].x, a[u].y, b[u].y, x[u].x, x[u].y);
       MMA::m16n8k32(c, a[u].z, b[u].z, a[u].w, b[u].w, x[u].z, x[u].w);
     }
+    if (s + U < s1) lj_gemv_mma_load_w<U, K>(wa, wb, a_in, b_in, s + U, s1, t, a, b);
   }
 }
 
@@ -143,10 +160,12 @@ LJ_FP8_MMA(lj_e4m3, lj_e4m3, "e4m3", "e4m3")
 LJ_FP8_MMA(lj_e5m2, lj_e5m2, "e5m2", "e5m2")
 #undef LJ_FP8_MMA
 
+// fp8 x and W: the share of a kernel that loads W's first U steps itself (W not a weight).
 template <class TW, class TX, int U, long long K>
 __device__ __forceinline__ void lj_gemv_mma_share(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr,
                                                   bool a_in, bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, float (&c)[4]) {
-  lj_gemv_mma_steps<lj_fp8_mma<TW, TX>, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);
+  uint4 a[U], b[U];
+  lj_gemv_mma_steps<lj_fp8_mma<TW, TX>, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, a, b, false, c);
 }
 template <class TW, class TX, int S, long long K>
 __device__ __forceinline__ void lj_gemv_mma_share_staged(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr,
@@ -169,15 +188,6 @@ struct lj_s8_mma {
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
   }
 };
-template <int U, long long K>
-__device__ __forceinline__ void lj_gemv_mma_share_s8(const signed char* __restrict__ wa, const signed char* __restrict__ wb,
-                                                     const signed char* __restrict__ xr, bool a_in, bool b_in, bool x_in, lj_i64 s0,
-                                                     lj_i64 s1, int t, float (&c)[4]) {
-  int d[4] = {0, 0, 0, 0};
-  lj_gemv_mma_steps<lj_s8_mma, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, d);
-#pragma unroll
-  for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
-}
 template <int S, long long K>
 __device__ __forceinline__ void lj_gemv_mma_share_s8_staged(const signed char* __restrict__ wa, const signed char* __restrict__ wb,
                                                             const signed char* __restrict__ xr, bool a_in, bool b_in, bool x_in, int s0,
@@ -186,4 +196,30 @@ __device__ __forceinline__ void lj_gemv_mma_share_s8_staged(const signed char* _
   lj_gemv_mma_steps_staged<lj_s8_mma, S, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, lane, ring, primed, d);
 #pragma unroll
   for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
+}
+// i8: W's first U steps in a and b when primed (loaded before the wait), else loaded here.
+template <int U, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_s8_pre(const signed char* __restrict__ wa, const signed char* __restrict__ wb,
+                                                         const signed char* __restrict__ xr, bool a_in, bool b_in, bool x_in, lj_i64 s0, lj_i64 s1,
+                                                         int t, uint4 (&a)[U], uint4 (&b)[U], bool primed, float (&c)[4]) {
+  int d[4] = {0, 0, 0, 0};
+  lj_gemv_mma_steps<lj_s8_mma, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, a, b, primed, d);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
+}
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+// fp8, W's first U steps in a and b when primed (loaded before the wait).
+template <class TW, class TX, int U, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_pre(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr, bool a_in,
+                                                      bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, uint4 (&a)[U], uint4 (&b)[U], bool primed,
+                                                      float (&c)[4]) {
+  lj_gemv_mma_steps<lj_fp8_mma<TW, TX>, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, a, b, primed, c);
+}
+#endif
+template <int U, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_s8(const signed char* __restrict__ wa, const signed char* __restrict__ wb,
+                                                     const signed char* __restrict__ xr, bool a_in, bool b_in, bool x_in, lj_i64 s0,
+                                                     lj_i64 s1, int t, float (&c)[4]) {
+  uint4 a[U], b[U];
+  lj_gemv_mma_share_s8_pre<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, a, b, false, c);
 }
