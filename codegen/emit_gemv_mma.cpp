@@ -48,8 +48,9 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const bool xq = op.x_quantize >= 0;  // x's codes made per row by the CTA (an activation-quantize prologue)
   const bool norm = op.x_norm >= 0 && !xq;  // x = rms_norm(x_src, x_gamma) folded in (4-bit W, one chunk per pass)
   LJ_ASSERT(!(stages > 0 && !q4 && xq), "{}: the staged fp8/i8 GEMV copies x from global memory, not from a quantize prologue", ctx.kernel_name());
-  // Staged fp8/i8 W that is a weight: the first steps' copies go out before the wait on the kernel
-  // before (programmatic dependent launch), so W streams while that kernel (a row kernel) finishes.
+  // fp8/i8 W that is a weight: its first steps (U batches in registers, or S - 1 steps into the ring)
+  // are loaded before the wait on the kernel before (programmatic dependent launch), so W streams
+  // while that kernel, a row kernel at decode, finishes (docs/gemm.md).
   const bool prime = !q4 && !xq && g.value(wt).is_param && g.value(wt).producer < 0;
   LJ_ASSERT(!norm || (q4 && nb == 1), "{}: the folded rms_norm takes the 4-bit GEMV with 8 rows per pass", ctx.kernel_name());
   // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
@@ -231,8 +232,10 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       else
         w.line("lj_gemv_mma_share_staged<{}, {}, S, K>(wa, wb, xr, a_in, b_in, x_in, (int)s0, (int)s1, t, lane, ring[warp], {}, c);", tw, tx, primed);
     } else {
-      if (op.xt == DType::I8)
-        w.put(prime ? "lj_gemv_mma_share_s8_pre<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, w0a, w0b, m0 == 0, c);" : "lj_gemv_mma_share_s8<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);");
+      if (op.xt == DType::I8 && prime)
+        w.line("lj_gemv_mma_share_s8_pre<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, w0a, w0b, m0 == 0, c);");
+      else if (op.xt == DType::I8)
+        w.line("lj_gemv_mma_share_s8<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);");
       else if (prime)
         w.line("lj_gemv_mma_share_pre<{}, {}, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, w0a, w0b, m0 == 0, c);", tw, tx);
       else
