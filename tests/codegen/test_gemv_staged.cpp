@@ -64,7 +64,7 @@ size_t count(const std::string& s, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("the fp8 and i8 GEMV load a weight's first steps before the wait; the staged one through each warp's ring", "[codegen]") {
+TEST_CASE("the fp8 and i8 GEMV load a weight's first steps before the wait, the staged one through each warp's ring", "[codegen]") {
   const Module m = parse_module(kGraphs, "<staged gemv>");
   const Graph& param = m.graphs.at(0);
   const Graph& input = m.graphs.at(1);

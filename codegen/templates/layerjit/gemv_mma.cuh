@@ -160,6 +160,13 @@ LJ_FP8_MMA(lj_e4m3, lj_e4m3, "e4m3", "e4m3")
 LJ_FP8_MMA(lj_e5m2, lj_e5m2, "e5m2", "e5m2")
 #undef LJ_FP8_MMA
 
+// fp8, W's first U steps in a and b when primed (loaded before the wait).
+template <class TW, class TX, int U, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_pre(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr, bool a_in,
+                                                      bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, uint4 (&a)[U], uint4 (&b)[U], bool primed,
+                                                      float (&c)[4]) {
+  lj_gemv_mma_steps<lj_fp8_mma<TW, TX>, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, a, b, primed, c);
+}
 // fp8 x and W: the share of a kernel that loads W's first U steps itself (W not a weight).
 template <class TW, class TX, int U, long long K>
 __device__ __forceinline__ void lj_gemv_mma_share(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr,
@@ -207,15 +214,6 @@ __device__ __forceinline__ void lj_gemv_mma_share_s8_pre(const signed char* __re
 #pragma unroll
   for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
 }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-// fp8, W's first U steps in a and b when primed (loaded before the wait).
-template <class TW, class TX, int U, long long K>
-__device__ __forceinline__ void lj_gemv_mma_share_pre(const TW* __restrict__ wa, const TW* __restrict__ wb, const TX* __restrict__ xr, bool a_in,
-                                                      bool b_in, bool x_in, lj_i64 s0, lj_i64 s1, int t, uint4 (&a)[U], uint4 (&b)[U], bool primed,
-                                                      float (&c)[4]) {
-  lj_gemv_mma_steps<lj_fp8_mma<TW, TX>, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, a, b, primed, c);
-}
-#endif
 template <int U, long long K>
 __device__ __forceinline__ void lj_gemv_mma_share_s8(const signed char* __restrict__ wa, const signed char* __restrict__ wb,
                                                      const signed char* __restrict__ xr, bool a_in, bool b_in, bool x_in, lj_i64 s0,
