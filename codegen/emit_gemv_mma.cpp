@@ -50,8 +50,9 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   LJ_ASSERT(!(stages > 0 && !q4 && xq), "{}: the staged fp8/i8 GEMV copies x from global memory, not from a quantize prologue", ctx.kernel_name());
   // fp8/i8 W that is a weight: its first steps (U batches in registers, or S - 1 steps into the ring)
   // are loaded before the wait on the kernel before (programmatic dependent launch), so W streams
-  // while that kernel, a row kernel at decode, finishes (docs/gemm.md).
-  const bool prime = !q4 && !xq && g.value(wt).is_param && g.value(wt).producer < 0;
+  // while that kernel, a row kernel at decode, finishes, or, with a quantize prologue, while each
+  // CTA quantizes the row (docs/gemm.md).
+  const bool prime = !q4 && g.value(wt).is_param && g.value(wt).producer < 0;
   LJ_ASSERT(!norm || (q4 && nb == 1), "{}: the folded rms_norm takes the 4-bit GEMV with 8 rows per pass", ctx.kernel_name());
   // Their zero points' element type in the kernel: u4 read by byte (two per byte), i8, or none.
   const char* tz = !q4 || op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";

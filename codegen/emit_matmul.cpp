@@ -220,25 +220,56 @@ void emit_x_quantize_prologue(SourceWriter& w, KernelContext& ctx, const MatmulO
   const int v = ctx.vector_width(read, space, 16 / widest);
   const char* ts = c_type(g.value(op.x_src).type.dtype);
   const char* tq = c_type(op.xt);
+  const char* tg = op.x_gamma >= 0 ? c_type(g.value(op.x_gamma).type.dtype) : nullptr;
   const ValueId h = q.operands[0];
-  w.comment(fmt::format("Row {} of %{}, quantized by every thread of the CTA into shared memory (a one-row prologue):", row, g.value(op.x).name));
+  // The row (and the norm's weight) read from L2 once, kept in shared memory beside the codes for
+  // the later passes: one round trip instead of one per pass (each ~1 us while the weights stream),
+  // where the copy fits the static shared memory beside the GEMV's own.
+  const int64_t stash_bytes = K * (dtype_bytes(g.value(op.x_src).type.dtype) + (tg ? dtype_bytes(g.value(op.x_gamma).type.dtype) : 0));
+  const bool stash = stash_bytes + K * dtype_bytes(op.xt) <= kQuantizePrologueSharedBytes;
+  w.comment(fmt::format("Row {} of %{}, quantized by every thread of the CTA into shared memory (a one-row prologue{}):", row,
+                        g.value(op.x).name, stash ? "; the row read from L2 once, each thread's elements kept in shared memory" : ""));
   if (op.x_norm >= 0) w.comment("  " + print_node(g, op.x_norm));
   w.comment("  " + print_node(g, op.x_quantize));
   w.line("__shared__ __align__(16) {} xq_s[{}];  // the row's codes", tq, K);
+  if (stash) {
+    w.line("__shared__ __align__(16) {} xq_x[{}];  // %{} as read", ts, K, g.value(op.x_src).name);
+    if (tg) w.line("__shared__ __align__(16) {} xq_g[{}];  // %{}", tg, K, g.value(op.x_gamma).name);
+  }
   w.line("const {}* __restrict__ xq_src = {} + {};  // %{}", ts, ctx.buffer_param(op.x_src, false), row_address(w, ctx, op.x_src, row, "0", "xq"),
          g.value(op.x_src).name);
   // One pass over the row, V elements a step: the quantize's input (%h) in float, as the row kernel
-  // rounds it, then the pass's work on it.
+  // rounds it, then the pass's work on it. With the stash, the first pass reads L2 and keeps what it
+  // read; a thread reads back only the elements it stored itself (no barrier).
   enum class Pass { sum_of_squares, amax, codes };
+  bool first = true;
   auto pass = [&](Pass body) {
-    w.line("#pragma unroll 4  // a few loads in flight: the row comes from L2");
+    const bool from_l2 = !stash || first;
+    first = false;
+    const int64_t iters = (K + threads * v - 1) / (threads * v);
+    w.put(!from_l2       ? "#pragma unroll 4  // the thread's own elements, from shared memory"
+          : stash && iters <= 8 ? "#pragma unroll  // every load in flight at once: the row comes from L2"
+                                : "#pragma unroll 4  // a few loads in flight: the row comes from L2");
     auto loop = w.scope(fmt::format("for (int c = threadIdx.x * {}; c < {}; c += {})", v, K, threads * v));
     w.line("float hv[{}];", v);
-    w.line("lj_load<{}, {}>(xq_src + c, hv);", ts, v);
+    if (stash && from_l2) {
+      w.line("const lj_pack<{0}, {1}> xp = lj_load_raw<{0}, {1}>(xq_src + c);", ts, v);
+      w.line("lj_store_raw(xq_x + c, xp);");
+      if (tg) {
+        w.line("const lj_pack<{0}, {1}> gp = lj_load_raw<{0}, {1}>({2} + c);  // %{3}", tg, v, ctx.buffer_param(op.x_gamma, false),
+               g.value(op.x_gamma).name);
+        w.line("lj_store_raw(xq_g + c, gp);");
+      }
+      w.line("lj_unpack(xp, hv);");
+    } else {
+      w.line("lj_load<{}, {}>({} + c, hv);", ts, v, stash ? "xq_x" : "xq_src");
+    }
     if (op.x_norm >= 0 && body != Pass::sum_of_squares) {
-      const std::string pg = ctx.buffer_param(op.x_gamma, false);
       w.line("float gv[{}];", v);
-      w.line("lj_load<{}, {}>({} + c, gv);  // %{}", c_type(g.value(op.x_gamma).type.dtype), v, pg, g.value(op.x_gamma).name);
+      if (stash)
+        w.line("lj_load<{}, {}>(xq_g + c, gv);", tg, v);
+      else
+        w.line("lj_load<{}, {}>({} + c, gv);  // %{}", tg, v, ctx.buffer_param(op.x_gamma, false), g.value(op.x_gamma).name);
       w.line("#pragma unroll");
       w.line("for (int j = 0; j < {}; ++j) hv[j] = {};", v, rounded_expr(g.value(h).type.dtype, "hv[j] * xq_rms * gv[j]"));
     }

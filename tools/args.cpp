@@ -4,6 +4,7 @@
 #include "compiler/parser/edit_distance.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -173,6 +174,13 @@ void fused_plan_flags(CommandLine& cl, FusionOptions& fo) {
   cl.flag("--no-norm-prologues", [&fo] { fo.norm_prologues = false; }, "at one row, the rms_norm before a 4-bit GEMV keeps its row kernel (the default)");
   cl.flag("--quantize-prologues", [&fo] { fo.quantize_prologues = true; },
           "at one row, each CTA of the GEMV quantizes an fp8 or i8 x itself (slower on the H200: off by default)");
+  cl.option("--quantize-prologue-rows", [&fo](const std::string& v) {
+    int64_t n = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc() || p != v.data() + v.size() || n < 0)
+      throw UsageError{"--quantize-prologue-rows expects a row count (0 or more), got '" + v + "'"};
+    fo.quantize_prologue_rows = n;
+  }, "N", "at one row, the GEMVs whose W has at most N rows quantize an fp8 or i8 x in each CTA (default 0: none)");
   cl.flag("--row-tails", [&fo] { fo.row_tails = true; },
           "at one row, the quantize (and rms_norm) after a GEMV runs in the GEMV's last CTA (slower on the H100: off by default)");
   cl.flag("--packed-weights", [&fo] { fo.packed_weight_gemms = true; },

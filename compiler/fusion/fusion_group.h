@@ -96,6 +96,12 @@ struct MatmulEpilogue {
 /// has 14336).
 inline constexpr int64_t kMaxQuantizePrologueK = 16384;
 
+/// The static shared memory an activation-quantize prologue may take for the codes and its copy of
+/// the row (and of the norm's weight) read once from L2; above it the prologue reads L2 once per
+/// pass. 42 KiB: Llama-3-8B's down row (14336 bf16 and their codes) fits beside the GEMV's 4 KiB of
+/// partials under the 48 KiB of static shared memory a kernel may declare.
+inline constexpr int64_t kQuantizePrologueSharedBytes = 42 * 1024;
+
 /// The longest row a row tail takes (MatmulEpilogue::tail_quantize): the GEMV's threads hold it in
 /// registers, at most 64 floats each (256 threads: Llama-3-8B's 14336-wide MLP rows fit).
 inline constexpr int64_t kMaxRowTail = 16384;
@@ -167,6 +173,11 @@ struct FusionOptions {
   /// 0.0878 without any one-row prologue, since every CTA quantizes the whole row before its weights
   /// stream (gate/up's 1792 CTAs: 0.0328 -> 0.0491 ms). `--quantize-prologues` on the CLI.
   bool quantize_prologues = false;
+  /// The same for the GEMVs whose W has at most this many rows (0: none): their CTAs fill about one
+  /// round on the GPU, so each quantizes the row once, while the first steps of its weights, loaded
+  /// before the wait, stream; gate/up's 28672 rows come in ~7 rounds of CTAs, each paying it again.
+  /// `--quantize-prologue-rows N` on the CLI.
+  int64_t quantize_prologue_rows = 0;
   /// With one_row_prologues, the per-row quantize (and the rms_norm before it) of a GEMV's output
   /// joins the GEMV as its row tail (MatmulEpilogue::tail_quantize): the last CTA to finish
   /// normalises and quantizes the row, where a row kernel of one CTA ran after the GEMV (the fp8

@@ -524,7 +524,11 @@ class Partitioner {
   // writes the codes into its shared memory, where a row kernel of one CTA ran between this
   // projection and the kernel before it (the FP8 decode layer's four quantize kernels).
   void absorb_x_quantize(int gid, NodeId mm) {
-    if (!opts_.quantize_prologues || !one_row(mm)) return;
+    if (!one_row(mm)) return;
+    if (!opts_.quantize_prologues) {
+      const Dim& n = g_.value(g_.node(mm).results[0]).type.shape.back();
+      if (!n.is_const() || n.value() > opts_.quantize_prologue_rows) return;
+    }
     const ValueId x = g_.node(mm).operands[0];
     const NodeId q = producer(x);
     if (q < 0 || !is_dynamic_quantize(g_.node(q)) || !is_row_quantize(g_, g_.node(q)) || owner(q) != kUnassigned) return;

@@ -216,6 +216,42 @@ TEST_CASE("activation-quantize prologues: at one row the fp8 and W8A8 GEMVs quan
   }
 }
 
+TEST_CASE("quantize prologues up to N rows: QKV, o and down quantize x themselves, gate/up keeps its row kernel, W's first steps before the wait",
+          "[codegen][fusion]") {
+  for (const auto& [file, graph] : {std::pair{"llama3_8b_fp8.lj", "llama3_8b_fp8_decode"}, std::pair{"llama3_8b_w8a8.lj", "llama3_8b_w8a8_decode"}}) {
+    INFO(file);
+    const Graph g = example_graph(file, graph);
+    FusionOptions fo;
+    fo.sizes = decode_sizes(1);
+    fo.quantize_prologue_rows = 8192;  // QKV 6144, o and down 4096; gate/up 28672
+    const Lowered l = lower(g, fo);
+    fo.sizes = decode_sizes(2);
+    const Lowered b2 = lower(g, fo);
+    CHECK(per_call_kernels(l) == 6);  // 9 by default: the quantizes of QKV, o and down joined them
+    const FusionGroup* gate_up = group_with(l, OpKind::Silu);
+    REQUIRE(gate_up != nullptr);
+    CHECK(gate_up->matmul.x_quantize < 0);
+    int quantized = 0;
+    const EmitOptions eo = one_row_emit(90);
+    for (const FusionGroup& grp : l.plan.groups) {
+      if (grp.kind != GroupKind::Matmul || grp.matmul.x_quantize < 0) continue;
+      ++quantized;
+      const GeneratedKernel k = matmul_family().emit(*l.graph, grp, eo);
+      INFO(k.name);
+      // The row read from L2 once into shared memory (Llama's rows fit: 4096 and 14336), the
+      // weight's first steps loaded before the wait and used by the first batch.
+      CHECK_THAT(k.source, Catch::Matchers::Contains("xq_x[") && Catch::Matchers::Contains("lj_gemv_mma_share") &&
+                               Catch::Matchers::Contains("_pre<"));
+      const size_t load_w = k.source.find("lj_gemv_mma_load_w<"), wait = k.source.find("lj_pdl_begin();"), row = k.source.find("xq_src + c");
+      REQUIRE(load_w != std::string::npos);
+      CHECK(load_w < wait);
+      CHECK(wait < row);
+    }
+    CHECK(quantized == 3);
+    for (const FusionGroup& grp : b2.plan.groups) CHECK(grp.matmul.x_quantize < 0);
+  }
+}
+
 TEST_CASE("row tails (opt-in): at one row the norm and quantize after o and the quantize after gate/up run in those GEMVs' last CTAs",
           "[codegen][fusion]") {
   for (const auto& [file, graph] : {std::pair{"llama3_8b_fp8.lj", "llama3_8b_fp8_decode"}, std::pair{"llama3_8b_w8a8.lj", "llama3_8b_w8a8_decode"}}) {

@@ -568,6 +568,20 @@ TEST_CASE("activation-quantize prologues: at B = 1 the fp8 and W8A8 GEMVs quanti
   }
 }
 
+TEST_CASE("quantize prologues up to N rows: at B = 1 the QKV, o and down GEMVs quantize x themselves, gate/up keeps its row kernel",
+          "[gpu][exec][fp8][int8]") {
+  for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
+    INFO(file);
+    const Module m = small_example_layer(file);
+    // The small layer's W rows: QKV 512, o 256, gate/up 1024, down 256. At most 512: three quantize
+    // kernels (QKV's with its RMSNorm) and the rope_table join their projections, 6 kernels against
+    // 10; the weights' first steps go out before the wait, then each CTA quantizes the row it read
+    // once into shared memory.
+    CHECK(check_one_row_prologues(m.graphs.at(1), 17, 4, 1010, 64, scales_near_one(file, 1020),
+                                  [](FusionOptions& fo) { fo.quantize_prologue_rows = 512; }) == 6);
+  }
+}
+
 TEST_CASE("row tails (opt-in): at B = 1 the fp8 and W8A8 GEMVs' last CTAs normalise and quantize the row for the next, two kernels fewer",
           "[gpu][exec][fp8][int8]") {
   for (const char* file : {"llama3_8b_fp8.lj", "llama3_8b_w8a8.lj"}) {
