@@ -4,6 +4,7 @@
 // decides by the sizes alone; the matmul family then offers only configs that compute them and
 // refuses the others by name.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <string>
@@ -13,9 +14,11 @@
 #include "codegen/emitters.h"
 #include "codegen/kernel_family.h"
 #include "compiler/fusion/fusion_group.h"
+#include "jit/compile_kernels.h"
 #include "layerjit/error.h"
 #include "layerjit/llama.h"
 #include "layerjit/text.h"
+#include "runtime/nvrtc.h"
 
 using namespace lj;
 
@@ -249,6 +252,34 @@ TEST_CASE("quantize prologues up to N rows: QKV, o and down quantize x themselve
     }
     CHECK(quantized == 3);
     for (const FusionGroup& grp : b2.plan.groups) CHECK(grp.matmul.x_quantize < 0);
+  }
+}
+
+TEST_CASE("quantize prologues: a row too long to keep beside its codes is read from L2 once per pass, and compiles without spills",
+          "[codegen][fusion]") {
+  // 16384 bf16 and their codes: 48 KiB, past kQuantizePrologueSharedBytes; 14336 (Llama's down) fits.
+  for (const int64_t k : {int64_t{16384}, int64_t{14336}}) {
+    INFO("K = " << k);
+    const Module m = parse_module(fmt::format(R"(graph @wide(%x: bf16[B, {0}], %w: param f8e4m3[200, {0}], %s: param f32[1]) -> bf16[B, 200] {{
+  %xq, %xs = quantize(%x) {{dtype = f8e4m3, axis = 0}}
+  %rs = mul(%xs, %s)
+  %y = matmul(%xq, %w, %rs)
+  return %y
+}})",
+                                              k),
+                                  "<wide>");
+    FusionOptions fo;
+    fo.sizes = decode_sizes(1);
+    fo.quantize_prologue_rows = 200;
+    const Lowered l = lower(m.graphs.at(0), fo);
+    REQUIRE(per_call_kernels(l) == 1);
+    const GeneratedKernel kern = matmul_family().emit(*l.graph, l.plan.groups.back(), one_row_emit(90));
+    CHECK((kern.source.find("xq_x[") != std::string::npos) == (k == 14336));
+    CHECK((kern.source.find("lj_load<lj_bf16, 8>(xq_src + c, hv);") != std::string::npos) == (k == 16384));
+    auto r = jit::kernel_resources(kern, *rt::Target::parse("sm_90a"));
+    INFO((r.ok() ? r->str() : r.message()));
+    REQUIRE(r.ok());
+    CHECK(!r->spills());
   }
 }
 
