@@ -171,11 +171,14 @@ struct FusionOptions {
   /// i8 x: each CTA of the GEMV quantizes the row into its shared memory. Off by default: measured
   /// slower on the H200 (docs/perf.md): the fp8 decode layer at B = 1 0.1016 ms with them against
   /// 0.0878 without any one-row prologue, since every CTA quantizes the whole row before its weights
-  /// stream (gate/up's 1792 CTAs: 0.0328 -> 0.0491 ms). `--quantize-prologues` on the CLI.
+  /// stream (gate/up's 1792 CTAs: 0.0328 -> 0.0491 ms); with the row read once and W primed, on the
+  /// H100 0.1161-0.1165 against 0.1030-0.1032. `--quantize-prologues` on the CLI.
   bool quantize_prologues = false;
-  /// The same for the GEMVs whose W has at most this many rows (0: none): their CTAs fill about one
-  /// round on the GPU, so each quantizes the row once, while the first steps of its weights, loaded
-  /// before the wait, stream; gate/up's 28672 rows come in ~7 rounds of CTAs, each paying it again.
+  /// The same for the GEMVs whose W has at most this many rows (0: none), whose CTAs fill about one
+  /// round (gate/up's 28672 rows come in ~7 rounds of CTAs, each paying the prologue again). Off by
+  /// default: at 8192 (QKV, o, down) measured slower on the H100 (docs/perf.md): the fp8 decode layer
+  /// at B = 1 0.1075-0.1077 ms against 0.1030-0.1032 with the row kernels, each prologue adding 2-5 us
+  /// to its GEMV though it reads the row once and the first steps of W go out before it.
   /// `--quantize-prologue-rows N` on the CLI.
   int64_t quantize_prologue_rows = 0;
   /// With one_row_prologues, the per-row quantize (and the rms_norm before it) of a GEMV's output
