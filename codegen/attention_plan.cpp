@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "codegen/emit_common.h"
+#include "compiler/fusion/legality.h"
 #include "layerjit/text.h"
 #include "layerjit/op_attrs.h"
 #include "layerjit/check.h"
@@ -125,7 +126,7 @@ AttentionPlan plan_attention(const Graph& g, const FusionGroup& grp, const EmitO
   const std::string dv_arg = d == dp ? "" : fmt::format(", {}", d);
 
   // Decode when one 16-row tile holds every query row of a KV head.
-  p.decode = tok.is_const() && tok.value() * group <= 16;
+  p.decode = is_decode_attention(g, n);
   const bool decode = p.decode;
   p.rows = decode ? tok.value() * group : 0;
   const char* ty = c_type(qt.dtype);

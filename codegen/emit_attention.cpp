@@ -29,6 +29,9 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   const std::string& flash = p.flash;
   std::optional<TensorMapSpec> tq = p.tq, tk = p.tk, tv = p.tv;
   const AttentionConfig& pc = p.config;
+  // The cache's rows before the new tokens, and the positions, are read before the wait on the kernel
+  // before (FusionGroup::cache_before_wait): the planner found no kernel of the graph writes them.
+  const bool prefetch = decode && grp.cache_before_wait && block_table < 0;
 
   if (cache_pos >= 0) ctx.buffer_param(cache_pos, false);  // read first: the positions decide what else is read
   ctx.add_group_params();
@@ -50,7 +53,11 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   {
     // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1).
     auto fn = w.scope(ctx.signature(threads, hopper ? 1 : 0));
-    w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    if (prefetch)
+      w.comment("The cache's rows before the new tokens and the positions (no kernel of the graph writes them) are read before "
+                "Flash::run's lj_pdl_begin.");
+    else
+      w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
     w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", hopper ? 1024 : 128);
     w.line("using Flash = {};", flash);
     w.line("static_assert(Flash::SMEM_BYTES <= {}, \"the launch's dynamic shared memory holds the kernel's\");", smem);
@@ -131,8 +138,8 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
       w.line("float* part = reinterpret_cast<float*>({}) + pair * chunks * Flash::PART;", scratch);
       w.line("unsigned* counter = reinterpret_cast<unsigned*>(reinterpret_cast<float*>({}) + (lj_i64)gridDim.x * Flash::PART) + pair;",
              scratch);
-      w.line("Flash::run({}, {}, {}, {}, q_at, k_at, v_at, o_at, lse, first_pos, n_valid, kvh, chunk, {}, part, counter, lj_smem);", qp,
-             kp, vp, op, scale_log2);
+      w.line("Flash::{}({}, {}, {}, {}, q_at, k_at, v_at, o_at, lse, first_pos, n_valid, kvh, chunk, {}, part, counter, lj_smem);",
+             prefetch ? "template run<true>" : "run", qp, kp, vp, op, scale_log2);
     } else if (hopper) {
       w.comment("Rows of sequence b start at row b * n_tok of q's tensor map and b * n_keys of k's and v's.");
       w.line("Flash::run(&{}, &{}, &{}, {}, o_at, lse, n_tok, q_tile * Flash::TOKENS, b * n_tok, b * n_keys, first_pos, n_valid, n_keys,",
@@ -154,6 +161,7 @@ GeneratedKernel emit_attention(const Graph& g, const FusionGroup& grp, const Emi
   kern.launch.shared_bytes = smem;
   kern.config = p.config.str();
   kern.arch_specific = hopper;
+  kern.launch.early = prefetch;  // launched as the kernel before lets it, to stream the cache meanwhile
   return kern;
 }
 

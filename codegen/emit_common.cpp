@@ -338,4 +338,8 @@ void emit_inv_freq_table(SourceWriter& w, const Graph& g, NodeId table) {
   w.blank();
 }
 
+void emit_trigger_dependents(SourceWriter& w, const FusionGroup& grp) {
+  if (grp.trigger_dependents) w.line("lj_pdl_launch_dependents();  // the next kernel, an attention reading its cache first, may launch now");
+}
+
 }  // namespace lj

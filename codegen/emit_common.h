@@ -111,4 +111,8 @@ std::vector<std::string> emit_coords(SourceWriter& w, const Shape& space, const 
 /// computes them, so no kernel spends time on pow() and the angles match the reference bit for bit.
 void emit_inv_freq_table(SourceWriter& w, const Graph& g, NodeId table);
 
+/// After the kernel's lj_pdl_begin: lj_pdl_launch_dependents() where the plan lets the next kernel
+/// launch early (FusionGroup::trigger_dependents), else nothing.
+void emit_trigger_dependents(SourceWriter& w, const FusionGroup& grp);
+
 }  // namespace lj

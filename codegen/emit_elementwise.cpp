@@ -86,6 +86,7 @@ GeneratedKernel emit_elementwise(const Graph& g, const FusionGroup& grp) {
   {
     auto fn = w.scope(ctx.signature(kThreads));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    emit_trigger_dependents(w, grp);
     w.line("constexpr int V = {};  // elements per thread and access", vec);
     w.line("const lj_i64 n = {};", product_expr(dim_product(space)));
     auto loop = w.scope("for (lj_i64 e = ((lj_i64)blockIdx.x * blockDim.x + threadIdx.x) * V; e < n; e += (lj_i64)gridDim.x * blockDim.x * V)");

@@ -97,6 +97,7 @@ void begin_gemm_body(GemmKernel& k, int min_blocks, int smem_align) {
   SourceWriter& w = k.w;
   k.body.emplace(w.scope(k.ctx.signature(k.cfg.threads(), min_blocks)));
   w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+  emit_trigger_dependents(w, k.ctx.group());
   w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", smem_align);
   w.line("const lj_i64 M = {};  // rows of %{}", product_expr(k.op.rows), k.ctx.graph().value(k.op.x).name);
 }

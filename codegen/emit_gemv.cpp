@@ -81,6 +81,7 @@ GeneratedKernel emit_gemv(KernelContext& ctx, const MatmulOperands& op, const Ma
   {
     auto fn = w.scope(ctx.signature(threads));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    emit_trigger_dependents(w, ctx.group());
     w.comment(print_node(g, op.node));
     w.line("const int lane = threadIdx.x & 31;");
     if (rope) {

@@ -123,7 +123,10 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     // At least 512 threads per SM (<= 128 registers): two 8-warp CTAs, so the 256 tiles of o and
     // down at N = 4096 fit the H200's 132 SMs in one wave.
     auto fn = w.scope(ctx.signature(threads, std::max(1, 512 / threads)));
-    if (!prime) w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    if (!prime) {
+      w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+      emit_trigger_dependents(w, ctx.group());
+    }
     w.comment(print_node(g, op.node));
     if (nb == 1)
       w.line("__shared__ float partial[WARPS][32][4];  // each warp's 16 x 8 accumulator tile, in mma fragment order");
@@ -183,6 +186,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
         w.line("lj_gemv_mma_load_w<U, K>(wa, wb, a_in, b_in, s0, s1, t, w0a, w0b);  // %{}, a weight: before the wait", wn);
       }
       w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+      emit_trigger_dependents(w, ctx.group());
     }
     if (xq) {
       w.comment("Rows of %" + xn + " one at a time (each quantized into shared memory first; the plan is made for one),");

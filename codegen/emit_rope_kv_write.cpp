@@ -238,6 +238,7 @@ GeneratedKernel emit_rope_kv_write(const Graph& g, const FusionGroup& grp) {
   {
     auto fn = w.scope(ctx.signature(kThreads));
     w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+    emit_trigger_dependents(w, grp);
     if (half > 0) {
       w.line("constexpr int HALF = {};  // head_dim / 2", half);
       w.line("__shared__ float cos_s[HALF], sin_s[HALF];");

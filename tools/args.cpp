@@ -183,6 +183,8 @@ void fused_plan_flags(CommandLine& cl, FusionOptions& fo) {
   }, "N", "at one row, the GEMVs whose W has at most N rows quantize an fp8 or i8 x in each CTA (default 0: none)");
   cl.flag("--row-tails", [&fo] { fo.row_tails = true; },
           "at one row, the quantize (and rms_norm) after a GEMV runs in the GEMV's last CTA (slower on the H100: off by default)");
+  cl.flag("--no-cache-prefetch", [&fo] { fo.cache_prefetch = false; },
+          "decode attention waits for the QKV kernel before reading any of its cache (by default it streams the old rows meanwhile)");
   cl.flag("--packed-weights", [&fo] { fo.packed_weight_gemms = true; },
           "4-bit weights stay packed at every size: the GEMMs read the codes (no bf16 copy; slower for now)");
 }

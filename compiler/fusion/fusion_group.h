@@ -125,6 +125,15 @@ struct FusionGroup {
   bool prepare = false;
   /// Matmul groups: the epilogue the planner fused.
   MatmulEpilogue matmul;
+  /// Decode attention (FusionOptions::cache_prefetch): the kernel loads the cache's rows before the
+  /// new tokens' positions, and the positions, before it waits for the kernel before it (which
+  /// writes the new rows), and launches early (programmatic dependent launch) to do so while that
+  /// kernel runs. Set only where no kernel of the graph writes those rows (cache_prefetch_refusal).
+  bool cache_before_wait = false;
+  /// Lets the next kernel launch as soon as every CTA of this one has passed its wait, not as its
+  /// CTAs exit: set on the kernel before a cache_before_wait attention, whose CTAs then take the SMs
+  /// this one leaves free and stream the cache while it runs.
+  bool trigger_dependents = false;
 };
 
 /// The node a group is built around: a matmul group's matmul (its one-row prologues come first in
@@ -207,6 +216,10 @@ struct FusionOptions {
   /// ever made (a quarter of the memory). Off by default: on the H200 these GEMMs run at 0.3-0.5x the
   /// bf16 GEMMs over the prepared weights for now (docs/perf.md). `--packed-weights` on the CLI.
   bool packed_weight_gemms = false;
+  /// Decode attention reads the cache rows no kernel of the graph writes before the kernel before it
+  /// has finished, and that kernel lets it launch early (FusionGroup::cache_before_wait):
+  /// the cache streams while the QKV projection runs. `--no-cache-prefetch` on the CLI.
+  bool cache_prefetch = true;
   /// The symbol values the plan is made for (the compile hint); unbound symbols decide nothing.
   Bindings sizes;
 };

@@ -43,6 +43,35 @@ bool is_row_quantize(const Graph& g, const Node& n) {
   return axis && (*axis == 0 || *axis == -2);
 }
 
+bool is_decode_attention(const Graph& g, const Node& n) {
+  if (n.kind != OpKind::Attention) return false;
+  const TensorType& qt = g.value(n.operands[0]).type;
+  const TensorType& kt = g.value(n.operands[1]).type;
+  const Dim& tok = qt.shape[static_cast<size_t>(qt.rank() - 3)];
+  const int64_t group = qt.shape[static_cast<size_t>(qt.rank() - 2)].value() / kt.shape[static_cast<size_t>(kt.rank() - 2)].value();
+  return tok.is_const() && tok.value() * group <= 16;
+}
+
+std::string cache_prefetch_refusal(const Graph& g, const UseMap& uses, const Node& n) {
+  if (!is_decode_attention(g, n)) return "not decode attention";
+  if (n.operands.size() < 4) return "no cache positions: the keys are not a cache";
+  if (n.operands.size() > 4) return "the cache is paged (another sequence's write may land in a page this one reads)";
+  const ValueId pos = n.operands[3];
+  if (g.value(pos).producer >= 0) return fmt::format("its positions %{} are computed in the graph", g.value(pos).name);
+  for (ValueId kv : {n.operands[1], n.operands[2]}) {
+    const NodeId w = g.value(kv).producer;
+    if (w < 0) continue;  // a cache no kernel of the graph writes
+    const Node& wn = g.node(w);
+    if (wn.kind != OpKind::KvCacheWrite) return fmt::format("%{} is not a cache or a cache write", g.value(kv).name);
+    if (wn.operands.size() > 3) return fmt::format("%{} is a paged cache write", g.value(kv).name);
+    if (wn.operands[2] != pos) return fmt::format("%{} is written at positions other than the attention's", g.value(kv).name);
+    const ValueId cache = wn.operands[0];
+    if (g.value(cache).producer >= 0) return fmt::format("the cache %{} is computed in the graph", g.value(cache).name);
+    if (uses.users(cache).size() != 1) return fmt::format("the cache %{} has other readers or writers", g.value(cache).name);
+  }
+  return "";
+}
+
 UseMap::UseMap(const Graph& g) : users_(g.values().size()), is_output_(g.values().size(), false) {
   for (NodeId n = 0; n < static_cast<NodeId>(g.nodes().size()); ++n) {
     for (ValueId v : g.node(n).operands) {

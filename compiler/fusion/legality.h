@@ -33,6 +33,10 @@ std::string weight_dequant_refusal(const Graph& g, const Node& n);
 /// activations): a row kernel finds the row's amax, the scale and the codes in one pass.
 bool is_row_quantize(const Graph& g, const Node& n);
 
+/// An attention whose query rows of each KV head fit one 16-row tile (query tokens x query heads per
+/// KV head <= 16, the tokens constant): the split-KV decode kernel computes it, else flash prefill.
+bool is_decode_attention(const Graph& g, const Node& n);
+
 /// Users of every value (node ids, in graph order) and whether it is a graph output.
 class UseMap {
  public:
@@ -44,6 +48,13 @@ class UseMap {
   std::vector<std::vector<NodeId>> users_;
   std::vector<bool> is_output_;
 };
+
+/// Why decode attention `n` may not read its cache before the kernel before it has finished, ""
+/// where it may (FusionGroup::cache_before_wait): its positions are a graph input, and k and v are
+/// each a contiguous cache that is a graph input, or a kv_cache_write into one (its only user) at
+/// the same positions. A row before the first new token's position is then written by no kernel of
+/// the graph; every kernel before the one just before the attention has completed when it starts.
+std::string cache_prefetch_refusal(const Graph& g, const UseMap& uses, const Node& n);
 
 /// Would adding `candidate` to a group create a cycle between groups: a path that leaves the group
 /// (or the candidate) through an outside node and comes back in? `member(n)` says whether node n is

@@ -85,6 +85,7 @@ class Partitioner {
     plan.dense_views = dense_;
     plan.groups = order_and_finish();
     plan_output_view_copies(g_, plan, opts_);
+    if (opts_.cache_prefetch) mark_cache_prefetch(plan.groups);
     return plan;
   }
 
@@ -776,6 +777,27 @@ class Partitioner {
       grp.why.push_back("weight preparation: reads params only, so it runs once when the weights are bound, not per call");
   }
 
+
+  // Decode attentions that may read their cache before the kernel before them has finished, and
+  // that kernel (the one launched just before: weight preparation runs apart), which lets them
+  // launch early.
+  void mark_cache_prefetch(std::vector<FusionGroup>& groups) const {
+    for (size_t i = 1; i < groups.size(); ++i) {
+      FusionGroup& grp = groups[i];
+      if (grp.kind != GroupKind::Attention || grp.prepare) continue;
+      const std::string refusal = cache_prefetch_refusal(g_, uses_, g_.node(grp.nodes[0]));
+      if (!refusal.empty()) continue;
+      size_t prev = i;
+      while (prev > 0 && groups[prev - 1].prepare) --prev;
+      if (prev == 0 || groups[prev - 1].kind == GroupKind::AllReduce) continue;  // nothing to overlap, or NCCL's kernel
+      grp.cache_before_wait = true;
+      grp.why.push_back(fmt::format("cache before the wait: loads the cache's rows before %{}'s positions while group {} runs "
+                                    "(no kernel of the graph writes them), then waits for its writes",
+                                    g_.value(g_.node(grp.nodes[0]).operands[3]).name, groups[prev - 1].id));
+      groups[prev - 1].trigger_dependents = true;
+      groups[prev - 1].why.push_back(fmt::format("lets group {} (attention) launch once its CTAs have all started", grp.id));
+    }
+  }
 
   const Graph& g_;
   FusionOptions opts_;

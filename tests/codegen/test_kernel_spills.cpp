@@ -353,17 +353,27 @@ TEST_CASE("attention at head_dims the tiles do not have: padded to 16/32/64/128,
         "graph @d(%q: bf16[B, 1, 6, {0}], %kc: bf16[B, C, 2, {0}], %vc: bf16[B, C, 2, {0}], %pos: i32[B]) {{\n"
         "  %o = attention(%q, %kc, %vc, %pos) {{causal = true}}\n  return %o\n}}\n",
         d));
+    // After the cache writes: the cache's old rows loaded before the wait (FusionGroup::cache_before_wait).
+    const auto [written, wg] = attention_of(fmt::format(
+        "graph @w(%q: bf16[B, 1, 6, {0}], %kn: bf16[B, 2, {0}], %vn: bf16[B, 2, {0}], %kc: bf16[B, C, 2, {0}], %vc: bf16[B, C, 2, {0}], "
+        "%pos: i32[B]) {{\n  %kc2 = kv_cache_write(%kc, %kn, %pos)\n  %vc2 = kv_cache_write(%vc, %vn, %pos)\n"
+        "  %o = attention(%q, %kc2, %vc2, %pos) {{causal = true}}\n  return %o\n}}\n",
+        d));
+    REQUIRE(wg.cache_before_wait);
     for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
       auto [target, eo] = target_options(arch);
       eo.hint.set("B", 1);
       eo.hint.set("C", 4096);
-      const GeneratedKernel kp = emit_group(prefill, pg, eo), kd = emit_group(decode, dg, eo);
+      const GeneratedKernel kp = emit_group(prefill, pg, eo), kd = emit_group(decode, dg, eo), kw = emit_group(written, wg, eo);
+      CHECK(kd.source.find("Flash::run(") != std::string::npos);
+      CHECK(kw.source.find("Flash::template run<true>(") != std::string::npos);
       CHECK(kp.source.find(fmt::format("lj_flash_prefill<lj_bf16, {}, 96, 2, 64, 2, 3, true, 0, {}>", tile, d)) != std::string::npos);
       CHECK(kd.source.find(fmt::format("lj_flash_decode<lj_bf16, {}, 3, 3, 16, 8, ", tile)) != std::string::npos);
       CHECK(kd.source.find(fmt::format(", true, false, 0, {}>", d)) != std::string::npos);
       // The scale is the real head_dim's.
       CHECK(kp.source.find(fmt::format("scale {:.9g}", 1.0 / std::sqrt(static_cast<double>(d)))) != std::string::npos);
-      for (const GeneratedKernel& k : {kp, kd}) {
+      // (The early-reading kernel differs only in its first loads: three head_dims of the seven.)
+      for (const GeneratedKernel& k : d == 6 || d == 20 || d == 80 ? std::vector{kp, kd, kw} : std::vector{kp, kd}) {
         auto r = jit::kernel_resources(k, target);
         INFO(k.name << " head_dim " << d << " for " << arch << ": " << (r.ok() ? r->str() : r.message()));
         REQUIRE(r.ok());

@@ -266,3 +266,80 @@ TEST_CASE("a per-head RMSNorm feeding only a rope joins the RoPE kernel", "[fusi
     CHECK(noted);
   }
 }
+
+TEST_CASE("decode attention reads its cache before the wait only where no kernel of the graph writes the old rows", "[fusion]") {
+  // %kc and %vc written at %pos by the kernel before the attention, the attention at `at` positions,
+  // `extra` more nodes, `tokens` query tokens, `blocks` a block table (paged caches).
+  auto plan_of = [](const std::string& at, const std::string& extra, int tokens, bool paged, bool prefetch = true) {
+    const std::string cache = paged ? "[40, 16, 2, 64]" : "[B, C, 2, 64]";
+    const std::string bt = paged ? ", %blocks" : "";
+    const std::string text = fmt::format(
+        "graph @d(%q: bf16[B, {0}, 8, 64], %kn: bf16[B, {0}, 2, 64], %vn: bf16[B, {0}, 2, 64], %kc: bf16{1}, %vc: bf16{1}, "
+        "%pos: i32[B], %pos2: i32[B], %blocks: i32[B, 4]) {{\n"
+        "  %kc2 = kv_cache_write(%kc, %kn, %pos{2})\n  %vc2 = kv_cache_write(%vc, %vn, %pos{2})\n{3}"
+        "  %o = attention(%q, %kc2, %vc2, %{4}{2}) {{causal = true}}\n  return %o\n}}\n",
+        tokens, cache, bt, extra, at);
+    Module m = parse_module(text, "<cache prefetch>");
+    Graph g = std::move(m.graphs.at(0));
+    FusionOptions fo;
+    fo.cache_prefetch = prefetch;
+    FusionPlan p = plan_fusion(g, fo);
+    const UseMap uses(g);
+    std::string refusal;
+    for (const Node& n : g.nodes())
+      if (n.kind == OpKind::Attention) refusal = cache_prefetch_refusal(g, uses, n);
+    return std::tuple{std::move(g), std::move(p), refusal};
+  };
+  auto marks = [](const FusionPlan& p) {
+    int before_wait = 0, triggers = 0;
+    for (size_t i = 0; i < p.groups.size(); ++i) {
+      before_wait += p.groups[i].cache_before_wait;
+      triggers += p.groups[i].trigger_dependents;
+      // The trigger sits on the group just before the attention that reads early.
+      if (p.groups[i].trigger_dependents) CHECK((i + 1 < p.groups.size() && p.groups[i + 1].cache_before_wait));
+    }
+    return std::pair{before_wait, triggers};
+  };
+  {
+    const auto [g, p, refusal] = plan_of("pos", "", 1, false);
+    CHECK(refusal.empty());
+    CHECK(marks(p) == std::pair{1, 1});
+    CHECK(p.groups.back().kind == GroupKind::Attention);
+    CHECK(p.groups.back().cache_before_wait);
+  }
+  {
+    const auto [g, p, refusal] = plan_of("pos", "", 1, false, false);  // --no-cache-prefetch
+    CHECK(refusal.empty());
+    CHECK(marks(p) == std::pair{0, 0});
+  }
+  {
+    const auto [g, p, refusal] = plan_of("pos2", "", 1, false);  // the writes' rows may lie before the attention's positions
+    CHECK(refusal == "%kc2 is written at positions other than the attention's");
+    CHECK(marks(p) == std::pair{0, 0});
+  }
+  {
+    const auto [g, p, refusal] = plan_of("pos", "  %kx = add(%kc, %kc)\n", 1, false);  // the cache read elsewhere too
+    CHECK(refusal == "the cache %kc has other readers or writers");
+    CHECK(marks(p) == std::pair{0, 0});
+  }
+  {
+    const auto [g, p, refusal] = plan_of("pos", "", 1, true);
+    CHECK(refusal == "the cache is paged (another sequence's write may land in a page this one reads)");
+    CHECK(marks(p) == std::pair{0, 0});
+  }
+  {
+    const auto [g, p, refusal] = plan_of("pos", "", 40, false);  // prefill into the cache
+    CHECK(refusal == "not decode attention");
+    CHECK(marks(p) == std::pair{0, 0});
+  }
+  {
+    // No cache write: the attention is the first kernel of the call, with nothing to overlap.
+    Module m = parse_module("graph @d(%q: bf16[B, 1, 8, 64], %kc: bf16[B, C, 2, 64], %vc: bf16[B, C, 2, 64], %pos: i32[B]) {\n"
+                            "  %o = attention(%q, %kc, %vc, %pos) {causal = true}\n  return %o\n}\n",
+                            "<first>");
+    const Graph& g = m.graphs.at(0);
+    const FusionPlan p = plan_fusion(g);
+    CHECK(cache_prefetch_refusal(g, UseMap(g), g.node(0)).empty());
+    CHECK(marks(p) == std::pair{0, 0});
+  }
+}

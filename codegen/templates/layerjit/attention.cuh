@@ -125,12 +125,20 @@ struct lj_attn_warp {
   // steps its source by one 64-bit add, where load_rows recomputes each row's address.
   static __device__ __forceinline__ void load_rows_strided(T* tile, int rows, const T* row0, lj_i64 stride, int n_valid, int tid,
                                                            int nthreads) {
+    load_rows_strided_if(tile, rows, row0, stride, n_valid, [](int) { return true; }, tid, nthreads);
+  }
+
+  // ... only the rows r for which pick(r) holds (the rest are left for another call).
+  template <class Pick>
+  static __device__ __forceinline__ void load_rows_strided_if(T* tile, int rows, const T* row0, lj_i64 stride, int n_valid, Pick pick,
+                                                              int tid, int nthreads) {
     if constexpr (DV == D) {
       const int c = tid % CH, rstep = nthreads / CH;
       int r = tid / CH;
       const T* p = row0 + r * stride + c * 8;
       const lj_i64 step = rstep * stride;
-      for (; r < rows; r += rstep, p += step) lj_cp_async16(tile + swz(r, c), r < n_valid ? p : tile, r < n_valid ? 16 : 0);
+      for (; r < rows; r += rstep, p += step)
+        if (pick(r)) lj_cp_async16(tile + swz(r, c), r < n_valid ? p : tile, r < n_valid ? 16 : 0);
     } else {
       const int e = tid % NG * LG, rstep = nthreads / NG;
       int r = tid / NG;
@@ -138,7 +146,7 @@ struct lj_attn_warp {
       const lj_i64 step = rstep * stride;
       for (; r < rows; r += rstep, p += step) {
         const bool ok = r < n_valid && e < DV;
-        lj_cp_async<LG * 2>(tile + swz(r, e / 8) + e % 8, ok ? p : tile, ok ? LG * 2 : 0);
+        if (pick(r)) lj_cp_async<LG * 2>(tile + swz(r, e / 8) + e % 8, ok ? p : tile, ok ? LG * 2 : 0);
       }
     }
   }
@@ -378,6 +386,10 @@ struct lj_flash_prefill {
 // block table; otherwise they are affine in the key and stages load rows at a stride.
 // WINDOW > 0: a sliding window; a chunk reads no key before the first row's window (a chunk wholly
 // before it contributes an empty partial, which the merge ignores).
+// run<true> (a contiguous cache that no kernel of the graph writes but at the new tokens' positions,
+// FusionGroup::cache_before_wait): the kernel does not wait for the kernel before it on entry; its
+// first stages' keys before first_pos go out first, then lj_pdl_begin, then q and the new rows
+// (the kernel before wrote them), so the cache streams while that kernel runs.
 template <class T, int D, int ROWS, int G, int BN, int WARPS, int STAGES, int CHUNK, bool CAUSAL, bool PAGED = false,
           long long WINDOW = 0, int DV = D>
 struct lj_flash_decode {
@@ -397,11 +409,12 @@ struct lj_flash_decode {
   static_assert(ROWS >= 1 && ROWS <= 16 && ROWS % G == 0, "decode rows: whole tokens, one 16-row tile");
   static_assert(BN % 16 == 0 && CHUNK % STAGE_KEYS == 0 && STAGES >= 2, "chunks of whole stages");
 
-  template <class QAt, class KAt, class VAt, class OAt, class Lse>
+  template <bool PREFETCH = false, class QAt, class KAt, class VAt, class OAt, class Lse>
   static __device__ __forceinline__ void run(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                              T* __restrict__ o, QAt q_at, KAt k_at, VAt v_at, OAt o_at, Lse lse, lj_i64 first_pos,
                                              lj_i64 n_valid, int kvh, lj_i64 chunk, float scale_log2, float* part,
                                              unsigned* counter, unsigned char* smem_bytes) {
+    static_assert(!(PREFETCH && PAGED), "a paged cache is read after the wait (another sequence may write its pages)");
     T* smem = reinterpret_cast<T*>(smem_bytes);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     constexpr int TOKENS = ROWS / G;
@@ -416,27 +429,47 @@ struct lj_flash_decode {
 
     T* sq = smem;
     T* skv = smem + 16 * D;
-    W::load_rows(sq, 16, [&](int r) -> const T* { return r < ROWS ? q + q_at(r / G, kvh * G + r % G) : nullptr; }, tid, THREADS);
-    lj_cp_async_commit();
+    auto load_q = [&] {
+      W::load_rows(sq, 16, [&](int r) -> const T* { return r < ROWS ? q + q_at(r / G, kvh * G + r % G) : nullptr; }, tid, THREADS);
+    };
+    if constexpr (!PREFETCH) {
+      load_q();
+      lj_cp_async_commit();
+    }
     static_assert(THREADS % W::NG == 0, "whole rows of copies per pass of the CTA");
     // A paged k_at reads the block table (and may trap): the strides exist only for contiguous caches.
     lj_i64 k_stride = 0, v_stride = 0;
     if constexpr (!PAGED) k_stride = k_at(1) - k_at(0), v_stride = v_at(1) - v_at(0);
-    auto load_kv = [&](int stage, lj_i64 j0) {
+    // rows: 0 all of the stage's, 1 those before first_pos (and the zeros past c1), 2 the others.
+    auto load_kv = [&](int stage, lj_i64 j0, int rows) {
       T* sk = skv + stage * 2 * STAGE_KEYS * D;
       if constexpr (PAGED) {
         W::load_rows(sk, STAGE_KEYS, [&](int r) -> const T* { return j0 + r < c1 ? k + k_at(j0 + r) : nullptr; }, tid, THREADS);
         W::load_rows(sk + STAGE_KEYS * D, STAGE_KEYS, [&](int r) -> const T* { return j0 + r < c1 ? v + v_at(j0 + r) : nullptr; },
                      tid, THREADS);
-      } else {
+      } else if (rows == 0) {
         const int n = c1 - j0 < STAGE_KEYS ? (int)(c1 - j0) : STAGE_KEYS;
         W::load_rows_strided(sk, STAGE_KEYS, k + k_at(j0), k_stride, n, tid, THREADS);
         W::load_rows_strided(sk + STAGE_KEYS * D, STAGE_KEYS, v + v_at(j0), v_stride, n, tid, THREADS);
+      } else {
+        const int n = c1 - j0 < STAGE_KEYS ? (int)(c1 - j0) : STAGE_KEYS;
+        const int n_old = first_pos - j0 < 0 ? 0 : first_pos - j0 < n ? (int)(first_pos - j0) : n;
+        auto pick = [&](int r) { return (r >= n_old && r < n) == (rows == 2); };
+        W::load_rows_strided_if(sk, STAGE_KEYS, k + k_at(j0), k_stride, n, pick, tid, THREADS);
+        W::load_rows_strided_if(sk + STAGE_KEYS * D, STAGE_KEYS, v + v_at(j0), v_stride, n, pick, tid, THREADS);
       }
     };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < n_tiles) load_kv(s, c0 + (lj_i64)s * STAGE_KEYS);
+      if (s < n_tiles) load_kv(s, c0 + (lj_i64)s * STAGE_KEYS, PREFETCH ? 1 : 0);
+      lj_cp_async_commit();
+    }
+    if constexpr (PREFETCH) {
+      lj_pdl_begin();  // q and the new keys are the kernel before's writes
+      load_q();
+#pragma unroll
+      for (int s = 0; s < STAGES - 1; ++s)
+        if (s < n_tiles) load_kv(s, c0 + (lj_i64)s * STAGE_KEYS, 2);
       lj_cp_async_commit();
     }
     lj_i64 qpos[2];
@@ -448,9 +481,11 @@ struct lj_flash_decode {
 
     int read_stage = 0, write_stage = STAGES - 1;
     for (lj_i64 it = 0; it < n_tiles; ++it) {
-      lj_cp_async_wait<STAGES - 2>();
+      // (With PREFETCH the first stage's rows are in two groups, the last one committed: wait for all.)
+      if (PREFETCH && it == 0) lj_cp_async_wait<0>();
+      else lj_cp_async_wait<STAGES - 2>();
       __syncthreads();
-      if (it + STAGES - 1 < n_tiles) load_kv(write_stage, c0 + (it + STAGES - 1) * STAGE_KEYS);
+      if (it + STAGES - 1 < n_tiles) load_kv(write_stage, c0 + (it + STAGES - 1) * STAGE_KEYS, 0);
       lj_cp_async_commit();
       const T* sk = skv + read_stage * 2 * STAGE_KEYS * D;
       float s[1][NF][4];
