@@ -233,7 +233,7 @@ memcheck_cases=(
   "test_gpu_runtime|~the timer scales*"
   "test_gpu_models|a tiny*"
   "test_gpu_models|[int4]"
-  "test_gpu_exec|the small Llama layer*,folded norms*,a captured CUDA graph*,row tails*"
+  "test_gpu_exec|the small Llama layer*,folded norms*,a captured CUDA graph*,row tails*,decode attention streams*"
   "test_gpu_membound|small llama*,the model families*,dynamic per-row*"
   "test_gpu_attention|decode of two new tokens*,paged decode*"
   "test_gpu_gemm|the defaults for 2-32 rows*"
