@@ -60,7 +60,12 @@ std::string cache_prefetch_refusal(const Graph& g, const UseMap& uses, const Nod
   if (g.value(pos).producer >= 0) return fmt::format("its positions %{} are computed in the graph", g.value(pos).name);
   for (ValueId kv : {n.operands[1], n.operands[2]}) {
     const NodeId w = g.value(kv).producer;
-    if (w < 0) continue;  // a cache no kernel of the graph writes
+    if (w < 0) {  // a cache no kernel of the graph writes, unless in place through another value
+      for (NodeId u : uses.users(kv))
+        if (g.node(u).kind == OpKind::KvCacheWrite && g.node(u).operands[0] == kv)
+          return fmt::format("%{} is also written in place by a cache write", g.value(kv).name);
+      continue;
+    }
     const Node& wn = g.node(w);
     if (wn.kind != OpKind::KvCacheWrite) return fmt::format("%{} is not a cache or a cache write", g.value(kv).name);
     if (wn.operands.size() > 3) return fmt::format("%{} is a paged cache write", g.value(kv).name);

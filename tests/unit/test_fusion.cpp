@@ -342,4 +342,14 @@ TEST_CASE("decode attention reads its cache before the wait only where no kernel
     CHECK(cache_prefetch_refusal(g, UseMap(g), g.node(0)).empty());
     CHECK(marks(p) == std::pair{0, 0});
   }
+  {
+    // The attention reads a cache that a write in the graph updates in place (through another value).
+    Module m = parse_module("graph @d(%q: bf16[B, 1, 8, 64], %kn: bf16[B, 2, 64], %kc: bf16[B, C, 2, 64], %vc: bf16[B, C, 2, 64], "
+                            "%pos: i32[B]) {\n  %kc2 = kv_cache_write(%kc, %kn, %pos)\n"
+                            "  %o = attention(%q, %kc, %vc, %pos) {causal = true}\n  return %o, %kc2\n}\n",
+                            "<in place>");
+    const Graph& g = m.graphs.at(0);
+    CHECK(cache_prefetch_refusal(g, UseMap(g), g.node(1)) == "%kc is also written in place by a cache write");
+    CHECK(marks(plan_fusion(g)) == std::pair{0, 0});
+  }
 }
