@@ -44,6 +44,8 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   const int threads = 32 * warps;
   const bool q4 = op.dequant >= 0;  // W from 4-bit codes: 16 bytes of codes per lane per k step
   const int stages = cfg.code_stages;  // k steps (of codes) per warp staged in shared memory (0: registers)
+  const int bulk = cfg.bulk_stages;    // stages of the CTA's W rows fed by bulk copies (0: none)
+  LJ_ASSERT(bulk == 0 || (!q4 && stages == 0), "{}: bulk copies feed the fp8/i8 GEMV's W, not codes or a cp.async ring", ctx.kernel_name());
   const int nb = q4 && cfg.rows_per_pass == 16 ? 2 : 1;  // chunks of 8 x rows per pass over the codes ("mt=16": 2)
   const bool xq = op.x_quantize >= 0;  // x's codes made per row by the CTA (an activation-quantize prologue)
   const bool norm = op.x_norm >= 0 && !xq;  // x = rms_norm(x_src, x_gamma) folded in (4-bit W, one chunk per pass)
@@ -110,6 +112,9 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     w.line("constexpr bool EVEN = {};  // K a multiple of 128: no chunk past K", K % step_k == 0 ? "true" : "false");
   } else if (stages > 0) {
     w.line("constexpr int S = {};  // k steps of W and x per warp in its ring in shared memory (cp.async)", stages);
+  } else if (bulk > 0) {
+    w.line("constexpr int S = {}, KB = {};  // stages of the CTA's 16 W rows x KB bytes in its ring (bulk copies)", bulk, kGemvBulkStageBytes);
+    w.line("constexpr lj_i64 NST = (K + KB - 1) / KB;  // stages per pass over W");
   } else {
     w.line("constexpr int U = {};  // k steps in flight per lane", unroll);
   }
@@ -133,6 +138,12 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
     else
       w.line("__shared__ float partial[WARPS][{}][32][4];  // each warp's 16 x 8 accumulator tiles, in mma fragment order", nb);
     if (stages > 0 && q4) w.line("__shared__ lj_q4_ring<S> ring[WARPS];  // each warp's next S k steps of codes");
+    if (bulk > 0) {
+      w.line("extern __shared__ __align__(128) unsigned char lj_smem[];");
+      w.line("static_assert(sizeof(lj_gemv_bulk_ring<S, KB>) == {}, \"the launch's dynamic shared memory\");", gemv_bulk_ring_bytes(bulk));
+      w.line("lj_gemv_bulk_ring<S, KB>& ring = *reinterpret_cast<lj_gemv_bulk_ring<S, KB>*>(lj_smem);  // the next S stages of W");
+      w.line("__shared__ const unsigned char* wrow[16];  // the ring's 16 W rows (A rows), null past the last");
+    }
     if (stages > 0 && !q4) {
       w.line("extern __shared__ __align__(16) unsigned char lj_smem[];");
       w.line("lj_mma_ring<S>* const ring = reinterpret_cast<lj_mma_ring<S>*>(lj_smem);  // each warp's next S k steps of W and x");
@@ -177,8 +188,26 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("const {}* __restrict__ wb = {} + {};", tw, pw, row_address(w, ctx, wt, "(b_in ? rb : 0)", "0", "wb"));
     }
     w.line("const lj_i64 M = {};  // rows of %{}", product_expr(op.rows), xn);
-    w.line("const lj_i64 s0 = warp * STEPS / WARPS, s1 = (warp + 1) * STEPS / WARPS;  // this warp's k steps");
-    if (prime) {
+    if (bulk == 0) w.line("const lj_i64 s0 = warp * STEPS / WARPS, s1 = (warp + 1) * STEPS / WARPS;  // this warp's k steps");
+    if (bulk > 0) {
+      w.line("const lj_i64 total = {} * NST;  // stages of the whole kernel: a pass over W per {}", xq ? "M" : "((M + 7) / 8)",
+             xq ? "row of x" : "chunk of 8 x rows");
+      w.line("if (warp == 0 && t == 0) {{");
+      w.line("  wrow[gr] = a_in ? reinterpret_cast<const unsigned char*>(wa) : nullptr;");
+      w.line("  wrow[gr + 8] = b_in ? reinterpret_cast<const unsigned char*>(wb) : nullptr;");
+      w.line("}}");
+      w.line("if (threadIdx.x == 0) {{");
+      w.line("  for (int s = 0; s < S; ++s) lj_mbar_init(&ring.full[s], 1);  // the issuing thread's arrive.expect_tx (plus the bytes)");
+      w.line("  lj_mbar_init_fence();");
+      w.line("}}");
+      w.line("__syncthreads();");
+      w.line("if (threadIdx.x == 0)  // the first S stages{}", prime ? fmt::format(" (%{} is a weight: before the wait)", wn) : "");
+      w.line("  for (lj_i64 q = 0; q < S && q < total; ++q) lj_gemv_bulk_issue<S, KB, K>(wrow, q, ring);");
+      if (prime) {
+        w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
+        emit_trigger_dependents(w, ctx.group());
+      }
+    } else if (prime) {
       if (stages > 0)
         w.line("lj_gemv_mma_prime<S, K>(wa, wb, a_in, b_in, (int)s0, (int)s1, t, lane, ring[warp]);  // %{}, a weight: before the wait", wn);
       else {
@@ -230,6 +259,12 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("lj_gemv_q4_share_rows<{}, {}, {}, {}, U, K, G, EVEN, 1>(wa, wb, sa, sb, za, zb, xs, s0, s1, t, &c);", tx, ts, tz, i4);
     } else if (q4) {
       w.line("lj_gemv_q4_share<{}, {}, {}, {}, U, K, G, EVEN>(wa, wb, sa, sb, za, zb, xr, s0, s1, t, c);", tx, ts, tz, i4);
+    } else if (bulk > 0) {
+      const std::string q0 = xq ? "m0 * NST" : "m0 / 8 * NST";
+      if (op.xt == DType::I8)
+        w.line("lj_gemv_mma_share_s8_bulk<S, KB, WARPS, K>(xr, x_in, {}, total, wrow, warp, lane, ring, c);", q0);
+      else
+        w.line("lj_gemv_mma_share_bulk<{}, {}, S, KB, WARPS, K>(xr, x_in, {}, total, wrow, warp, lane, ring, c);", tw, tx, q0);
     } else if (stages > 0) {
       const std::string primed = prime ? "m0 == 0" : "false";
       if (op.xt == DType::I8)
@@ -327,6 +362,7 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
   k.launch.per_block = 1;
   k.launch.threads = threads;
   if (stages > 0 && !q4) k.launch.shared_bytes = warps * stages * 3 * 32 * 16;  // the rings: sizeof(lj_mma_ring<S>) per warp
+  if (bulk > 0) k.launch.shared_bytes = static_cast<int>(gemv_bulk_ring_bytes(bulk));
   k.config = cfg.str();
   k.launch.early = true;  // many small CTAs: where they land does not matter
   return k;

@@ -5,12 +5,15 @@
 
 #include <fmt/format.h>
 
+#include "compiler/fusion/fusion_group.h"
+
 namespace lj {
 
 std::string MatmulConfig::str() const {
   if (family == Family::Gemv && tensor_cores) {
     const std::string rows = rows_per_pass != 8 ? fmt::format(" mt={}", rows_per_pass) : "";
     if (code_stages > 0) return fmt::format("gemv mma stages={} warps={}{}", code_stages, warps, rows);
+    if (bulk_stages > 0) return fmt::format("gemv mma bulk={} warps={}{}", bulk_stages, warps, rows);
     return fmt::format("gemv mma u={} warps={}{}", loads_in_flight, warps, rows);
   }
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
@@ -99,12 +102,15 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
       else if (key == "u") field = &c.loads_in_flight, u_given = true;
       else if (key == "warps") field = &c.warps;
       else if (key == "stages" && c.tensor_cores) field = &c.code_stages;
+      else if (key == "bulk" && c.tensor_cores) field = &c.bulk_stages;
     }
     if (!field) return fail(fmt::format("unknown key '{}' for the {} family", key, family));
     *field = v;
   }
   if (u_given && c.code_stages > 0)
     return fail("u (k steps loaded into registers) and stages (k steps staged in shared memory) are alternatives: give one");
+  if (c.bulk_stages > 0 && (u_given || c.code_stages > 0))
+    return fail(fmt::format("bulk (W fed by bulk copies) replaces {}: give one", u_given ? "u (k steps loaded into registers)" : "stages (cp.async rings)"));
   return c;
 }
 
@@ -162,6 +168,13 @@ MatmulConfig gemv_mma(int u, int warps) {
   c.family = MatmulConfig::Family::Gemv;
   c.tensor_cores = true;
   c.rows_per_pass = 8, c.loads_in_flight = u, c.warps = warps;
+  return c;
+}
+
+// The fp8/i8 tensor-core GEMV fed by bulk copies through a ring of `stages` stages (sm_90+).
+MatmulConfig gemv_mma_bulk(int stages, int warps) {
+  MatmulConfig c = gemv_mma(MatmulConfig{}.loads_in_flight, warps);
+  c.bulk_stages = stages;
   return c;
 }
 
@@ -420,6 +433,22 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
       return fmt::format("gemv mma multiplies fp8 x and W of one format, or i8 ones, not {}", dtype_name(p.dtype));
     if (!p.aligned || p.k % 16 != 0) return fmt::format("gemv mma loads 16-byte chunks: rows of x and W must start 16-byte aligned and K (= {}) be a multiple of 16", p.k);
     if (c.warps > 16) return "more than 16 warps per CTA";
+    if (c.bulk_stages > 0) {
+      // The ring is dynamic shared memory: 16 rows of 1 KiB (+ 16 bytes of pad) per stage, beside the
+      // partial sums and an activation-quantize prologue's static shared memory.
+      if (p.sm < 90) return fmt::format("bulk={} (bulk copies, cp.async.bulk with mbarriers) needs sm_90 or newer, target is sm_{}", c.bulk_stages, p.sm);
+      if (c.bulk_stages < 2 || c.bulk_stages > 8) return fmt::format("bulk={} (2 to 8 stages)", c.bulk_stages);
+      if (16 % c.warps != 0) return fmt::format("bulk with {} warps: a stage's 16 k steps are shared equally (1, 2, 4, 8 or 16 warps)", c.warps);
+      const int64_t ring = gemv_bulk_ring_bytes(c.bulk_stages);
+      const int64_t fixed = 512LL * c.warps + (p.quantize_in_kernel ? kQuantizePrologueSharedBytes : 0) + 1024;
+      if (ring + fixed > p.max_shared_bytes)
+        return fmt::format("bulk={} with {} warps: {} KiB of ring per CTA (at most {} KiB beside the static shared memory)", c.bulk_stages,
+                           c.warps, ring / 1024, (p.max_shared_bytes - fixed) / 1024);
+      const int64_t stages_per_pass = (p.k + kGemvBulkStageBytes - 1) / kGemvBulkStageBytes;
+      if (p.k > 0 && c.bulk_stages > std::max<int64_t>(2, stages_per_pass))
+        return fmt::format("bulk={}: more stages than the {} of a pass over K = {}", c.bulk_stages, stages_per_pass, p.k);
+      return "";
+    }
     if (c.code_stages > 0) {
       // The ring is dynamic shared memory: 1.5 KiB per k step and warp (16 bytes of W rows a and b
       // and of x per lane), beside the partial sums' and a row tail's static shared memory.
@@ -574,6 +603,10 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
         // Staged through shared memory: 3-7 steps (3-7 KiB of W) in flight per warp without registers.
         all.push_back(gemv_mma_staged(u == 2 ? 4 : 8, warps));
       }
+  // ... and on sm_90+, fed by bulk copies: 2-6 stages of 16 KiB per CTA in flight.
+  if ((small_m || p.m == 0) && p.sm >= 90 && (is_fp8(p.dtype) || p.dtype == DType::I8))
+    for (int stages : {2, 4, 6})
+      for (int warps : {4, 8}) all.push_back(gemv_mma_bulk(stages, warps));
   if (mma_dtype(p.dtype) && p.sm >= 80) {
     struct Tile { int bm, bn, wm, wn; };
     for (Tile t : {Tile{64, 64, 2, 2}, Tile{64, 128, 2, 2}, Tile{128, 64, 2, 2}, Tile{128, 128, 2, 2},

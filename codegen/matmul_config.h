@@ -37,6 +37,12 @@ struct MatmulConfig {
   /// lj_gemv_mma_steps_staged), and where W is a weight its first steps are copied before the wait
   /// on the previous kernel. Printed "stages=S" in place of "u=U".
   int code_stages = 0;
+  /// Gemv mma, fp8 and i8 on sm_90+: the bulk-fed GEMV. The CTA's 16 W rows stream through a ring of
+  /// `bulk_stages` stages of 1 KiB per row in dynamic shared memory, one bulk copy (TMA) per row and
+  /// stage issued by one thread, a stage's warps waiting on its mbarrier once (gemv_mma.cuh,
+  /// lj_gemv_bulk_pass); the first stages of a weight W go out before the wait on the previous
+  /// kernel. `warps` divides the stage's 16 k steps. Printed "bulk=S" in place of "u=U" (0: none).
+  int bulk_stages = 0;
   /// Wgmma: a persistent grid (one CTA per SM walking the tiles), the producer loading the next
   /// tile's stages while the consumers run the epilogue, which stages into shared memory of its own.
   bool persistent = false;
@@ -69,6 +75,12 @@ struct MatmulConfig {
   int shared_bytes(int elem_bytes, int out_bytes = 2, bool weight_codes = false) const;
   bool operator==(const MatmulConfig&) const = default;
 };
+
+/// The bulk-fed GEMV's ring (MatmulConfig::bulk_stages): bytes of each W row per stage, and the
+/// dynamic shared memory of `stages` stages (16 rows padded by 16 bytes, and a barrier each), as
+/// gemv_mma.cuh's lj_gemv_bulk_ring<S, kGemvBulkStageBytes> lays them out.
+inline constexpr int64_t kGemvBulkStageBytes = 1024;
+inline constexpr int64_t gemv_bulk_ring_bytes(int stages) { return stages * (16 * (kGemvBulkStageBytes + 16) + 8); }
 
 /// Parses str()'s text; nullopt with `error` set ("what, where, why") on anything else.
 std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::string* error);

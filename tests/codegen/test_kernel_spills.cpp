@@ -268,8 +268,9 @@ TEST_CASE("the tensor-core fp8 GEMV compiles for sm_90 and sm_90a without spills
       for (const MatmulConfig& c : matmul_candidates(p))
         if (c.family == MatmulConfig::Family::Gemv && c.tensor_cores) tc.push_back(c);
       // u = 2 and 4, stages = 4 and 8, each with 4, 8 and 16 warps; not 8 stages of 16 warps where
-      // K = 4096 (4 steps per warp).
-      CHECK(tc.size() == (p.k == 4096 ? 11 : 12));
+      // K = 4096 (4 steps per warp). Bulk = 2, 4 and 6 with 4 and 8 warps; not 6 where K = 4096 (4
+      // stages a pass).
+      CHECK(tc.size() == (p.k == 4096 ? 11 + 4 : 12 + 6));
       for (const MatmulConfig& c : tc) {
         eo.matmul = c;
         const GeneratedKernel k = emit_group(*g, grp, eo);
@@ -279,13 +280,14 @@ TEST_CASE("the tensor-core fp8 GEMV compiles for sm_90 and sm_90a without spills
         CHECK(!r->spills());
         CHECK(r->stack_bytes == 0);
         CHECK(r->registers * k.launch.threads * std::max(1, 512 / k.launch.threads) <= 65536);  // >= 512 threads per SM
-        CHECK(k.source.find(c.code_stages > 0 ? "lj_gemv_mma_share_staged<lj_e4m3, lj_e4m3, S, K>" : "lj_gemv_mma_share_pre<lj_e4m3, lj_e4m3, U, K>") !=
-              std::string::npos);
+        CHECK(k.source.find(c.code_stages > 0  ? "lj_gemv_mma_share_staged<lj_e4m3, lj_e4m3, S, K>"
+                            : c.bulk_stages > 0 ? "lj_gemv_mma_share_bulk<lj_e4m3, lj_e4m3, S, KB, WARPS, K>"
+                                                : "lj_gemv_mma_share_pre<lj_e4m3, lj_e4m3, U, K>") != std::string::npos);
         ++seen;
       }
     }
   }
-  CHECK(seen == 2 * (3 * 11 + 12));
+  CHECK(seen == 2 * (3 * 15 + 18));
   // The mma itself: m16n8k32 on e4m3 codes in the PTX, no conversion of the codes to float.
   {
     EmitOptions eo;

@@ -251,7 +251,7 @@ TEST_CASE("W8A8: one row takes the tensor-core GEMV on m16n8k32 s8, every candid
           "[codegen]") {
   // The four projections and an odd shape (N = 1000, K = 1008); the GEMV's k steps are 64 elements,
   // 16 bytes per lane, so K must be a multiple of 16 (K = 1001 keeps the SIMT GEMV).
-  int compiled = 0;
+  int compiled = 0, bulk = 0;
   for (const auto& [n, k] : {std::pair<int64_t, int64_t>{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {1000, 1008}})
     for (const int sm : {80, 91}) {
       const Graph g = w8a8_projection(n, k);
@@ -266,7 +266,10 @@ TEST_CASE("W8A8: one row takes the tensor-core GEMV on m16n8k32 s8, every candid
         eo.matmul = c;
         const GeneratedKernel kern = emit_group(g, plan.groups[0], eo);
         INFO(c.str());
-        CHECK(kern.source.find(c.code_stages > 0 ? "lj_gemv_mma_share_s8_staged<S, K>(" : "lj_gemv_mma_share_s8_pre<U, K>(") != std::string::npos);
+        CHECK(kern.source.find(c.code_stages > 0   ? "lj_gemv_mma_share_s8_staged<S, K>("
+                               : c.bulk_stages > 0 ? "lj_gemv_mma_share_s8_bulk<S, KB, WARPS, K>("
+                                                   : "lj_gemv_mma_share_s8_pre<U, K>(") != std::string::npos);
+        bulk += c.bulk_stages > 0;
         auto r = jit::kernel_resources(kern, *rt::Target::parse(sm == 80 ? "sm_80" : "sm_90a"));
         REQUIRE(r.ok());
         INFO(r->str());
@@ -275,6 +278,7 @@ TEST_CASE("W8A8: one row takes the tensor-core GEMV on m16n8k32 s8, every candid
       }
     }
   CHECK(compiled >= 100);  // u = 2 and 4 and staged, with 4, 8 and 16 warps (fewer where K is short)
+  CHECK(bulk == 3 * 4 + 6 + 2);  // bulk on sm_90a only: 2 and 4 stages where K = 4096, 2 to 6 at 14336, 2 at 1008
   // Its PTX: s8 MMAs only, and where K is not a multiple of 16 the SIMT GEMV stays the default.
   const Graph g = w8a8_projection(4096, 4096);
   EmitOptions eo = options_for(80, 1);

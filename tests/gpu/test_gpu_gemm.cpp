@@ -191,10 +191,12 @@ TEST_CASE("fp8 GEMV matches the reference for M, N, K in {1, 7, 127, 129, 1000}"
 TEST_CASE("the tensor-core fp8 GEMV matches the reference on odd shapes and fused epilogues", "[gpu][gemm][fp8]") {
   std::vector<MatmulConfig> configs;
   for (const char* c : {"gemv mma u=2 warps=4", "gemv mma u=4 warps=8", "gemv mma u=4 warps=16", "gemv mma stages=2 warps=4",
-                        "gemv mma stages=4 warps=4", "gemv mma stages=8 warps=8", "gemv mma stages=4 warps=16"})
+                        "gemv mma stages=4 warps=4", "gemv mma stages=8 warps=8", "gemv mma stages=4 warps=16",
+                        "gemv mma bulk=2 warps=4", "gemv mma bulk=4 warps=8", "gemv mma bulk=3 warps=16"})
     configs.push_back(*parse_matmul_config(c, nullptr));
-  // The configs the pruner accepts at K = k: it refuses a staged ring deeper than a warp's share.
-  int staged = 0;
+  // The configs the pruner accepts at K = k: it refuses a staged ring deeper than a warp's share, and
+  // more bulk stages than a pass has (K = 4112: five stages of 1 KiB per row, the last of 16 bytes).
+  int staged = 0, bulk = 0;
   auto at_k = [&](int64_t k) {
     MatmulProblem p;
     p.m = 1, p.n = 64, p.k = k, p.dtype = DType::F8E4M3, p.sm = 90;
@@ -210,11 +212,13 @@ TEST_CASE("the tensor-core fp8 GEMV matches the reference on odd shapes and fuse
         for (const MatmulConfig& c : at_k(k))
           for (int64_t m : {1, 9}) {
             staged += c.code_stages > 0 && m == 1;
+            bulk += c.bulk_stages > 0 && m == 1;
             EmitOptions emit;
             emit.matmul = c;
             check(matmul_graph(n, k, dtype), m, emit, ++seed);
           }
   CHECK(staged == 2 * 3 * (1 + 2 + 4));  // K = 16: stages=2; 1008: 2 and 4 (4 warps); 4112: all four
+  CHECK(bulk == 2 * 3 * (1 + 1 + 3));     // K = 16 and 1008 (one stage a pass): bulk=2; 4112: all three
   Module mod = parse_module(R"(
 graph @row_scaled(%x: f8e4m3[M, 1008], %w: param f8e4m3[130, 1008], %rs: f32[M], %r: bf16[M, 130]) {
   %y = matmul(%x, %w, %rs)

@@ -14,6 +14,7 @@
 // {g, g + 8} x columns {2t, 2t + 1}.
 #pragma once
 #include "layerjit/cp_async.cuh"
+#include "layerjit/mbarrier.cuh"
 #include "layerjit/types.cuh"
 
 // 16 bytes at p, or zeros where `in` is false: a row past N or M, or k past K, adds nothing. (Also the
@@ -221,3 +222,95 @@ __device__ __forceinline__ void lj_gemv_mma_share_s8(const signed char* __restri
   uint4 a[U], b[U];
   lj_gemv_mma_share_s8_pre<U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, a, b, false, c);
 }
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// The bulk-fed GEMV ("bulk=S", sm_90+): the CTA's 16 W rows stream through a ring of S stages of KB
+// bytes per row in shared memory, one bulk copy (TMA, no tensor map) per row and stage, each stage
+// completing on its own mbarrier. The register and cp.async variants keep at most a few KiB per warp
+// in flight and pay a wait per 64-byte step; here one thread keeps S x 16 KiB per CTA in flight and
+// the warps wait once per stage, so the copies run ahead of anything the CTA does before its loop:
+// the wait on the previous kernel, and an activation-quantize prologue (docs/gemm.md).
+// Rows are padded by 16 bytes: lane 4g + t reads row g (and g + 8) at 16 t, and the pad puts the
+// eight rows' chunks in distinct banks (four wavefronts per 512 bytes, the least there is).
+template <int S, int KB>
+struct lj_gemv_bulk_ring {
+  static_assert(KB % 64 == 0, "whole 64-byte k steps per stage");
+  unsigned char w[S][16][KB + 16];
+  unsigned long long full[S];
+};
+
+// Stage q of the CTA's sequence (pass q / NST over W, bytes [(q % NST) KB, + KB) of each row) into
+// slot q % S: a copy per row in range (rows[r] null past N) and their bytes announced on the slot's
+// barrier first. One thread calls it.
+template <int S, int KB, long long KBYTES>
+__device__ __forceinline__ void lj_gemv_bulk_issue(const unsigned char* const* rows, long long q, lj_gemv_bulk_ring<S, KB>& ring) {
+  constexpr long long NST = (KBYTES + KB - 1) / KB;
+  const int slot = (int)(q % S);
+  const long long k0 = q % NST * KB;
+  const unsigned len = (unsigned)(KBYTES - k0 < KB ? KBYTES - k0 : KB);
+  unsigned n = 0;
+#pragma unroll
+  for (int r = 0; r < 16; ++r) n += rows[r] != nullptr;
+  lj_mbar_arrive_expect_tx(&ring.full[slot], n * len);
+#pragma unroll 1
+  for (int r = 0; r < 16; ++r)
+    if (rows[r]) lj_bulk_load(ring.w[slot][r], rows[r] + k0, len, &ring.full[slot]);
+}
+
+// One pass of the CTA over W (stages q0 .. q0 + NST - 1) against the x row(s) at xr (global or shared
+// memory; x_in false: zeros): warp w takes steps w, w + WARPS, ... of each stage's KB / 64, loading
+// its x chunks before the stage's wait; once every warp has read a slot, thread 0 refills it with
+// stage q + S (none past `total`). A k past K reads zeros for W as well as x (the last stage's tail
+// holds an older stage's bytes, which could be NaN codes).
+template <class MMA, int S, int KB, int WARPS, long long K, class A>
+__device__ __forceinline__ void lj_gemv_bulk_pass(const unsigned char* xr, bool x_in, long long q0, long long total,
+                                                  const unsigned char* const* rows, int warp, int lane, lj_gemv_bulk_ring<S, KB>& ring,
+                                                  A (&c)[4]) {
+  constexpr int SPS = KB / 64, SPW = SPS / WARPS;
+  static_assert(SPS % WARPS == 0, "each warp the same number of steps per stage");
+  static_assert(K % 16 == 0, "whole 16-byte chunks of each row");
+  constexpr long long NST = (K + KB - 1) / KB;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll 1
+  for (long long j = 0; j < NST; ++j) {
+    const long long q = q0 + j;
+    const int slot = (int)(q % S);
+    uint4 xv[SPW];
+#pragma unroll
+    for (int i = 0; i < SPW; ++i) {
+      const long long k = j * KB + (warp + i * WARPS) * 64 + 16 * t;
+      xv[i] = lj_load16_or_zero(xr + k, x_in && k < K);
+    }
+    lj_mbar_wait(&ring.full[slot], (unsigned)(q / S & 1));
+#pragma unroll
+    for (int i = 0; i < SPW; ++i) {
+      const int o = (warp + i * WARPS) * 64 + 16 * t;
+      const bool in = j * KB + o < K;
+      const uint4 a = in ? *reinterpret_cast<const uint4*>(&ring.w[slot][g][o]) : make_uint4(0u, 0u, 0u, 0u);
+      const uint4 b = in ? *reinterpret_cast<const uint4*>(&ring.w[slot][g + 8][o]) : make_uint4(0u, 0u, 0u, 0u);
+      MMA::m16n8k32(c, a.x, b.x, a.y, b.y, xv[i].x, xv[i].y);
+      MMA::m16n8k32(c, a.z, b.z, a.w, b.w, xv[i].z, xv[i].w);
+    }
+    __syncthreads();  // every warp has read the slot
+    if (threadIdx.x == 0 && q + S < total) lj_gemv_bulk_issue<S, KB, K>(rows, q + S, ring);
+  }
+}
+
+// fp8 x and W.
+template <class TW, class TX, int S, int KB, int WARPS, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_bulk(const TX* xr, bool x_in, long long q0, long long total, const unsigned char* const* rows,
+                                                       int warp, int lane, lj_gemv_bulk_ring<S, KB>& ring, float (&c)[4]) {
+  static_assert(sizeof(TW) == 1 && sizeof(TX) == 1, "fp8 codes");
+  lj_gemv_bulk_pass<lj_fp8_mma<TW, TX>, S, KB, WARPS, K>(reinterpret_cast<const unsigned char*>(xr), x_in, q0, total, rows, warp, lane, ring, c);
+}
+// i8 x and W: int32 sums over the pass (exact), added to c at its end.
+template <int S, int KB, int WARPS, long long K>
+__device__ __forceinline__ void lj_gemv_mma_share_s8_bulk(const signed char* xr, bool x_in, long long q0, long long total,
+                                                          const unsigned char* const* rows, int warp, int lane, lj_gemv_bulk_ring<S, KB>& ring,
+                                                          float (&c)[4]) {
+  int d[4] = {0, 0, 0, 0};
+  lj_gemv_bulk_pass<lj_s8_mma, S, KB, WARPS, K>(reinterpret_cast<const unsigned char*>(xr), x_in, q0, total, rows, warp, lane, ring, d);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) c[r] += (float)d[r];
+}
+#endif

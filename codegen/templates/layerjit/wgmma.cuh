@@ -1,9 +1,10 @@
-// Hopper (sm_90a) building blocks of the warp-specialised GEMM: mbarriers, tensor-memory-accelerator
-// (TMA) tile loads, warpgroup MMA (wgmma) from shared-memory descriptors, and register re-allocation
-// between warpgroups (setmaxnreg). PTX ISA references: "Parallel Synchronization and Communication
-// Instructions: mbarrier", "cp.async.bulk.tensor", "Asynchronous Warpgroup Level Matrix Multiply-
-// Accumulate Instructions" (matrix descriptor format and the 128-byte swizzle layout).
+// Hopper (sm_90a) building blocks of the warp-specialised GEMM: tensor-memory-accelerator (TMA) tile
+// loads (completing on the mbarriers of mbarrier.cuh), warpgroup MMA (wgmma) from shared-memory
+// descriptors, and register re-allocation between warpgroups (setmaxnreg). PTX ISA references:
+// "cp.async.bulk.tensor", "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions"
+// (matrix descriptor format and the 128-byte swizzle layout).
 #pragma once
+#include "layerjit/mbarrier.cuh"
 #include "layerjit/mma.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -15,33 +16,6 @@
 struct __align__(64) lj_tensor_map {
   unsigned long long opaque[16];
 };
-
-// --- mbarriers -------------------------------------------------------------------------------
-__device__ __forceinline__ void lj_mbar_init(unsigned long long* bar, unsigned arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(lj_smem_addr(bar)), "r"(arrivals) : "memory");
-}
-// Makes initialised barriers visible to the other threads and to the async proxy (TMA) before use.
-__device__ __forceinline__ void lj_mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-// One arrival that also announces `bytes` of TMA transactions the phase must see complete.
-__device__ __forceinline__ void lj_mbar_arrive_expect_tx(unsigned long long* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(lj_smem_addr(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void lj_mbar_arrive(unsigned long long* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(lj_smem_addr(bar)) : "memory");
-}
-// Waits until the phase with parity `parity` has completed. A new barrier is in phase 0, and the
-// phase before it (parity 1) counts as complete: a producer's first wait on an empty slot passes.
-__device__ __forceinline__ void lj_mbar_wait(unsigned long long* bar, unsigned parity) {
-  const unsigned addr = lj_smem_addr(bar);
-  unsigned done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 
 // --- TMA ------------------------------------------------------------------------------------
 __device__ __forceinline__ void lj_tma_prefetch(const lj_tensor_map* map) {
