@@ -6,14 +6,15 @@
 
 #include <string>
 
-#include "codegen/device_headers.h"
-#include "codegen/kernel.h"
 #include "codegen/matmul_config.h"
+#include "tests/codegen/gemv_kernel_util.h"
 #include "jit/compile_kernels.h"
 #include "layerjit/text.h"
-#include "runtime/nvrtc.h"
 
 using namespace lj;
+using lj_test::count;
+using lj_test::one_row_matmul;
+using lj_test::ptx_of;
 
 namespace {
 
@@ -33,36 +34,6 @@ graph @w_i8(%x: i8[M, 4112], %w: param i8[129, 4112]) {
 }
 )";
 
-GeneratedKernel bulk_kernel(const Graph& g, const char* config) {
-  EmitOptions eo;
-  eo.sm = 90;
-  eo.arch_specific = true;
-  eo.hint.set("M", 1);
-  eo.matmul = parse_matmul_config(config, nullptr);
-  REQUIRE(eo.matmul.has_value());
-  for (const FusionGroup& grp : plan_fusion(g).groups)
-    if (grp.kind == GroupKind::Matmul) return emit_group(g, grp, eo);
-  FAIL("no matmul group in @" << g.name());
-  return {};
-}
-
-std::string ptx_of(const GeneratedKernel& k, const char* arch) {
-  rt::CompileOptions opts;
-  opts.program_name = k.name + ".cu";
-  opts.headers = codegen_device_headers();
-  opts.want_ptx = true;
-  auto res = rt::compile(k.source, opts, *rt::Target::parse(arch));
-  INFO(k.name << " for " << arch << ": " << (res.ok() ? "" : res.message()));
-  REQUIRE(res.ok());
-  return res->ptx;
-}
-
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + what.size())) ++n;
-  return n;
-}
-
 constexpr const char* kBulkCopy = "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes";
 
 }  // namespace
@@ -73,7 +44,7 @@ TEST_CASE("the bulk-fed fp8 and i8 GEMV: W through a ring of bulk copies, a weig
   const Graph& input = m.graphs.at(1);
   const Graph& i8 = m.graphs.at(2);
 
-  const GeneratedKernel k = bulk_kernel(param, "gemv mma bulk=4 warps=8");
+  const GeneratedKernel k = one_row_matmul(param, "gemv mma bulk=4 warps=8");
   CHECK(k.config == "gemv mma bulk=4 warps=8");
   CHECK(k.launch.shared_bytes == gemv_bulk_ring_bytes(4));
   CHECK(gemv_bulk_ring_bytes(4) == 4 * (16 * (1024 + 16) + 8));
@@ -103,7 +74,7 @@ TEST_CASE("the bulk-fed fp8 and i8 GEMV: W through a ring of bulk copies, a weig
   }
 
   // W an input (not a param): another kernel may write it, so nothing is copied before the wait.
-  const GeneratedKernel in = bulk_kernel(input, "gemv mma bulk=2 warps=4");
+  const GeneratedKernel in = one_row_matmul(input, "gemv mma bulk=2 warps=4");
   CHECK(in.source.find("lj_pdl_begin();") < in.source.find("lj_gemv_bulk_issue<S, KB, K>(wrow, q, ring)"));
   {
     const std::string ptx = ptx_of(in, "sm_90a");
@@ -112,14 +83,14 @@ TEST_CASE("the bulk-fed fp8 and i8 GEMV: W through a ring of bulk copies, a weig
   }
 
   // i8 (W8A8): the s8 mma, the sums in int32.
-  const GeneratedKernel s8 = bulk_kernel(i8, "gemv mma bulk=3 warps=16");
+  const GeneratedKernel s8 = one_row_matmul(i8, "gemv mma bulk=3 warps=16");
   CHECK(s8.source.find("lj_gemv_mma_share_s8_bulk<S, KB, WARPS, K>(") != std::string::npos);
   CHECK(count(ptx_of(s8, "sm_90a"), "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 2);
 
   // Every bulk config compiles without spills or stack, two CTAs of 8 warps per SM.
   for (const char* config : {"gemv mma bulk=2 warps=4", "gemv mma bulk=4 warps=8", "gemv mma bulk=5 warps=8", "gemv mma bulk=4 warps=16"})
     for (const Graph* g : {&param, &i8}) {
-      const GeneratedKernel b = bulk_kernel(*g, config);
+      const GeneratedKernel b = one_row_matmul(*g, config);
       auto r = jit::kernel_resources(b, *rt::Target::parse("sm_90a"));
       INFO(b.name << " (" << config << "): " << (r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());

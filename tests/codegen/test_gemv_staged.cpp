@@ -6,13 +6,14 @@
 
 #include <string>
 
-#include "codegen/device_headers.h"
-#include "codegen/kernel.h"
 #include "codegen/matmul_config.h"
+#include "tests/codegen/gemv_kernel_util.h"
 #include "layerjit/text.h"
-#include "runtime/nvrtc.h"
 
 using namespace lj;
+using lj_test::count;
+using lj_test::one_row_matmul;
+using lj_test::ptx_of;
 
 namespace {
 
@@ -32,36 +33,6 @@ graph @w_i8(%x: i8[M, 4112], %w: param i8[129, 4112]) {
 }
 )";
 
-GeneratedKernel staged_kernel(const Graph& g, const char* config) {
-  EmitOptions eo;
-  eo.sm = 90;
-  eo.arch_specific = true;
-  eo.hint.set("M", 1);
-  eo.matmul = parse_matmul_config(config, nullptr);
-  REQUIRE(eo.matmul.has_value());
-  for (const FusionGroup& grp : plan_fusion(g).groups)
-    if (grp.kind == GroupKind::Matmul) return emit_group(g, grp, eo);
-  FAIL("no matmul group in @" << g.name());
-  return {};
-}
-
-std::string ptx_of(const GeneratedKernel& k, const char* arch) {
-  rt::CompileOptions opts;
-  opts.program_name = k.name + ".cu";
-  opts.headers = codegen_device_headers();
-  opts.want_ptx = true;
-  auto res = rt::compile(k.source, opts, *rt::Target::parse(arch));
-  INFO(k.name << " for " << arch << ": " << (res.ok() ? "" : res.message()));
-  REQUIRE(res.ok());
-  return res->ptx;
-}
-
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + what.size())) ++n;
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("the fp8 and i8 GEMV load a weight's first steps before the wait, the staged one through each warp's ring", "[codegen]") {
@@ -71,7 +42,7 @@ TEST_CASE("the fp8 and i8 GEMV load a weight's first steps before the wait, the 
   const Graph& i8 = m.graphs.at(2);
 
   // The rings are dynamic shared memory: 3 x 16 bytes per lane and step.
-  const GeneratedKernel k = staged_kernel(param, "gemv mma stages=4 warps=4");
+  const GeneratedKernel k = one_row_matmul(param, "gemv mma stages=4 warps=4");
   CHECK(k.launch.shared_bytes == 4 * 4 * 3 * 32 * 16);
   CHECK(k.config == "gemv mma stages=4 warps=4");
   CHECK(k.source.find("lj_mma_ring<S>* const ring") != std::string::npos);
@@ -101,7 +72,7 @@ TEST_CASE("the fp8 and i8 GEMV load a weight's first steps before the wait, the 
   }
 
   // W an input (not a param): another kernel may write it, so nothing is copied before the wait.
-  const GeneratedKernel in = staged_kernel(input, "gemv mma stages=4 warps=4");
+  const GeneratedKernel in = one_row_matmul(input, "gemv mma stages=4 warps=4");
   CHECK(in.source.find("lj_gemv_mma_prime") == std::string::npos);
   CHECK(in.source.find("ring[warp], false, c);") != std::string::npos);
   const std::string in_ptx = ptx_of(in, "sm_90a");
@@ -109,12 +80,12 @@ TEST_CASE("the fp8 and i8 GEMV load a weight's first steps before the wait, the 
   CHECK(count(in_ptx, "cp.async.cg.shared.global") == 2 + 1 + 3);
 
   // i8 (W8A8): the s8 mma, the sums in int32.
-  const GeneratedKernel s8 = staged_kernel(i8, "gemv mma stages=8 warps=4");
+  const GeneratedKernel s8 = one_row_matmul(i8, "gemv mma stages=8 warps=4");
   CHECK(s8.source.find("lj_gemv_mma_share_s8_staged<S, K>") != std::string::npos);
   CHECK(count(ptx_of(s8, "sm_80"), "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32") == 2);
 
   // The register batches: W's first U steps into registers before the wait, a param's only.
-  const GeneratedKernel reg = staged_kernel(param, "gemv mma u=4 warps=4");
+  const GeneratedKernel reg = one_row_matmul(param, "gemv mma u=4 warps=4");
   const size_t load_w = reg.source.find("lj_gemv_mma_load_w<U, K>(wa, wb, a_in, b_in, s0, s1, t, w0a, w0b);");
   REQUIRE(load_w != std::string::npos);
   CHECK(load_w < reg.source.find("lj_pdl_begin();"));
@@ -127,14 +98,14 @@ TEST_CASE("the fp8 and i8 GEMV load a weight's first steps before the wait, the 
     CHECK(first_load < dep_wait);
     CHECK(count(ptx, "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32") == 8);  // U = 4 steps of two
   }
-  const GeneratedKernel reg_in = staged_kernel(input, "gemv mma u=4 warps=4");
+  const GeneratedKernel reg_in = one_row_matmul(input, "gemv mma u=4 warps=4");
   CHECK(reg_in.source.find("lj_gemv_mma_load_w") == std::string::npos);
   CHECK(reg_in.source.find("lj_gemv_mma_share<lj_e4m3, lj_e4m3, U, K>(wa, wb, xr, a_in, b_in, x_in, s0, s1, t, c);") != std::string::npos);
   {
     const std::string ptx = ptx_of(reg_in, "sm_90a");
     CHECK(ptx.find("griddepcontrol.wait") < ptx.find("ld.global"));
   }
-  CHECK(staged_kernel(i8, "gemv mma u=2 warps=4").source.find("lj_gemv_mma_share_s8_pre<U, K>(") != std::string::npos);
+  CHECK(one_row_matmul(i8, "gemv mma u=2 warps=4").source.find("lj_gemv_mma_share_s8_pre<U, K>(") != std::string::npos);
 
   // The rules.
   MatmulProblem p;
