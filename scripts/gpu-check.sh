@@ -271,6 +271,9 @@ if [[ $bench -eq 1 && $skipped -eq 0 ]]; then
   [[ -x "$lj" ]] && run "quant layers.sh" "$src_dir/bench/quant/layers.sh" "$lj"
   # The 4-bit projections against bf16 ones at 1, 16, 32 and 4096 rows (GEMV and GEMMs on codes).
   [[ -x "$lj" ]] && run "quant int4.sh" "$src_dir/bench/quant/int4.sh" "$lj"
+  # The FP8 and W8A8 decode layers tuned, with the row kernels and with the quantize prologues
+  # (the bulk-fed GEMV among the candidates).
+  [[ -x "$lj" ]] && run "quant prologues.sh" "$src_dir/bench/quant/prologues.sh" "$lj"
   # Tensor parallelism: the 8B layer at tp = 1 and 2 (decode B = 1, 32; prefill), the all_reduces alone,
   # and the tp = 2 outputs against tp = 1 (`layerjit run --tp 2`): where the machine has two GPUs.
   if [[ -x "$lj" && ${gpus:-0} -ge 2 ]]; then
