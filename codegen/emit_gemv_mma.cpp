@@ -12,8 +12,9 @@
 // in flight (with "stages=S", WARPS x (S - 1) KiB staged through cp.async into each warp's ring in
 // shared memory instead: codes on 4-bit W, W and x on fp8/i8, whose rings are dynamic shared memory
 // and whose first S - 1 steps of a weight W go out before lj_pdl_begin, so that W streams while the
-// kernel before, a row kernel at decode, finishes); the fp32 partials meet in shared memory and are
-// added in warp order (deterministic).
+// kernel before, a row kernel at decode, finishes; with "bulk=S" on sm_90+, the CTA's 16 W rows
+// through one ring of S stages of 1 KiB per row filled by bulk copies, the warps taking each stage's
+// steps in turn); the fp32 partials meet in shared memory and are added in warp order (deterministic).
 // With SwiGLU or RoPE the tile is 8 pairs of rows instead (gate n and up N + n, or the two columns
 // of a rotation pair) in A rows g and g + 8, so one thread holds both values of each output.
 // With the rms_norm before a 4-bit W folded in (one row, FusionGroup::matmul.x_norm), the warps
