@@ -204,17 +204,13 @@ GeneratedKernel emit_gemv_mma(KernelContext& ctx, const MatmulOperands& op, cons
       w.line("__syncthreads();");
       w.line("if (threadIdx.x == 0)  // the first S stages{}", prime ? fmt::format(" (%{} is a weight: before the wait)", wn) : "");
       w.line("  for (lj_i64 q = 0; q < S && q < total; ++q) lj_gemv_bulk_issue<S, KB, K>(wrow, q, ring);");
-      if (prime) {
-        w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
-        emit_trigger_dependents(w, ctx.group());
-      }
+    } else if (prime && stages > 0) {
+      w.line("lj_gemv_mma_prime<S, K>(wa, wb, a_in, b_in, (int)s0, (int)s1, t, lane, ring[warp]);  // %{}, a weight: before the wait", wn);
     } else if (prime) {
-      if (stages > 0)
-        w.line("lj_gemv_mma_prime<S, K>(wa, wb, a_in, b_in, (int)s0, (int)s1, t, lane, ring[warp]);  // %{}, a weight: before the wait", wn);
-      else {
-        w.line("uint4 w0a[U], w0b[U];  // the first U steps of W rows a and b");
-        w.line("lj_gemv_mma_load_w<U, K>(wa, wb, a_in, b_in, s0, s1, t, w0a, w0b);  // %{}, a weight: before the wait", wn);
-      }
+      w.line("uint4 w0a[U], w0b[U];  // the first U steps of W rows a and b");
+      w.line("lj_gemv_mma_load_w<U, K>(wa, wb, a_in, b_in, s0, s1, t, w0a, w0b);  // %{}, a weight: before the wait", wn);
+    }
+    if (prime) {  // the wait after a weight's first loads (else it opened the kernel)
       w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
       emit_trigger_dependents(w, ctx.group());
     }
