@@ -143,9 +143,10 @@ int KernelContext::group_vector_width(const Shape& space) const {
   return vector_width(accessed, space, 16 / widest);
 }
 
-std::string KernelContext::signature(int threads, int min_blocks) const {
-  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}{}) {}(", threads,
-                                min_blocks > 0 ? fmt::format(", {}", min_blocks) : "", kernel_name());
+std::string KernelContext::signature(int threads, int min_blocks, int cluster) const {
+  std::string out = fmt::format("extern \"C\" __global__ void __launch_bounds__({}{}) {}{}(", threads,
+                                min_blocks > 0 ? fmt::format(", {}", min_blocks) : "",
+                                cluster > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", cluster) : "", kernel_name());
   for (size_t i = 0; i < params_.size(); ++i) {
     const KernelParam& p = params_[i];
     std::string decl = p.kind == KernelParam::Kind::Symbol    ? fmt::format("const lj_i64 {}", p.name)

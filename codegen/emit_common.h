@@ -50,7 +50,7 @@ class KernelContext {
   /// The kernel written in `w`: its group, name, source and these params (the launch is the caller's).
   GeneratedKernel kernel(const SourceWriter& w) const;
   /// "extern \"C\" __global__ void name(params...)" with __launch_bounds__(threads[, min_blocks]).
-  std::string signature(int threads, int min_blocks = 0) const;
+  std::string signature(int threads, int min_blocks = 0, int cluster = 1) const;
 
   /// Element offset of `v` at the iteration coordinates `coords` (one C++ expression per dim of the
   /// iteration space `space`; `v`'s dims align right, size-1 dims broadcast). `axis` >= 0 maps a

@@ -95,7 +95,7 @@ void emit_gemm_head(GemmKernel& k, const char* main_header, const std::string& e
 
 void begin_gemm_body(GemmKernel& k, int min_blocks, int smem_align) {
   SourceWriter& w = k.w;
-  k.body.emplace(w.scope(k.ctx.signature(k.cfg.threads(), min_blocks)));
+  k.body.emplace(w.scope(k.ctx.signature(k.cfg.threads(), min_blocks, k.cfg.cluster)));
   w.line("lj_pdl_begin();  // the previous kernel's writes visible (programmatic dependent launch)");
   emit_trigger_dependents(w, k.ctx.group());
   w.line("extern __shared__ __align__({}) unsigned char lj_smem[];", smem_align);
@@ -131,6 +131,7 @@ void emit_split_reduce(GemmKernel& k) {
 
 GeneratedKernel finish_gemm(GemmKernel& k) {
   k.tile_loop.reset();
+  if (k.cfg.cluster > 1) k.w.line("if (role == Gemm::PRODUCER) Gemm::producer_tail(pipe, lj_smem);  // the peer's last releases");
   k.body.reset();
   const MatmulConfig& cfg = k.cfg;
   GeneratedKernel out;
@@ -139,16 +140,17 @@ GeneratedKernel finish_gemm(GemmKernel& k) {
   out.source = k.w.str();
   out.params = k.ctx.params();
   out.launch.work = k.op.rows;
-  out.launch.per_block = cfg.bm;
+  out.launch.per_block = int64_t{cfg.bm} * cfg.cluster;  // a cluster's CTAs take consecutive row tiles of one column tile
   // Stream-K: a CTA per k tile at most (grid <= total, see share_begin), one per SM (max_blocks below).
   out.launch.tiles_per_unit =
-      (k.virtual_n + cfg.bn - 1) / cfg.bn * (k.split ? cfg.split_k : cfg.stream_k ? (k.op.k + k.kt - 1) / k.kt : 1);
+      (k.virtual_n + cfg.bn - 1) / cfg.bn * (k.split ? cfg.split_k : cfg.stream_k ? (k.op.k + k.kt - 1) / k.kt : cfg.cluster);
   out.launch.threads = cfg.threads();
   out.arch_specific = k.hopper;
   out.config = cfg.str();
   out.launch.shared_bytes = k.pipeline_smem;  // a persistent kernel launches one CTA per SM (below)
   if (k.table_smem) out.launch.shared_bytes = std::max(out.launch.shared_bytes, static_cast<int>(k.table_end));
-  if (cfg.persistent) out.launch.max_blocks = k.opts.sm_count;
+  // (Whole clusters: the grid a multiple of their size.)
+  if (cfg.persistent) out.launch.max_blocks = k.opts.sm_count / cfg.cluster * cfg.cluster;
   return out;
 }
 

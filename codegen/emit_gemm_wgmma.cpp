@@ -32,6 +32,9 @@ void emit_tile_loop(GemmKernel& k) {
     w.line("const int kt0 = (int)(i - t * Gemm::K_TILES);");
     w.line("const int kt1 = share_end - t * Gemm::K_TILES < Gemm::K_TILES ? (int)(share_end - t * Gemm::K_TILES) : (int)Gemm::K_TILES;");
     w.line("i = t * Gemm::K_TILES + kt1;");
+  } else if (cfg.cluster > 1) {  // t: the cluster's j-th pair of tiles, taken by both CTAs in step
+    w.line("const lj_i64 t0 = blockIdx.x / Gemm::CLUSTER, stride = gridDim.x / Gemm::CLUSTER;  // this cluster, and how many");
+    k.tile_loop.emplace(w.scope("for (lj_i64 t = t0, j = 0; t < n_tiles; t += stride, ++j)"));
   } else {
     k.tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x, j = 0; t < n_tiles; t += gridDim.x, ++j)"));  // t: the CTA's j-th tile
   }
@@ -53,6 +56,10 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}, /*PERSISTENT*/ {}, /*PINGPONG*/ {}, "
            "/*SPLIT*/ {}, /*STREAM_K*/ {}, /*BM*/ {}, Q> Gemm;",
            c_type(op.xt), cfg.bn, cfg.stages, cfg.group_m, op.glu, cfg.persistent, cfg.pingpong, cfg.split_k, cfg.stream_k, cfg.bm);
+  else if (cfg.cluster > 1)  // every parameter up to CLUSTER
+    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}, /*PERSISTENT*/ true, /*PINGPONG*/ {}, "
+           "/*SPLIT*/ 1, /*STREAM_K*/ false, /*BM*/ 128, lj_no_q4, /*CLUSTER*/ {}> Gemm;",
+           c_type(op.xt), cfg.bn, cfg.stages, cfg.group_m, op.glu, cfg.pingpong, cfg.cluster);
   else
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", c_type(op.xt), cfg.bn,
            cfg.stages, cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
@@ -98,7 +105,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
       w.line("if (!Gemm::stream_fixup(acc, reinterpret_cast<float*>({}), t, kt0, kt1, total, grid)) continue;  // another owner finishes it",
              k.scratch);
     } else {
-      w.line("Gemm::consume(acc, pipe, lj_smem, j, t + gridDim.x < n_tiles);");
+      w.line("Gemm::consume(acc, pipe, lj_smem, j, t + {} < n_tiles);", cfg.cluster > 1 ? "stride" : "gridDim.x");
     }
   } else {
     w.line("float acc[Gemm::MI][Gemm::ACC];");
@@ -114,7 +121,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   staging.args = cfg.pingpong ? ", j" : "";
   staging.ring_bytes = int64_t{cfg.stages} * (cfg.bm + cfg.bn) * 128;
   emit_gemm_epilogue(k, staging);
-  if (cfg.pingpong) w.line("Gemm::epilogue_done(j, t + gridDim.x < n_tiles);");  // at the end of the tile's body
+  if (cfg.pingpong) w.line("Gemm::epilogue_done(j, t + {} < n_tiles);", cfg.cluster > 1 ? "stride" : "gridDim.x");  // at the end of the tile's body
   return finish_gemm(k);
 }
 

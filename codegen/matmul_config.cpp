@@ -18,8 +18,9 @@ std::string MatmulConfig::str() const {
   }
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
   if (family == Family::Wgmma)
-    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
-                       pingpong ? " pingpong" : stream_k ? " streamk" : persistent ? " persistent" : "");
+    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
+                       pingpong ? " pingpong" : stream_k ? " streamk" : persistent ? " persistent" : "",
+                       cluster > 1 ? fmt::format(" cluster={}", cluster) : "");
   return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}{}", bm, bn, bk, warps_m, warps_n, stages, group_m,
                      split_k > 1 ? fmt::format(" sk={}", split_k) : "");
 }
@@ -97,6 +98,7 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
       else if (key == "stages") field = &c.stages;
       else if (key == "gm") field = &c.group_m;
       else if (key == "sk") field = &c.split_k;
+      else if (key == "cluster") field = &c.cluster;
     } else {
       if (key == "mt") field = &c.rows_per_pass;
       else if (key == "u") field = &c.loads_in_flight, u_given = true;
@@ -368,6 +370,7 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
   if ((c.persistent || c.pingpong) && c.family != MatmulConfig::Family::Wgmma)
     return fmt::format("{} is an option of the wgmma family", c.pingpong ? "pingpong" : "persistent");
   if (c.pingpong && !c.persistent) return "pingpong needs a persistent grid";
+  if (c.cluster != 1 && c.family != MatmulConfig::Family::Wgmma) return "cluster is an option of the wgmma family";
   if (c.stream_k && (c.family != MatmulConfig::Family::Wgmma || !c.persistent)) return "streamk is an option of the persistent wgmma kernel";
   if (c.stream_k && c.pingpong) return "streamk with pingpong: a warpgroup's turn would hold a share of a tile, not a tile";
   if (p.rms_in_kernel && (c.family != MatmulConfig::Family::Gemv || c.tensor_cores))
@@ -493,6 +496,12 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
       return fmt::format("split-K (sk) runs one tile per CTA, not a persistent grid{}", c.stream_k ? " (streamk splits k itself)" : "");
     if (c.pingpong && c.bn != 128)
       return fmt::format("pingpong with bn={}: a warpgroup holds the whole 128-row tile, 2 x bn / 2 accumulators per thread (bn=128)", c.bn);
+    if (c.cluster != 1 && c.cluster != 2) return fmt::format("cluster={} (1, or 2: a pair of CTAs sharing the W tile)", c.cluster);
+    if (c.cluster > 1 && (!c.persistent || c.stream_k || c.bm != 128))
+      return fmt::format("cluster={}: clusters run the persistent grid of 128-row tiles ({} instead)", c.cluster,
+                         c.stream_k ? "stream-K" : c.bm != 128 ? fmt::format("bm={}", c.bm) : "one tile per CTA");
+    if (c.cluster > 1 && p.weight_codes) return "cluster=2 with 4-bit codes: the W tile is dequantized by each CTA, not loaded by TMA";
+    if (c.cluster > 1 && p.sm_count < 2) return fmt::format("cluster=2 on {} SM: a cluster needs two", p.sm_count);
     if (p.weight_codes && c.stages > 5) return fmt::format("stages={} with 4-bit codes (at most 5: three barriers per stage)", c.stages);
     const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes, p.weight_codes);
     if (smem > p.max_shared_bytes)
@@ -655,6 +664,15 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
       c.persistent = c.pingpong = true;
       all.push_back(c);
     }
+    // ... and in clusters of two sharing each W tile by multicast (cuBLASLt's int8 kernel at M = 4096:
+    // the same 128 x 128 tile and grid in clusters of 2, 87.7 % SM throughput against ours 68.6 %).
+    if (p.m == 0 || p.m > 512)
+      for (int stages : {4, 5}) {
+        MatmulConfig c = wgmma(128, stages);
+        c.persistent = c.pingpong = true;
+        c.cluster = 2;
+        all.push_back(c);
+      }
     // Split-K where the output tiles alone leave SMs idle (M = 128: 16-112 tiles of 128 x 256).
     if (p.m > 0 && p.m <= 512) {
       for (int bn : {128, 256})

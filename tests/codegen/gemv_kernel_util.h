@@ -1,6 +1,6 @@
-// Helpers of the one-row GEMV codegen tests (test_gemv_staged.cpp, test_gemv_bulk.cpp): the first
-// matmul group of a graph emitted for sm_90a at one row with a given config, its PTX, and counts of
-// instructions in it.
+// Helpers of the codegen tests that emit one matmul kernel with a given config (test_gemv_staged.cpp,
+// test_gemv_bulk.cpp, test_gemm_cluster.cpp): the first matmul group of a graph emitted for sm_90a at
+// one row, its PTX, and counts of instructions in it.
 #pragma once
 
 #include <catch2/catch.hpp>

@@ -735,12 +735,14 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   CHECK_THAT(reject_reason(mma_pers, h), Catch::Contains("persistent is an option of the wgmma family"));
   CHECK(!parse_matmul_config("mma bm=128 persistent", &error));
   CHECK_THAT(error, Catch::Contains("'persistent' is not key=value"));
-  int pingpongs = 0;
+  int pingpongs = 0, clusters = 0;
   for (const MatmulConfig& c : matmul_candidates(h)) {
     CHECK((!c.persistent || c.pingpong));  // plain persistent: no gain measured, not a tuner candidate
     pingpongs += c.pingpong;
+    clusters += c.cluster > 1;
   }
-  CHECK(pingpongs == 2);
+  CHECK(pingpongs == 4);  // 4 and 5 stages, alone and in clusters of two
+  CHECK(clusters == 2);
 
   // Stream-K: persistent too, printed as " streamk"; neither with ping-pong nor with split-K; not a
   // tuner candidate (on the H200 at M = 128 it ran 0.72-0.94x of the split defaults, docs/perf.md).

@@ -67,9 +67,9 @@ std::vector<MatmulConfig> hopper_configs() {
   // tiles fit.
   for (int bn : {128, 256})
     for (int stages : {2, 3, 4, 5})
-      for (const char* kind : {"persistent", "pingpong"}) {
+      for (const char* kind : {"persistent", "pingpong", "persistent cluster=2"}) {
         MatmulConfig c = *parse_matmul_config(fmt::format("wgmma bm=128 bn={} stages={} gm=8 {}", bn, stages, kind), nullptr);
-        if (reject_reason(c, p).empty()) out.push_back(c);
+        if (reject_reason(c, p).empty() && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
       }
   // Split-K (run where the shape has a k tile for every CTA of a tile).
   // The narrow tiles (candidates up to 512 rows), split and not.
@@ -87,11 +87,12 @@ std::vector<MatmulConfig> hopper_configs() {
 }
 
 // A persistent config runs on 3 CTAs here, so that each walks many tiles (one per SM would give the
-// small test shapes one tile per CTA and leave the tile loop, and ping-pong's turns, untested).
+// small test shapes one tile per CTA and leave the tile loop, and ping-pong's turns, untested); in
+// clusters of two on 4 (two clusters, each walking several pairs of tiles).
 EmitOptions hopper_options(const MatmulConfig& c) {
   EmitOptions e = hopper_options();
   e.matmul = c;
-  if (c.persistent) e.sm_count = 3;
+  if (c.persistent) e.sm_count = c.cluster > 1 ? 4 : 3;
   return e;
 }
 
@@ -497,6 +498,7 @@ graph @rope_gptj(%x: bf16[T, 127], %pos: i32[T], %w: param bf16[192, 127]) {
   if (ctx.info().cc() == 90)
     for (const char* c : {"wgmma bm=128 bn=256 stages=4 gm=8", "wgmma bm=128 bn=128 stages=4 gm=8 sk=2",
                           "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=128 bn=256 stages=3 gm=8 persistent",
+                          "wgmma bm=128 bn=128 stages=4 gm=8 pingpong cluster=2", "wgmma bm=128 bn=128 stages=3 gm=8 persistent cluster=2",
                           "wgmma bm=128 bn=64 stages=6 gm=8 sk=2",  // 64 columns: half of a head's pairs
                           "wgmma bm=128 bn=64 stages=6 gm=8 streamk", "wgmma bm=64 bn=64 stages=6 gm=8",
                           "wgmma bm=64 bn=128 stages=4 gm=8 sk=2"})
@@ -789,7 +791,7 @@ TEST_CASE("every i8 config the pruner accepts computes the exact product", "[gpu
         if (std::any_of(configs.begin(), configs.end(), [&](const EmitOptions& o) { return *o.matmul == c; })) continue;
         EmitOptions with = e;
         with.matmul = c;
-        if (c.persistent) with.sm_count = 3;  // each CTA walks several tiles
+        if (c.persistent) with.sm_count = c.cluster > 1 ? 4 : 3;  // each CTA (or cluster) walks several tiles
         configs.push_back(with);
       }
     }

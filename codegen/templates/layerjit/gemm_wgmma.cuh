@@ -36,6 +36,17 @@
 // STREAM_K (persistent too): the CTAs take equal shares of all tiles' k tiles instead of whole tiles
 // (stream_fixup), so that a few tiles still keep every SM busy.
 //
+// CLUSTER = 2 (persistent, not stream-K, no 4-bit codes): the CTAs run as clusters of two, the pair
+// taking row tiles m0 and m0 + 128 of one column tile in step (tiles() counts pairs, tile_at() gives
+// this CTA's half; past M a CTA still loads and multiplies, TMA filling zeros, and stores nothing).
+// The W tile is common to both: each CTA's producer loads one of its two boxes with a TMA multicast
+// into both CTAs' slot, so each reads half of W from L2 (cuBLASLt's int8 and fp8 kernels run such
+// clusters; at the s8 rate a 128 x 128 tile wants 64 bytes per SM and cycle: docs/perf.md). A slot
+// is refilled only when the consumers of both CTAs have released it: each consumer warp arrives on
+// the slot's empty barrier in both CTAs. The mbarriers are initialised before a cluster barrier (the
+// peer's copies and arrivals may come at once), and the producer waits for the last releases of
+// every slot before it leaves (producer_tail), so that no arrival reaches a CTA that has exited.
+//
 // BM_ = 64 (one tile per CTA, neither persistent nor ping-pong nor stream-K): one consumer warpgroup
 // and 64-row tiles, so that few rows (M = 128) make twice the row tiles: more CTAs without a split.
 // It keeps its registers as launched instead of moving them with setmaxnreg: where two rings fit an
@@ -57,8 +68,9 @@
 #include "layerjit/wgmma.cuh"
 
 template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false,
-          int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128, class Q = lj_no_q4>
+          int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128, class Q = lj_no_q4, int CLUSTER_ = 1>
 struct lj_wgmma_gemm {
+  static constexpr int CLUSTER = CLUSTER_;  // CTAs per cluster: 2 share the W tile by multicast
   static constexpr int SPLIT = SPLIT_K;  // CTAs per output tile (split-K)
   // BK: one 128-byte swizzle row of k, 64 16-bit or 128 8-bit elements; every size below is in bytes
   // and the same for both.
@@ -91,6 +103,8 @@ struct lj_wgmma_gemm {
   static_assert(SPLIT >= 1 && SPLIT <= K_TILES && !(SPLIT > 1 && PERSISTENT), "split-K: one tile per CTA, a k tile each at least");
   static_assert(!STREAM_K || (PERSISTENT && !PINGPONG), "stream-K: a persistent grid, both consumer warpgroups on each share");
   static_assert(BM == 128 || (BM == 64 && !PERSISTENT), "tiles of 128 rows, or of 64 (one consumer warpgroup) one per CTA");
+  static_assert(CLUSTER == 1 || (CLUSTER == 2 && PERSISTENT && !STREAM_K && !Q::ON && BM == 128),
+                "clusters of two: a persistent grid of whole 128-row tiles, W loaded by TMA");
   // Split-K: floats of one CTA's partial (the consumer threads' accumulators, thread-minor).
   static constexpr int PART_FLOATS = CONSUMER_THREADS * MI * ACC;
 
@@ -132,9 +146,11 @@ struct lj_wgmma_gemm {
     return reinterpret_cast<TY*>(PERSISTENT ? aligned(smem_raw) + RING_BYTES + 128 : smem_raw);
   }
 
-  static __device__ __forceinline__ lj_i64 tiles(lj_i64 M) { return (M + BM - 1) / BM * TILES_N; }
+  // Tiles, or with CLUSTER = 2 pairs of row tiles (this CTA's tile of pair t: rows m0 + 128 rank).
+  static __device__ __forceinline__ lj_i64 tiles(lj_i64 M) { return (M + CLUSTER * BM - 1) / (CLUSTER * BM) * TILES_N; }
   static __device__ __forceinline__ void tile_at(lj_i64 t, lj_i64 M, lj_i64& m0, lj_i64& n0) {
-    lj_grouped_tile_at<BM, BN, GROUP_M, TILES_N>(t, M, m0, n0);
+    lj_grouped_tile_at<CLUSTER * BM, BN, GROUP_M, TILES_N>(t, M, m0, n0);
+    if constexpr (CLUSTER > 1) m0 += (lj_i64)lj_cluster_rank() * BM;
   }
   static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) { tile_at(blockIdx.x, M, m0, n0); }
 
@@ -147,12 +163,16 @@ struct lj_wgmma_gemm {
 #pragma unroll
       for (int s = 0; s < STAGES; ++s) {
         lj_mbar_init(&full[s], 1);   // the producer's arrive.expect_tx (plus the bytes)
-        lj_mbar_init(&empty[s], PINGPONG ? 4 : CONSUMER_THREADS / 32);  // one arrival per warp of the slot's consumer(s)
+        // One arrival per warp of the slot's consumer(s), in every CTA of the cluster.
+        lj_mbar_init(&empty[s], CLUSTER * (PINGPONG ? 4 : CONSUMER_THREADS / 32));
         if constexpr (Q::ON) lj_mbar_init(&empty[STAGES + s], TRANSFORM_THREADS / 32);  // ready: one per dequantizing warp
       }
       lj_mbar_init_fence();
     }
-    __syncthreads();
+    if constexpr (CLUSTER > 1)
+      lj_cluster_sync();  // (and the CTA's threads): the peer's copies and arrivals may follow at once
+    else
+      __syncthreads();
     if (threadIdx.x < 128) {
       if constexpr (BM == 128) lj_setmaxnreg_dec<40>();
       return threadIdx.x == 0 ? PRODUCER : Q::ON && threadIdx.x >= 32 ? TRANSFORM : IDLE;
@@ -178,11 +198,37 @@ struct lj_wgmma_gemm {
       if constexpr (Q::ON) {  // the codes of W's rows (tw: a map over the codes' bytes)
         lj_tma_load_2d(sa + A_BYTES + B_BYTES, tw, k / 2, (int)b_lo, &full[pipe.stage]);
         lj_tma_load_2d(sa + A_BYTES + B_BYTES + CODE_BYTES / 2, tw, k / 2, (int)b_hi, &full[pipe.stage]);
+      } else if constexpr (CLUSTER > 1) {  // this CTA's box of W into the slot of both (the peer sends the other)
+        const unsigned r = lj_cluster_rank();
+        lj_tma_load_2d_multicast(sa + A_BYTES + r * (B_BYTES / 2), tw, k, (int)(r ? b_hi : b_lo), &full[pipe.stage], 0x3);
       } else {
         lj_tma_load_2d(sa + A_BYTES, tw, k, (int)b_lo, &full[pipe.stage]);
         lj_tma_load_2d(sa + A_BYTES + B_BYTES / 2, tw, k, (int)b_hi, &full[pipe.stage]);
       }
       pipe.advance();
+    }
+  }
+
+  // CLUSTER > 1, the producer thread after its last tile: waits until every slot's last fill has
+  // been released by the consumers of both CTAs, so that no arrival from the peer is still to come
+  // when this CTA exits.
+  static __device__ __forceinline__ void producer_tail(Pipe& pipe, unsigned char* smem_raw) {
+    unsigned long long* empty = full_bars(smem_raw) + STAGES;
+#pragma unroll 1
+    for (int s = 0; s < STAGES; ++s) {
+      lj_mbar_wait(&empty[pipe.stage], pipe.phase ^ 1);
+      pipe.advance();
+    }
+  }
+
+  // A consumer warp's release of a slot: its arrival on the slot's empty barrier in every CTA of
+  // the cluster (the slot's W tile came to both).
+  static __device__ __forceinline__ void release(unsigned long long* bar) {
+    if constexpr (CLUSTER > 1) {
+#pragma unroll
+      for (unsigned r = 0; r < CLUSTER; ++r) lj_mbar_arrive_cluster(bar, r);
+    } else {
+      lj_mbar_arrive(bar);
     }
   }
 
@@ -274,7 +320,7 @@ struct lj_wgmma_gemm {
       lj_wgmma_commit();
       // At most this tile's MMAs still run: the previous tile's slot can be refilled.
       lj_wgmma_wait<1>();
-      if (kt > kt0 && signals) lj_mbar_arrive(&empty[prev]);
+      if (kt > kt0 && signals) release(&empty[prev]);
       prev = pipe.stage;
       pipe.advance();
     }
@@ -282,7 +328,7 @@ struct lj_wgmma_gemm {
     lj_wgmma_wait<0>();
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi) lj_wgmma_fence_acc(acc[mi]);
-    if (signals) lj_mbar_arrive(&empty[prev]);
+    if (signals) release(&empty[prev]);
   }
 
   // One tile, one CTA (the non-persistent kernel): acc = x[m0 .. m0+BM, :] * w[b_lo.., b_hi..]^T for

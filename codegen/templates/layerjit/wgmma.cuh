@@ -32,6 +32,39 @@ __device__ __forceinline__ void lj_tma_load_2d(void* smem, const lj_tensor_map* 
       : "memory");
 }
 
+// The same box into the same shared-memory offset of every CTA of the cluster in `cta_mask` (bit r:
+// rank r), each copy counted in bytes on the mbarrier at `bar`'s offset in that CTA.
+__device__ __forceinline__ void lj_tma_load_2d_multicast(void* smem, const lj_tensor_map* map, int col, int row, unsigned long long* bar,
+                                                         unsigned short cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(
+          lj_smem_addr(smem)),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(col), "r"(row), "r"(lj_smem_addr(bar)), "h"(cta_mask)
+      : "memory");
+}
+
+// --- thread-block clusters ------------------------------------------------------------------
+// This CTA's rank in its cluster.
+__device__ __forceinline__ unsigned lj_cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster (release / acquire at cluster scope): after it the
+// cluster's mbarriers are initialised for remote arrivals and multicast copies.
+__device__ __forceinline__ void lj_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// One arrival on the mbarrier at `bar`'s offset in the shared memory of cluster CTA `rank` (this
+// CTA's own included), with release semantics at cluster scope.
+__device__ __forceinline__ void lj_mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(
+          lj_smem_addr(bar)),
+      "r"(rank)
+      : "memory");
+}
+
 // --- warpgroup MMA --------------------------------------------------------------------------
 // Shared-memory matrix descriptor of a K-major tile written by TMA with the 128-byte swizzle: rows of
 // 64 16-bit elements (128 bytes), 8-row core groups 1024 bytes apart (stride byte offset), leading
