@@ -57,9 +57,9 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
            "/*SPLIT*/ {}, /*STREAM_K*/ {}, /*BM*/ {}, Q> Gemm;",
            c_type(op.xt), cfg.bn, cfg.stages, cfg.group_m, op.glu, cfg.persistent, cfg.pingpong, cfg.split_k, cfg.stream_k, cfg.bm);
   else if (cfg.cluster > 1)  // every parameter up to CLUSTER
-    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}, /*PERSISTENT*/ true, /*PINGPONG*/ {}, "
+    w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}, /*PERSISTENT*/ {}, /*PINGPONG*/ {}, "
            "/*SPLIT*/ 1, /*STREAM_K*/ false, /*BM*/ 128, lj_no_q4, /*CLUSTER*/ {}> Gemm;",
-           c_type(op.xt), cfg.bn, cfg.stages, cfg.group_m, op.glu, cfg.pingpong, cfg.cluster);
+           c_type(op.xt), cfg.bn, cfg.stages, cfg.group_m, op.glu, cfg.persistent, cfg.pingpong, cfg.cluster);
   else
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", c_type(op.xt), cfg.bn,
            cfg.stages, cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",

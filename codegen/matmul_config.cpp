@@ -497,9 +497,9 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.pingpong && c.bn != 128)
       return fmt::format("pingpong with bn={}: a warpgroup holds the whole 128-row tile, 2 x bn / 2 accumulators per thread (bn=128)", c.bn);
     if (c.cluster != 1 && c.cluster != 2) return fmt::format("cluster={} (1, or 2: a pair of CTAs sharing the W tile)", c.cluster);
-    if (c.cluster > 1 && (!c.persistent || c.stream_k || c.bm != 128))
-      return fmt::format("cluster={}: clusters run the persistent grid of 128-row tiles ({} instead)", c.cluster,
-                         c.stream_k ? "stream-K" : c.bm != 128 ? fmt::format("bm={}", c.bm) : "one tile per CTA");
+    if (c.cluster > 1 && (c.split_k > 1 || c.stream_k || c.bm != 128))
+      return fmt::format("cluster={}: clusters take whole 128-row tiles ({} instead)", c.cluster,
+                         c.stream_k ? "stream-K" : c.bm != 128 ? fmt::format("bm={}", c.bm) : "split-K");
     if (c.cluster > 1 && p.weight_codes) return "cluster=2 with 4-bit codes: the W tile is dequantized by each CTA, not loaded by TMA";
     if (c.cluster > 1 && p.sm_count < 2) return fmt::format("cluster=2 on {} SM: a cluster needs two", p.sm_count);
     if (p.weight_codes && c.stages > 5) return fmt::format("stages={} with 4-bit codes (at most 5: three barriers per stage)", c.stages);
@@ -665,14 +665,19 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
       all.push_back(c);
     }
     // ... and in clusters of two sharing each W tile by multicast (cuBLASLt's int8 kernel at M = 4096:
-    // the same 128 x 128 tile and grid in clusters of 2, 87.7 % SM throughput against ours 68.6 %).
-    if (p.m == 0 || p.m > 512)
+    // the same 128 x 128 tile and grid in clusters of 2, 87.7 % SM throughput against ours 68.6 %):
+    // the ping-pong ones and the 128 x 256 default tile.
+    if (p.m == 0 || p.m > 512) {
       for (int stages : {4, 5}) {
         MatmulConfig c = wgmma(128, stages);
         c.persistent = c.pingpong = true;
         c.cluster = 2;
         all.push_back(c);
       }
+      MatmulConfig c = wgmma(256, 4);
+      c.cluster = 2;
+      all.push_back(c);
+    }
     // Split-K where the output tiles alone leave SMs idle (M = 128: 16-112 tiles of 128 x 256).
     if (p.m > 0 && p.m <= 512) {
       for (int bn : {128, 256})

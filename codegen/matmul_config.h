@@ -46,7 +46,7 @@ struct MatmulConfig {
   /// Wgmma: a persistent grid (one CTA per SM walking the tiles), the producer loading the next
   /// tile's stages while the consumers run the epilogue, which stages into shared memory of its own.
   bool persistent = false;
-  /// Wgmma, persistent (not stream-K): CTAs per thread-block cluster, 1 or 2. Two CTAs of a cluster
+  /// Wgmma, 128-row tiles (not split-K or stream-K): CTAs per thread-block cluster, 1 or 2. Two CTAs of a cluster
   /// take row tiles m0 and m0 + 128 of one column tile in step and share its W tile by TMA multicast,
   /// each loading one half for both (gemm_wgmma.cuh, CLUSTER). Printed " cluster=2".
   int cluster = 1;

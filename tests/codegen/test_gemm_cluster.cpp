@@ -1,4 +1,4 @@
-// The Hopper GEMM in clusters of two ("wgmma ... cluster=2", persistent): the pair's CTAs take row
+// The Hopper GEMM in clusters of two ("wgmma ... cluster=2"): the pair's CTAs take row
 // tiles m0 and m0 + 128 of one column tile and share its W tile, each loading one box of it with a
 // TMA multicast into both; a slot is refilled once the consumers of both CTAs released it. The GPU
 // tests that run it: test_gpu_gemm's Hopper config lists (odd shapes, every epilogue) and the i8
@@ -45,18 +45,23 @@ GeneratedKernel cluster_kernel(const Graph& g, const char* config, int sm_count 
 TEST_CASE("the Hopper GEMM in clusters of two: W by multicast, releases to both CTAs, whole clusters", "[codegen]") {
   const Module m = parse_module(kGraphs, "<cluster gemm>");
   for (const Graph& g : m.graphs)
-    for (const char* config : {"wgmma bm=128 bn=128 stages=4 gm=8 pingpong cluster=2", "wgmma bm=128 bn=128 stages=3 gm=8 persistent cluster=2"}) {
+    for (const char* config : {"wgmma bm=128 bn=128 stages=4 gm=8 pingpong cluster=2", "wgmma bm=128 bn=128 stages=3 gm=8 persistent cluster=2",
+                               "wgmma bm=128 bn=256 stages=4 gm=8 cluster=2"}) {
       const GeneratedKernel k = cluster_kernel(g, config, 133);
+      const bool persistent = parse_matmul_config(config, nullptr)->persistent;
+      const int bn = parse_matmul_config(config, nullptr)->bn;
       INFO(g.name() << ", " << config);
       CHECK(k.config == config);
       CHECK(k.source.find("__cluster_dims__(2, 1, 1)") != std::string::npos);
       CHECK(k.source.find("/*CLUSTER*/ 2> Gemm;") != std::string::npos);
-      CHECK(k.source.find("for (lj_i64 t = t0, j = 0; t < n_tiles; t += stride, ++j)") != std::string::npos);
-      CHECK(k.source.find("Gemm::producer_tail(pipe, lj_smem)") != std::string::npos);
-      // A pair of 128-row tiles per column tile, two CTAs each; an even grid (133 SMs: 132 CTAs).
+      // Persistent: the cluster walks pairs of tiles, its producer waits for the peer's last releases
+      // after the loop (one tile per CTA: in mainloop()).
+      CHECK((k.source.find("for (lj_i64 t = t0, j = 0; t < n_tiles; t += stride, ++j)") != std::string::npos) == persistent);
+      CHECK((k.source.find("Gemm::producer_tail(pipe, lj_smem)") != std::string::npos) == persistent);
+      // A pair of 128-row tiles per column tile, two CTAs each; an even persistent grid (133 SMs: 132).
       CHECK(k.launch.per_block == 256);
-      CHECK(k.launch.max_blocks == 132);
-      CHECK(k.launch.tiles_per_unit == 2 * (((g.name() == "bf16" ? 300 : 6144) + 127) / 128));
+      CHECK(k.launch.max_blocks == (persistent ? 132 : 0));
+      CHECK(k.launch.tiles_per_unit == 2 * (((g.name() == "bf16" ? 300 : 6144) + bn - 1) / bn));
       const std::string ptx = ptx_of(k, "sm_90a");
       CHECK(ptx.find(".reqnctapercluster 2, 1, 1") != std::string::npos);
       // One multicast box of W per k tile and one plain box of x; no plain W box.
@@ -87,8 +92,11 @@ TEST_CASE("the pruner says where clusters of two cannot run", "[codegen]") {
   CHECK(c->cluster == 2);
   CHECK(c->str() == "wgmma bm=128 bn=128 stages=4 gm=8 pingpong cluster=2");
   CHECK(reject_reason(*c, p).empty());
-  CHECK_THAT(reject_reason(*parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 cluster=2", nullptr), p),
-             Catch::Contains("cluster=2: clusters run the persistent grid of 128-row tiles (one tile per CTA instead)"));
+  CHECK(reject_reason(*parse_matmul_config("wgmma bm=128 bn=256 stages=4 gm=8 cluster=2", nullptr), p).empty());
+  CHECK_THAT(reject_reason(*parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 sk=2 cluster=2", nullptr), p),
+             Catch::Contains("cluster=2: clusters take whole 128-row tiles (split-K instead)"));
+  CHECK_THAT(reject_reason(*parse_matmul_config("wgmma bm=64 bn=128 stages=4 gm=8 cluster=2", nullptr), p),
+             Catch::Contains("(bm=64 instead)"));
   CHECK_THAT(reject_reason(*parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 streamk cluster=2", nullptr), p),
              Catch::Contains("(stream-K instead)"));
   CHECK_THAT(reject_reason(*parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 pingpong cluster=4", nullptr), p),
@@ -105,7 +113,7 @@ TEST_CASE("the pruner says where clusters of two cannot run", "[codegen]") {
   // Tuner candidates at prefill sizes only.
   int clusters = 0;
   for (const MatmulConfig& x : matmul_candidates(p)) clusters += x.cluster > 1;
-  CHECK(clusters == 2);
+  CHECK(clusters == 3);  // ping-pong at 4 and 5 stages, 128 x 256 at 4
   MatmulProblem few = p;
   few.m = 128;
   clusters = 0;

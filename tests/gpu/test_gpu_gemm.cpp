@@ -499,6 +499,7 @@ graph @rope_gptj(%x: bf16[T, 127], %pos: i32[T], %w: param bf16[192, 127]) {
     for (const char* c : {"wgmma bm=128 bn=256 stages=4 gm=8", "wgmma bm=128 bn=128 stages=4 gm=8 sk=2",
                           "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=128 bn=256 stages=3 gm=8 persistent",
                           "wgmma bm=128 bn=128 stages=4 gm=8 pingpong cluster=2", "wgmma bm=128 bn=128 stages=3 gm=8 persistent cluster=2",
+                          "wgmma bm=128 bn=256 stages=4 gm=8 cluster=2",
                           "wgmma bm=128 bn=64 stages=6 gm=8 sk=2",  // 64 columns: half of a head's pairs
                           "wgmma bm=128 bn=64 stages=6 gm=8 streamk", "wgmma bm=64 bn=64 stages=6 gm=8",
                           "wgmma bm=64 bn=128 stages=4 gm=8 sk=2"})

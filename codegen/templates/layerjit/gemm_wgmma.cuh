@@ -36,9 +36,10 @@
 // STREAM_K (persistent too): the CTAs take equal shares of all tiles' k tiles instead of whole tiles
 // (stream_fixup), so that a few tiles still keep every SM busy.
 //
-// CLUSTER = 2 (persistent, not stream-K, no 4-bit codes): the CTAs run as clusters of two, the pair
-// taking row tiles m0 and m0 + 128 of one column tile in step (tiles() counts pairs, tile_at() gives
-// this CTA's half; past M a CTA still loads and multiplies, TMA filling zeros, and stores nothing).
+// CLUSTER = 2 (128-row tiles, one per CTA or persistent; not split-K, stream-K or 4-bit codes): the
+// CTAs run as clusters of two, the pair taking row tiles m0 and m0 + 128 of one column tile in step
+// (tiles() counts pairs, tile_at() gives this CTA's half; past M a CTA still loads and multiplies,
+// TMA filling zeros, and stores nothing).
 // The W tile is common to both: each CTA's producer loads one of its two boxes with a TMA multicast
 // into both CTAs' slot, so each reads half of W from L2 (cuBLASLt's int8 and fp8 kernels run such
 // clusters; at the s8 rate a 128 x 128 tile wants 64 bytes per SM and cycle: docs/perf.md). A slot
@@ -103,8 +104,8 @@ struct lj_wgmma_gemm {
   static_assert(SPLIT >= 1 && SPLIT <= K_TILES && !(SPLIT > 1 && PERSISTENT), "split-K: one tile per CTA, a k tile each at least");
   static_assert(!STREAM_K || (PERSISTENT && !PINGPONG), "stream-K: a persistent grid, both consumer warpgroups on each share");
   static_assert(BM == 128 || (BM == 64 && !PERSISTENT), "tiles of 128 rows, or of 64 (one consumer warpgroup) one per CTA");
-  static_assert(CLUSTER == 1 || (CLUSTER == 2 && PERSISTENT && !STREAM_K && !Q::ON && BM == 128),
-                "clusters of two: a persistent grid of whole 128-row tiles, W loaded by TMA");
+  static_assert(CLUSTER == 1 || (CLUSTER == 2 && SPLIT == 1 && !STREAM_K && !Q::ON && BM == 128),
+                "clusters of two: whole 128-row tiles, W loaded by TMA");
   // Split-K: floats of one CTA's partial (the consumer threads' accumulators, thread-minor).
   static constexpr int PART_FLOATS = CONSUMER_THREADS * MI * ACC;
 
@@ -152,7 +153,7 @@ struct lj_wgmma_gemm {
     lj_grouped_tile_at<CLUSTER * BM, BN, GROUP_M, TILES_N>(t, M, m0, n0);
     if constexpr (CLUSTER > 1) m0 += (lj_i64)lj_cluster_rank() * BM;
   }
-  static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) { tile_at(blockIdx.x, M, m0, n0); }
+  static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) { tile_at(blockIdx.x / CLUSTER, M, m0, n0); }
 
   // Once per CTA: the barriers, then the register budgets (setmaxnreg moves registers from the
   // producer warpgroup, 40, to the consumers, 232; not with BM = 64). Returns this thread's role.
@@ -343,6 +344,7 @@ struct lj_wgmma_gemm {
       lj_tma_prefetch(tx);
       lj_tma_prefetch(tw);
       produce(tx, tw, m0, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
+      if constexpr (CLUSTER > 1) producer_tail(pipe, smem_raw);
     }
     if (role == TRANSFORM) transform(q, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
     if (role != CONSUMER) return false;
