@@ -12,6 +12,7 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -346,7 +347,9 @@ size_t estimated_compile_cost(const CompileJob& job) {
   return cost;
 }
 
-std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers, const CompileDone& done) {
+namespace {
+
+std::vector<Result<CompiledProgram>> compile_distinct(std::span<const CompileJob> jobs, int workers, const CompileDone& done) {
   WorkerSettings settings = worker_settings_from_env();
   if (workers > 0) settings.jobs = workers;
   if (!settings.path.empty() && !jobs.empty()) return compile_in_workers(jobs, settings, done);
@@ -355,6 +358,44 @@ std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob
   return run_compile_pool(jobs, workers, done, [] {
     return [](const CompileJob& job) { return compile(job.source, job.options, job.target); };
   });
+}
+
+}  // namespace
+
+std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers, const CompileDone& done) {
+  // Identical jobs compile once: a sweep reaches one kernel from several configs or row counts (the
+  // fp8 GEMV's source is the same at 16, 128 and 4096 rows, 25 s of NVRTC each on the CI machine).
+  std::vector<size_t> distinct;            // the first job of each kind, in job order
+  std::vector<size_t> kind(jobs.size());   // job -> its index in `distinct`
+  std::unordered_map<size_t, std::vector<size_t>> by_hash;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    std::vector<size_t>& same_hash = by_hash[std::hash<std::string_view>{}(jobs[i].source)];
+    auto it = std::find_if(same_hash.begin(), same_hash.end(), [&](size_t k) { return jobs[distinct[k]] == jobs[i]; });
+    if (it != same_hash.end()) {
+      kind[i] = *it;
+      continue;
+    }
+    kind[i] = distinct.size();
+    same_hash.push_back(distinct.size());
+    distinct.push_back(i);
+  }
+  if (distinct.size() == jobs.size()) return compile_distinct(jobs, workers, done);
+
+  std::vector<CompileJob> once;
+  once.reserve(distinct.size());
+  for (size_t i : distinct) once.push_back(jobs[i]);
+  std::vector<std::vector<size_t>> members(distinct.size());
+  for (size_t i = 0; i < jobs.size(); ++i) members[kind[i]].push_back(i);
+  CompileDone each;
+  if (done)
+    each = [&](size_t k, const Result<CompiledProgram>& r) {
+      for (size_t i : members[k]) done(i, r);
+    };
+  std::vector<Result<CompiledProgram>> results = compile_distinct(once, workers, each);
+  std::vector<Result<CompiledProgram>> out;
+  out.reserve(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) out.push_back(results[kind[i]]);
+  return out;
 }
 
 }  // namespace lj::rt

@@ -41,6 +41,7 @@ struct CompileOptions {
   /// NVRTC automatic precompiled headers (-pch): later compiles in this process that include the
   /// same headers first reuse the parsed headers.
   bool pch = false;
+  bool operator==(const CompileOptions&) const = default;
 };
 
 struct CompiledProgram {
@@ -104,6 +105,7 @@ struct CompileJob {
   std::string source;
   CompileOptions options;
   Target target;
+  bool operator==(const CompileJob&) const = default;
 };
 /// A job's expected compile cost, for ordering (not a time): the bytes of its translation unit,
 /// its source plus every in-memory header it includes, directly or through another (each counted
@@ -118,7 +120,8 @@ using CompileDone = std::function<void(size_t job, const Result<CompiledProgram>
 /// Compiles independent jobs: in worker processes where the worker is found (compile_workers.h),
 /// else on a bounded pool of threads (workers <= 0: LAYERJIT_COMPILE_JOBS, else the default);
 /// results are in job order. Jobs start in descending estimated_compile_cost, so the big kernels do
-/// not trail at the end with the other workers idle. `done` (optional) hears of each job as it finishes.
+/// not trail at the end with the other workers idle. Identical jobs (source, options and target)
+/// compile once and share the outcome. `done` (optional) hears of each job as it finishes.
 std::vector<Result<CompiledProgram>> compile_parallel(std::span<const CompileJob> jobs, int workers = 0, const CompileDone& done = {});
 
 }  // namespace lj::rt

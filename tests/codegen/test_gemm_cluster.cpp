@@ -68,7 +68,8 @@ TEST_CASE("the Hopper GEMM in clusters of two: W by multicast, releases to both 
       CHECK(count(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster") == 1);
       CHECK(count(ptx, "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [") == 1);
       CHECK(count(ptx, "barrier.cluster.arrive.release.aligned") == 1);
-      CHECK(count(ptx, "mbarrier.arrive.release.cluster.shared::cluster.b64") >= 2);  // the releases, to both CTAs
+      CHECK(count(ptx, "mbarrier.arrive.shared::cluster.b64") >= 2);  // the releases, to both CTAs ...
+      CHECK(count(ptx, "mbarrier.arrive.release.cluster") == 0);       // ... without a cluster-wide fence each
       // The cluster costs no registers: no more spills than the same config on one CTA (the bf16
       // ping-pong kernel spills 72 bytes either way).
       std::string single = config;

@@ -154,6 +154,31 @@ TEST_CASE("compile_parallel returns each job's own outcome in order", "[nvrtc]")
   CHECK(default_compile_workers() <= 8);
 }
 
+TEST_CASE("compile_parallel compiles identical jobs once, each job still gets its outcome and its done call", "[nvrtc]") {
+  const CompileJob saxpy90{lj_test::kSaxpy, {}, Target{90, false, false}};
+  CompileJob saxpy80 = saxpy90;
+  saxpy80.target = Target{80, false, false};
+  CompileJob named = saxpy90;  // the same source under another name: NVRTC's log would differ
+  named.options.program_name = "other.cu";
+  const CompileJob broken{lj_test::kBroken, {}, Target{90, false, false}};
+  const std::vector<CompileJob> jobs = {saxpy90, broken, saxpy90, saxpy80, broken, named, saxpy90};
+  std::vector<int> calls(jobs.size(), 0);
+  const int64_t before = nvrtc_compile_count();
+  auto r = compile_parallel(jobs, 2, [&](size_t job, const Result<CompiledProgram>&) { ++calls[job]; });
+  CHECK(nvrtc_compile_count() - before == 4);  // saxpy for sm_90 and sm_80, the broken one, the renamed one
+  REQUIRE(r.size() == jobs.size());
+  CHECK(calls == std::vector<int>(jobs.size(), 1));
+  for (size_t i : {0, 2, 3, 5, 6}) REQUIRE(r[i].ok());
+  CHECK(r[0]->cubin == r[2]->cubin);
+  CHECK(r[0]->cubin == r[6]->cubin);
+  CHECK(r[3]->target == saxpy80.target);
+  CHECK(r[0]->target == saxpy90.target);
+  REQUIRE(!r[1].ok());
+  REQUIRE(!r[4].ok());
+  CHECK(r[1].message() == r[4].message());
+  CHECK_THAT(r[4].message(), Catch::Contains("error"));
+}
+
 TEST_CASE("estimated_compile_cost counts the source and each in-memory header it reaches once", "[nvrtc]") {
   CompileJob job;
   job.options.headers = {{"a.cuh", "#include \"b.cuh\"\n" + std::string(100, 'a')},

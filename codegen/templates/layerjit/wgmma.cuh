@@ -56,10 +56,13 @@ __device__ __forceinline__ void lj_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 // One arrival on the mbarrier at `bar`'s offset in the shared memory of cluster CTA `rank` (this
-// CTA's own included), with release semantics at cluster scope.
+// CTA's own included). The arrival's default semantics (release at CTA scope) suffice: it tells the
+// peer's producer that this warp's wgmma reads of the slot are done (wgmma.wait_group before it), and
+// no write of this thread has to be seen there. `.release.cluster` made the GEMM 2-3x slower on the
+// H100 (a cluster-wide fence per arrival: docs/perf.md).
 __device__ __forceinline__ void lj_mbar_arrive_cluster(unsigned long long* bar, unsigned rank) {
   asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(
           lj_smem_addr(bar)),
       "r"(rank)
       : "memory");
