@@ -66,13 +66,11 @@ constexpr KnownSpill kKnownSpills[] = {
     {"mma bm=32 bn=64 bk=128 wm=2 wn=2 stages=8 gm=8", false, 16, false},
     {"mma bm=16 bn=128 bk=128 wm=1 wn=4 stages=4 gm=8", false, 8, false},
     {"wgmma bm=128 bn=128 stages=4 gm=8 pingpong", false, 264, false},
-    {"wgmma bm=128 bn=128 stages=4 gm=8 pingpong cluster=2", false, 276, false},  // the cluster's rank and remote releases: 4-12 more
     {"wgmma bm=128 bn=128 stages=4 gm=8 sk=2", false, 112, true},
     {"wgmma bm=128 bn=256 stages=4 gm=8 sk=2", false, 272, true},
     {"wgmma bm=64 bn=128 stages=4 gm=8", false, 308, true},
     {"wgmma bm=64 bn=96 stages=4 gm=8", false, 8, false},
     {"wgmma bm=128 bn=256 stages=3 gm=8", false, 16, false},  // K = 1008 only
-    {"wgmma bm=128 bn=256 stages=4 gm=8 cluster=2", false, 16, false},  // K = 1008 only
     // Element loads (K % 16 != 0): i8 keeps the 16-bit bk there (matmul_config.cpp, bk_scale), so the
     // default (128 x 128, bk=32) does not spill; with bk doubled it spilled 144 bytes. These are the
     // candidates that still do (their bf16 twins not compiled).
