@@ -61,7 +61,9 @@ GemmKernel::GemmKernel(KernelContext& c, const MatmulOperands& o, const MatmulCo
   // Stream-K: two fp32 partials per CTA (the first and the last tile its share touches) and a counter.
   scratch = split ? ctx.scratch_param(int64_t{cfg.bm} * cfg.bn * 4 + 4)
             : cfg.stream_k ? ctx.scratch_param(2 * int64_t{cfg.bm} * cfg.bn * 4 + 4) : "";
-  pipeline_smem = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt), q4), cfg.bm * (cfg.bn + 8) * dtype_bytes(op.yt));
+  staged_rows = cfg.staged_rows(dtype_bytes(op.xt), dtype_bytes(op.yt), q4, eo.max_shared_bytes);
+  pipeline_smem = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt), q4, eo.max_shared_bytes),
+                           staged_rows * (cfg.bn + 8) * dtype_bytes(op.yt));
 }
 
 void emit_gemm_head(GemmKernel& k, const char* main_header, const std::string& extra_include) {

@@ -45,6 +45,9 @@ struct GemmKernel {
   /// The pipeline's buffers, which the epilogue reuses for the staged tile (a few configs need more
   /// for it); a persistent kernel's tile has its own (in shared_bytes).
   int pipeline_smem = 0;
+  /// The epilogue tile's rows staged at a time: bm, or a ping-pong tile's m64 halves one after the
+  /// other where the whole tile would not fit beside the ring (MatmulConfig::staged_rows).
+  int staged_rows = 0;
   std::string px, pw, po;  ///< x, W and the output (none with RoPE)
   std::string tx, tw;      ///< wgmma: tensor maps of x's and W's rows (TMA)
   std::string scratch;     ///< split-K and stream-K partials
@@ -74,6 +77,8 @@ struct GemmStaging {
   std::string scaled_args;  ///< stage()'s arguments after the tile, with a row scale
   std::string args;         ///< and without
   int64_t ring_bytes = 0;   ///< shared memory the RoPE tables may take beside the staged tile
+  std::string stage = "Gemm::stage";  ///< the family's stage() (a ping-pong half: Gemm::stage_half<H>)
+  int rows = 0;             ///< the rows staged and stored (0: the whole tile, bm), from m0
 };
 /// The epilogue of the tile whose fp32 sums are `acc`: the rounded tile staged in shared memory,
 /// then 8 consecutive outputs of a row per thread through the fused nodes (or RoPE) to memory.

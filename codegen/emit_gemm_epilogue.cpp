@@ -22,6 +22,7 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
   const std::string& po = k.po;
   const char* ty = c_type(op.yt);
   const int bn_out = op.glu ? cfg.bn / 2 : cfg.bn;
+  const int rows = staging.rows > 0 ? staging.rows : cfg.bm;  // of the tile, from m0
   w.comment("Epilogue: the tile, rounded to %" + g.value(op.y).name + "'s dtype, staged in shared memory; each thread then takes");
   w.comment(op.epilogue.empty() ? "8 consecutive outputs of a row and stores them as one access."
                                 : "8 consecutive outputs of a row, applies the fused nodes in registers and stores only %" + on + ".");
@@ -36,9 +37,9 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
       w.line("if (m >= M) return 0.f;");
       w.line("return {};  // %{}", row_scale_expr(w, ctx, op, "m", "sc"), sn);
     }
-    w.line("Gemm::stage(acc, {}{}, lj_row_scale);", staged, staging.scaled_args);
+    w.line("{}(acc, {}{}, lj_row_scale);", staging.stage, staged, staging.scaled_args);
   } else {
-    w.line("Gemm::stage(acc, {}{});", staged, staging.args);
+    w.line("{}(acc, {}{});", staging.stage, staged, staging.args);
   }
   w.line("const {}* tile = {};", ty, staged);
   // RoPE: the cos/sin rows of the tile's BM rows go to shared memory beside the staged tile, each
@@ -46,8 +47,8 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
   // QKV projection 38 us slower than the GEMM and RoPE kernels it replaced (T=4096, H200). Not in a
   // persistent kernel (its ring refills during the epilogue) or where the ring is too small.
   const int64_t half = op.rope_dim / 2;
-  const int64_t staged_bytes = (int64_t{cfg.bm} * (cfg.bn + 8) * dtype_bytes(op.yt) + 127) / 128 * 128;  // 32-byte table reads
-  const int64_t table_bytes = int64_t{cfg.bm} * half * 8;
+  const int64_t staged_bytes = (int64_t{rows} * (cfg.bn + 8) * dtype_bytes(op.yt) + 127) / 128 * 128;  // 32-byte table reads
+  const int64_t table_bytes = int64_t{rows} * half * 8;
   const int64_t ring_bytes = staging.ring_bytes;
   k.table_smem = rope && !cfg.persistent && staged_bytes + table_bytes <= ring_bytes;
   k.table_end = staged_bytes + table_bytes;
@@ -55,10 +56,10 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
     const Shape& ts = g.value(op.cos).type.shape;
     const bool vec4 = half % 4 == 0 && ctx.vector_width({op.cos, op.sin}, ts, 4) == 4;
     w.comment("The cos/sin rows of the tile's rows, beside the staged tile: each loaded once.");
-    w.line("float* lj_cos_t = reinterpret_cast<float*>(lj_smem + {});  // [{}][{}]", staged_bytes, cfg.bm, half);
-    w.line("float* lj_sin_t = lj_cos_t + {};", int64_t{cfg.bm} * half);
+    w.line("float* lj_cos_t = reinterpret_cast<float*>(lj_smem + {});  // [{}][{}]", staged_bytes, rows, half);
+    w.line("float* lj_sin_t = lj_cos_t + {};", int64_t{rows} * half);
     const int v = vec4 ? 4 : 1;
-    const int64_t items = int64_t{cfg.bm} * half / v;
+    const int64_t items = int64_t{rows} * half / v;
     const std::string cp = ctx.buffer_param(op.cos, false), sp = ctx.buffer_param(op.sin, false);
     const std::string ca = ctx.address(op.cos, ts, {"(m0 + r)", "f"}), sa = ctx.address(op.sin, ts, {"(m0 + r)", "f"});
     if (vec4) {
@@ -114,7 +115,7 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
   std::map<OperandRead, std::string> raw;
   std::optional<SourceWriter::Scope> batches, loop;
   if (!vec_reads.empty()) {
-    w.line("constexpr int ITERS = ({} * CHUNKS + Gemm::EPI_THREADS - 1) / Gemm::EPI_THREADS;  // chunks per thread", cfg.bm);
+    w.line("constexpr int ITERS = ({} * CHUNKS + Gemm::EPI_THREADS - 1) / Gemm::EPI_THREADS;  // chunks per thread", rows);
     // (A persistent kernel keeps its loop state live too: 2 chunks fit there, 4 spilled.)
     const int batch = cfg.persistent ? 2 : 8;
     w.line("constexpr int BATCH = ITERS < {} ? ITERS : {};  // chunks whose operands are loaded together", batch, batch);
@@ -128,7 +129,7 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
       auto pre = w.scope("for (int b = 0; b < BATCH; ++b)");
       w.line("const int i = Gemm::epi_thread() + (it0 + b) * Gemm::EPI_THREADS;");
       chunk_of("i");
-      w.line("if (it0 + b >= ITERS || i >= {} * CHUNKS || m >= M || n >= N_OUT) continue;", cfg.bm);
+      w.line("if (it0 + b >= ITERS || i >= {} * CHUNKS || m >= M || n >= N_OUT) continue;", rows);
       std::vector<std::string> coords = emit_coords(w, Shape(os.begin(), os.end() - 1), "m", "ec");
       coords.push_back("n");
       for (const OperandRead& rd : vec_reads)
@@ -139,9 +140,9 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
     loop.emplace(w.scope("for (int b = 0; b < BATCH; ++b)"));
     w.line("const int i = Gemm::epi_thread() + (it0 + b) * Gemm::EPI_THREADS;");
     chunk_of("i");
-    w.line("if (it0 + b >= ITERS || i >= {} * CHUNKS) break;", cfg.bm);
+    w.line("if (it0 + b >= ITERS || i >= {} * CHUNKS) break;", rows);
   } else {
-    loop.emplace(w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {} * CHUNKS; i += Gemm::EPI_THREADS)", cfg.bm)));
+    loop.emplace(w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {} * CHUNKS; i += Gemm::EPI_THREADS)", rows)));
     chunk_of("i");
   }
   w.line("if (m >= M || n >= N_OUT) continue;");

@@ -120,7 +120,21 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   staging.scaled_args = cfg.pingpong ? ", j" : ", 0";
   staging.args = cfg.pingpong ? ", j" : "";
   staging.ring_bytes = int64_t{cfg.stages} * (cfg.bm + cfg.bn) * 128;
-  emit_gemm_epilogue(k, staging);
+  if (k.staged_rows == cfg.bm) {
+    emit_gemm_epilogue(k, staging);
+  } else {
+    // A ping-pong tile whose whole staging does not fit beside its ring: each m64 half is staged
+    // and stored in turn (m0 of the half shadows the tile's).
+    w.line("const lj_i64 lj_m0_tile = m0;");
+    staging.rows = k.staged_rows;
+    for (int h = 0; h < cfg.bm / k.staged_rows; ++h) {
+      auto half = w.scope("");
+      w.line("const lj_i64 m0 = lj_m0_tile + {};  // rows {}..{} of the tile", h * k.staged_rows, h * k.staged_rows,
+             (h + 1) * k.staged_rows - 1);
+      staging.stage = fmt::format("Gemm::stage_half<{}>", h);
+      emit_gemm_epilogue(k, staging);
+    }
+  }
   if (cfg.pingpong) w.line("Gemm::epilogue_done(j, t + {} < n_tiles);", cfg.cluster > 1 ? "stride" : "gridDim.x");  // at the end of the tile's body
   return finish_gemm(k);
 }

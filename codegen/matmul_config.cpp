@@ -25,13 +25,29 @@ std::string MatmulConfig::str() const {
                      split_k > 1 ? fmt::format(" sk={}", split_k) : "");
 }
 
-int MatmulConfig::shared_bytes(int elem_bytes, int out_bytes, bool weight_codes) const {
-  // + alignment and barriers; persistent: + the epilogue tile (bm rows of bn + 8, as lj_gemm stages
-  // it; ping-pong's two warpgroups take turns on it). Weight codes (4 bits per element of W's tile)
-  // join each stage, and the mma.sync GEMM keeps one dequantized W tile besides (gemm_q4.cuh).
+namespace {
+
+// The wgmma kernel's dynamic shared memory with `rows` rows of its epilogue tile staged at a time.
+int wgmma_shared_bytes(const MatmulConfig& c, int elem_bytes, int out_bytes, bool weight_codes, int rows) {
+  // + alignment and barriers; persistent: + the epilogue tile (rows of bn + 8, as lj_gemm stages it;
+  // ping-pong's two warpgroups take turns on it). Weight codes (4 bits per element of W's tile) join
+  // each stage.
+  const int kt = c.k_tile(elem_bytes);
+  return 1024 + c.stages * (c.bm + c.bn) * kt * elem_bytes + (weight_codes ? c.stages * c.bn * kt / 2 : 0) +
+         (c.persistent ? 128 + rows * (c.bn + 8) * out_bytes : (weight_codes ? 3 : 2) * c.stages * 8);
+}
+
+}  // namespace
+
+int MatmulConfig::staged_rows(int elem_bytes, int out_bytes, bool weight_codes, int max_shared) const {
+  if (family != Family::Wgmma || !pingpong || max_shared <= 0) return bm;
+  return wgmma_shared_bytes(*this, elem_bytes, out_bytes, weight_codes, bm) > max_shared ? bm / 2 : bm;
+}
+
+int MatmulConfig::shared_bytes(int elem_bytes, int out_bytes, bool weight_codes, int max_shared) const {
+  // The mma.sync GEMM keeps one dequantized W tile besides its stages with weight codes (gemm_q4.cuh).
   if (family == Family::Wgmma)
-    return 1024 + stages * (bm + bn) * k_tile(elem_bytes) * elem_bytes + (weight_codes ? stages * bn * k_tile(elem_bytes) / 2 : 0) +
-           (persistent ? 128 + bm * (bn + 8) * out_bytes : (weight_codes ? 3 : 2) * stages * 8);
+    return wgmma_shared_bytes(*this, elem_bytes, out_bytes, weight_codes, staged_rows(elem_bytes, out_bytes, weight_codes, max_shared));
   if (family != Family::Mma) return 0;
   return weight_codes ? stages * (bm * bk * elem_bytes + bn * bk / 2) + bn * bk * elem_bytes : stages * (bm + bn) * bk * elem_bytes;
 }
@@ -503,10 +519,14 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.cluster > 1 && p.weight_codes) return "cluster=2 with 4-bit codes: the W tile is dequantized by each CTA, not loaded by TMA";
     if (c.cluster > 1 && p.sm_count < 2) return fmt::format("cluster=2 on {} SM: a cluster needs two", p.sm_count);
     if (p.weight_codes && c.stages > 5) return fmt::format("stages={} with 4-bit codes (at most 5: three barriers per stage)", c.stages);
-    const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes, p.weight_codes);
+    const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes, p.weight_codes, p.max_shared_bytes);
     if (smem > p.max_shared_bytes)
       return fmt::format("{} KiB of shared memory{}, the device allows {}", smem / 1024,
-                         c.persistent ? " with the epilogue tile" : "", p.max_shared_bytes / 1024);
+                         !c.persistent ? ""
+                         : c.staged_rows(dtype_bytes(p.dtype), p.out_bytes, p.weight_codes, p.max_shared_bytes) < c.bm
+                             ? " with half the epilogue tile"
+                             : " with the epilogue tile",
+                         p.max_shared_bytes / 1024);
     return "";
   }
   if (p.sm < 80) return fmt::format("mma.sync m16n8k16 needs sm_80 or newer, target is sm_{}", p.sm);
@@ -659,7 +679,8 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
       for (int stages : {3, 4, 5, 6}) all.push_back(wgmma(bn, stages));
     // Ping-pong hides the epilogue behind the other warpgroup's MMAs (on the H200 0.91-0.92x of the
     // 128 x 256 default on a plain GEMM, 1.03x on the MLP with its SwiGLU epilogue: docs/perf.md).
-    for (int stages : {4, 5}) {
+    // 6 stages (5 for i8) take the ring past the whole epilogue tile: staged a half at a time.
+    for (int stages : {4, 5, 6}) {
       MatmulConfig c = wgmma(128, stages);
       c.persistent = c.pingpong = true;
       all.push_back(c);

@@ -75,8 +75,14 @@ struct MatmulConfig {
   /// (64 bf16/f16 or 128 fp8 elements).
   int k_tile(int elem_bytes) const { return family == Family::Wgmma ? 128 / elem_bytes : bk; }
   /// Dynamic shared memory of the tensor-core families for `elem_bytes`-wide operands (0 for Gemv);
-  /// a persistent wgmma kernel adds its epilogue tile of `out_bytes`-wide elements.
-  int shared_bytes(int elem_bytes, int out_bytes = 2, bool weight_codes = false) const;
+  /// a persistent wgmma kernel adds its epilogue tile of `out_bytes`-wide elements, staged_rows() of
+  /// them (`max_shared`: the device's limit, 0 for none).
+  int shared_bytes(int elem_bytes, int out_bytes = 2, bool weight_codes = false, int max_shared = 0) const;
+  /// The rows of a persistent wgmma tile its epilogue stages at a time: bm, or for a ping-pong tile
+  /// whose whole staging would take the ring past `max_shared` bytes (0: no limit), one m64 half
+  /// after the other, so that the ring can keep a stage more (the i8 tile's f32 staging, 68 KiB,
+  /// left room for 4 stages of 32 KiB; cuBLASLt's int8 kernel runs 7: docs/gemm.md).
+  int staged_rows(int elem_bytes, int out_bytes, bool weight_codes, int max_shared) const;
   bool operator==(const MatmulConfig&) const = default;
 };
 

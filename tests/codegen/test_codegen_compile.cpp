@@ -741,8 +741,23 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
     pingpongs += c.pingpong;
     clusters += c.cluster > 1;
   }
-  CHECK(pingpongs == 4);  // 4 and 5 stages, alone and in clusters of two
-  CHECK(clusters == 3);
+  CHECK(pingpongs == 3);  // 4, 5 and 6 stages (6: the epilogue tile staged a half at a time)
+  CHECK(clusters == 0);   // clusters of two: an explicit config only
+  // A ping-pong epilogue tile is staged one m64 half at a time where the whole one would take the
+  // ring past the device's shared memory; where it fits, it stays whole.
+  const MatmulConfig pp6 = *parse_matmul_config("wgmma bm=128 bn=128 stages=6 gm=8 pingpong", nullptr);
+  CHECK(pp6.staged_rows(2, 2, false, h.max_shared_bytes) == 64);
+  CHECK(pp6.shared_bytes(2, 2, false, h.max_shared_bytes) == 1024 + 6 * 256 * 128 + 128 + 64 * 136 * 2);
+  CHECK(pp6.staged_rows(2, 2, false, 0) == 128);  // no limit given: the whole tile
+  CHECK(reject_reason(pp6, h).empty());
+  MatmulConfig pp5 = pp6;
+  pp5.stages = 5;
+  CHECK(pp5.staged_rows(2, 2, false, h.max_shared_bytes) == 128);
+  MatmulProblem i8 = h;  // i8 operands, the tile staged in f32: 5 stages only by halves, 6 not at all
+  i8.dtype = DType::I8, i8.out_bytes = 4;
+  CHECK(pp5.staged_rows(1, 4, false, i8.max_shared_bytes) == 64);
+  CHECK(reject_reason(pp5, i8).empty());
+  CHECK_THAT(reject_reason(pp6, i8), Catch::Contains("with half the epilogue tile"));
 
   // Stream-K: persistent too, printed as " streamk"; neither with ping-pong nor with split-K; not a
   // tuner candidate (on the H200 at M = 128 it ran 0.72-0.94x of the split defaults, docs/perf.md).
@@ -779,11 +794,11 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   MatmulConfig pp_wide = *pp;
   pp_wide.bn = 256;
   CHECK_THAT(reject_reason(pp_wide, h), Catch::Contains("pingpong with bn=256"));
-  MatmulConfig pp_six = *pp;
-  pp_six.stages = 6;  // 6 x 32 KiB of ring + 34 KiB of epilogue tile
-  CHECK_THAT(reject_reason(pp_six, h), Catch::Contains("with the epilogue tile"));
-  pp_six.stages = 5;
-  CHECK(reject_reason(pp_six, h).empty());
+  MatmulConfig pp_seven = *pp;
+  pp_seven.stages = 7;  // 7 x 32 KiB of ring + 17 KiB of half the epilogue tile (6: above)
+  CHECK_THAT(reject_reason(pp_seven, h), Catch::Contains("with half the epilogue tile"));
+  pp_seven.stages = 5;
+  CHECK(reject_reason(pp_seven, h).empty());
   MatmulConfig mma_pp;
   mma_pp.pingpong = mma_pp.persistent = true;
   CHECK_THAT(reject_reason(mma_pp, h), Catch::Contains("pingpong is an option of the wgmma family"));

@@ -498,6 +498,7 @@ graph @rope_gptj(%x: bf16[T, 127], %pos: i32[T], %w: param bf16[192, 127]) {
   if (ctx.info().cc() == 90)
     for (const char* c : {"wgmma bm=128 bn=256 stages=4 gm=8", "wgmma bm=128 bn=128 stages=4 gm=8 sk=2",
                           "wgmma bm=128 bn=128 stages=4 gm=8 pingpong", "wgmma bm=128 bn=256 stages=3 gm=8 persistent",
+                          "wgmma bm=128 bn=128 stages=6 gm=8 pingpong",  // the epilogue a 64-row half at a time
                           "wgmma bm=128 bn=128 stages=4 gm=8 pingpong cluster=2", "wgmma bm=128 bn=128 stages=3 gm=8 persistent cluster=2",
                           "wgmma bm=128 bn=256 stages=4 gm=8 cluster=2",
                           "wgmma bm=128 bn=64 stages=6 gm=8 sk=2",  // 64 columns: half of a head's pairs
@@ -607,6 +608,7 @@ graph @swiglu_fp8(%x: f8e4m3[M, 144], %w: param f8e4m3[258, 144], %xs: f32[M]) {
                                   *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 sk=2", nullptr),
                                   *parse_matmul_config("wgmma bm=128 bn=128 stages=3 gm=8 persistent", nullptr),
                                   *parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 pingpong", nullptr),
+                                  *parse_matmul_config("wgmma bm=128 bn=128 stages=6 gm=8 pingpong", nullptr),  // staged by halves
                                   *parse_matmul_config("wgmma bm=64 bn=64 stages=6 gm=8", nullptr)};
   for (const Graph& g : mod.graphs) {
     const FusionPlan plan = plan_fusion(g);

@@ -419,6 +419,34 @@ struct lj_wgmma_gemm {
     lj_named_barrier(bar, EPI_THREADS);
   }
 
+  // PINGPONG, where the whole tile's staging would leave the ring too few stages: the H-th m64 half
+  // of the tile (acc[H], rows 64 H ..) into [64][STAGE_LD] at staging<TY>(), the epilogue storing
+  // one half before the next is staged (this function's first barrier: the warpgroup's threads are
+  // done reading the half before). `scale(r)`: the row scale of the half's row r. The other
+  // warpgroup's epilogue lets go of the staging area before half 0 (named barrier 5 + j % 2).
+  template <int H, class TY, class Scale = lj_no_row_scale>
+  static __device__ __forceinline__ void stage_half(const float (&acc)[MI][ACC], TY* tile, int j = 0, Scale scale = {}) {
+    static_assert(PINGPONG && H >= 0 && H < MI, "a ping-pong tile's m64 halves");
+    const int bar = 1 + consumer_wg();
+    if (H == 0 && j > 0) lj_named_barrier(5 + (j & 1), 256);
+    lj_named_barrier(bar, EPI_THREADS);
+    const int lane = threadIdx.x & 31;
+    const int r0 = ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
+    float s[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) s[h] = lj_scales_rows<Scale>::value ? scale(r0 + 8 * h) : 1.f;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        int c = j * 8 + (lane & 3) * 2;
+        if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
+        lj_store2<TY>(tile + r * STAGE_LD + c, acc[H][4 * j + 2 * h] * s[h], acc[H][4 * j + 2 * h + 1] * s[h]);
+      }
+    lj_named_barrier(bar, EPI_THREADS);
+  }
+
   // A barrier among the threads of one tile's epilogue, after they fill shared memory together (the
   // RoPE tables of the tile's rows beside the staged tile).
   static __device__ __forceinline__ void epi_sync() { lj_named_barrier(PINGPONG ? 1 + consumer_wg() : 1, EPI_THREADS); }
