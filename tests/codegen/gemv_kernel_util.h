@@ -1,6 +1,6 @@
 // Helpers of the codegen tests that emit one matmul kernel with a given config (test_gemv_staged.cpp,
-// test_gemv_bulk.cpp, test_gemm_cluster.cpp): the first matmul group of a graph emitted for sm_90a at
-// one row, its PTX, and counts of instructions in it.
+// test_gemv_bulk.cpp, test_gemm_cluster.cpp, test_gemm_half_staging.cpp): the first matmul group of a
+// graph emitted for sm_90a at a row count, its PTX, and counts of instructions in it.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -14,11 +14,13 @@
 
 namespace lj_test {
 
-inline lj::GeneratedKernel one_row_matmul(const lj::Graph& g, const char* config) {
+// `sm_count` > 0: the SMs a persistent grid is sized for (else EmitOptions' default).
+inline lj::GeneratedKernel hopper_matmul(const lj::Graph& g, const std::string& config, int64_t rows, int sm_count = 0) {
   lj::EmitOptions eo;
   eo.sm = 90;
   eo.arch_specific = true;
-  eo.hint.set("M", 1);
+  if (sm_count > 0) eo.sm_count = sm_count;
+  eo.hint.set("M", rows);
   eo.matmul = lj::parse_matmul_config(config, nullptr);
   REQUIRE(eo.matmul.has_value());
   for (const lj::FusionGroup& grp : lj::plan_fusion(g).groups)
@@ -26,6 +28,8 @@ inline lj::GeneratedKernel one_row_matmul(const lj::Graph& g, const char* config
   FAIL("no matmul group in @" << g.name());
   return {};
 }
+
+inline lj::GeneratedKernel one_row_matmul(const lj::Graph& g, const char* config) { return hopper_matmul(g, config, 1); }
 
 inline std::string ptx_of(const lj::GeneratedKernel& k, const char* arch) {
   lj::rt::CompileOptions opts;

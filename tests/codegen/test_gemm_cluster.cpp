@@ -30,14 +30,7 @@ graph @i8(%x: i8[M, 4096], %w: param i8[6144, 4096]) {
 )";
 
 GeneratedKernel cluster_kernel(const Graph& g, const char* config, int sm_count = 132) {
-  EmitOptions eo;
-  eo.sm = 90;
-  eo.arch_specific = true;
-  eo.sm_count = sm_count;
-  eo.hint.set("M", 4096);
-  eo.matmul = parse_matmul_config(config, nullptr);
-  const FusionPlan plan = plan_fusion(g);
-  return emit_group(g, plan.groups.at(0), eo);
+  return lj_test::hopper_matmul(g, config, 4096, sm_count);
 }
 
 }  // namespace

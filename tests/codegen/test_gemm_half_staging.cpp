@@ -30,13 +30,7 @@ graph @i8(%x: i8[M, 4096], %w: param i8[6144, 4096]) {
 )";
 
 GeneratedKernel pingpong_kernel(const Graph& g, int stages) {
-  EmitOptions eo;
-  eo.sm = 90;
-  eo.arch_specific = true;
-  eo.hint.set("M", 4096);
-  eo.matmul = parse_matmul_config(fmt::format("wgmma bm=128 bn=128 stages={} gm=8 pingpong", stages), nullptr);
-  const FusionPlan plan = plan_fusion(g);
-  return emit_group(g, plan.groups.at(0), eo);
+  return lj_test::hopper_matmul(g, fmt::format("wgmma bm=128 bn=128 stages={} gm=8 pingpong", stages), 4096);
 }
 
 }  // namespace
