@@ -133,8 +133,6 @@ void emit_split_reduce(GemmKernel& k) {
 
 GeneratedKernel finish_gemm(GemmKernel& k) {
   k.tile_loop.reset();
-  // (One tile per CTA: mainloop() waits for them.)
-  if (k.cfg.cluster > 1 && k.cfg.persistent) k.w.line("if (role == Gemm::PRODUCER) Gemm::producer_tail(pipe, lj_smem);  // the peer's last releases");
   k.body.reset();
   const MatmulConfig& cfg = k.cfg;
   GeneratedKernel out;

@@ -111,13 +111,15 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
   // Those reads are issued 8 chunks at a time before any is used: one memory latency per 8 chunks
   // instead of one per chunk (the loop is not software-pipelined by the compiler, and a residual GEMM
   // spent ~13 us per tile waiting on its 16 chunks one by one). 8 raw packs are 32 registers; all 16
-  // spilled under the 168-register cap of a 384-thread CTA.
+  // spilled under the 168-register cap of a 384-thread CTA (the wgmma consumers' 232 since
+  // setmaxnreg takes effect).
   std::map<OperandRead, std::string> raw;
   std::optional<SourceWriter::Scope> batches, loop;
   if (!vec_reads.empty()) {
     w.line("constexpr int ITERS = ({} * CHUNKS + Gemm::EPI_THREADS - 1) / Gemm::EPI_THREADS;  // chunks per thread", rows);
-    // (A persistent kernel keeps its loop state live too: 2 chunks fit there, 4 spilled.)
-    const int batch = cfg.persistent ? 2 : 8;
+    // (A persistent kernel keeps its loop state live too: 4 chunks fit there, 8 spilled; 2 where a
+    // half-staged tile keeps the other half's sums live.)
+    const int batch = !cfg.persistent ? 8 : rows < cfg.bm ? 2 : 4;
     w.line("constexpr int BATCH = ITERS < {} ? ITERS : {};  // chunks whose operands are loaded together", batch, batch);
     batches.emplace(w.scope("for (int it0 = 0; it0 < ITERS; it0 += BATCH)"));
     for (const OperandRead& rd : vec_reads) {

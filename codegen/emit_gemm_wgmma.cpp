@@ -15,31 +15,72 @@ namespace lj {
 namespace {
 
 // A persistent CTA walks the tiles: the producer thread loads each tile's k tiles and moves on, the
-// consumers multiply and run the epilogue (the loop's body) for each.
-void emit_tile_loop(GemmKernel& k) {
+// consumers multiply and run the epilogue (the loop's body) for each. The two roles walk them in
+// loops of their own, so that no code joins them after setmaxnreg (gemm_wgmma.cuh,
+// producer_registers): this writes what both loops use.
+void emit_tile_preamble(GemmKernel& k) {
   SourceWriter& w = k.w;
-  const MatmulConfig& cfg = k.cfg;
   w.line("const Gemm::Role role = Gemm::begin(lj_smem);");
-  w.line("if (role == Gemm::IDLE) return;  // the producer warpgroup but its one loading thread{}", k.q4 ? " and the dequantizing warps" : "");
-  w.line("if (role == Gemm::PRODUCER) lj_tma_prefetch(&{}), lj_tma_prefetch(&{});", k.tx, k.tw);
   w.line("Gemm::Pipe pipe;  // the ring position, carried from tile to tile");
   w.line("const lj_i64 n_tiles = Gemm::tiles(M);");
-  if (cfg.stream_k) {
+  if (k.cfg.stream_k) {
     w.line("const lj_i64 total = n_tiles * Gemm::K_TILES, grid = gridDim.x;  // stream-K: all k tiles, in tile order, in grid shares");
     w.line("const lj_i64 share_end = Gemm::share_begin(blockIdx.x + 1, total, grid);");
-    k.tile_loop.emplace(w.scope("for (lj_i64 i = Gemm::share_begin(blockIdx.x, total, grid), j = 0; i < share_end; ++j)"));
+  } else if (k.cfg.cluster > 1) {
+    w.line("const lj_i64 t0 = blockIdx.x / Gemm::CLUSTER, stride = gridDim.x / Gemm::CLUSTER;  // this cluster, and how many");
+  }
+}
+
+// The loop over the CTA's tiles (t, the j-th; stream-K: k tiles [kt0, kt1) of it), up to m0 and n0.
+SourceWriter::Scope open_tile_loop(GemmKernel& k) {
+  SourceWriter& w = k.w;
+  std::optional<SourceWriter::Scope> loop;
+  if (k.cfg.stream_k) {
+    loop.emplace(w.scope("for (lj_i64 i = Gemm::share_begin(blockIdx.x, total, grid), j = 0; i < share_end; ++j)"));
     w.line("const lj_i64 t = i / Gemm::K_TILES;  // the share's j-th tile, k tiles [kt0, kt1) of it");
     w.line("const int kt0 = (int)(i - t * Gemm::K_TILES);");
     w.line("const int kt1 = share_end - t * Gemm::K_TILES < Gemm::K_TILES ? (int)(share_end - t * Gemm::K_TILES) : (int)Gemm::K_TILES;");
     w.line("i = t * Gemm::K_TILES + kt1;");
-  } else if (cfg.cluster > 1) {  // t: the cluster's j-th pair of tiles, taken by both CTAs in step
-    w.line("const lj_i64 t0 = blockIdx.x / Gemm::CLUSTER, stride = gridDim.x / Gemm::CLUSTER;  // this cluster, and how many");
-    k.tile_loop.emplace(w.scope("for (lj_i64 t = t0, j = 0; t < n_tiles; t += stride, ++j)"));
+  } else if (k.cfg.cluster > 1) {  // t: the cluster's j-th pair of tiles, taken by both CTAs in step
+    loop.emplace(w.scope("for (lj_i64 t = t0, j = 0; t < n_tiles; t += stride, ++j)"));
   } else {
-    k.tile_loop.emplace(w.scope("for (lj_i64 t = blockIdx.x, j = 0; t < n_tiles; t += gridDim.x, ++j)"));  // t: the CTA's j-th tile
+    loop.emplace(w.scope("for (lj_i64 t = blockIdx.x, j = 0; t < n_tiles; t += gridDim.x, ++j)"));  // t: the CTA's j-th tile
   }
   w.line("lj_i64 m0, n0;");
   w.line("Gemm::tile_at(t, M, m0, n0);");
+  return std::move(*loop);
+}
+
+// The W rows of the tile's two halves (b_lo, b_hi).
+void emit_w_rows(GemmKernel& k) {
+  SourceWriter& w = k.w;
+  if (k.op.glu)
+    w.line("const lj_i64 b_lo = n0 / 2, b_hi = N_OUT + n0 / 2;  // W rows: gate and up of output columns n0 / 2 ..");
+  else if (k.pairs)
+    w.line("const lj_i64 b_lo = n0 / 2 / HALF * D + n0 / 2 % HALF, b_hi = b_lo + HALF;  // W rows: both columns of pairs n0 / 2 ..");
+  else
+    w.line("const lj_i64 b_lo = n0, b_hi = n0 + {};  // W rows: the tile's two halves", k.cfg.bn / 2);
+}
+
+// The persistent producer warpgroup: its register budget, then its walk over the tiles (the
+// producer thread's loads; with 4-bit codes warps 1-3 dequantize), then its exit.
+void emit_producer_loop(GemmKernel& k) {
+  SourceWriter& w = k.w;
+  const MatmulConfig& cfg = k.cfg;
+  auto producer = w.scope("if (role != Gemm::CONSUMER)");
+  w.line("Gemm::producer_registers();");
+  w.line("if (role == Gemm::IDLE) return;  // the producer warpgroup but its one loading thread{}", k.q4 ? " and the dequantizing warps" : "");
+  w.line("if (role == Gemm::PRODUCER) lj_tma_prefetch(&{}), lj_tma_prefetch(&{});", k.tx, k.tw);
+  {
+    auto loop = open_tile_loop(k);
+    emit_w_rows(k);
+    const std::string kts = cfg.stream_k ? ", kt0, kt1" : "";
+    if (k.q4)
+      w.line("if (role == Gemm::TRANSFORM) Gemm::transform(wq, b_lo, b_hi, pipe, lj_smem{});", kts);
+    w.line("{}Gemm::produce(&{}, &{}, m0, b_lo, b_hi, pipe, lj_smem{});", k.q4 ? "else " : "", k.tx, k.tw, kts);
+  }
+  if (cfg.cluster > 1) w.line("Gemm::producer_tail(pipe, lj_smem);  // the peer's last releases");
+  w.line("return;");
 }
 
 }  // namespace
@@ -72,28 +113,16 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   const bool two_per_sm = cfg.bm == 64 && 2 * (k.pipeline_smem + 1024) <= opts.max_shared_bytes + 1024;
   begin_gemm_body(k, two_per_sm ? 2 : 1, 1024);
   emit_q4_weights(k);
-  if (cfg.persistent)
-    emit_tile_loop(k);
-  else
-    emit_cta_tile(k);
-  w.comment(print_node(g, op.node));
-  if (op.glu)
-    w.line("const lj_i64 b_lo = n0 / 2, b_hi = N_OUT + n0 / 2;  // W rows: gate and up of output columns n0 / 2 ..");
-  else if (k.pairs)
-    w.line("const lj_i64 b_lo = n0 / 2 / HALF * D + n0 / 2 % HALF, b_hi = b_lo + HALF;  // W rows: both columns of pairs n0 / 2 ..");
-  else
-    w.line("const lj_i64 b_lo = n0, b_hi = n0 + {};  // W rows: the tile's two halves", cfg.bn / 2);
   if (cfg.persistent) {
-    {
-      auto prod = w.scope("if (role == Gemm::PRODUCER)");
-      w.line("Gemm::produce(&{}, &{}, m0, b_lo, b_hi, pipe, lj_smem{});", k.tx, k.tw, cfg.stream_k ? ", kt0, kt1" : "");
-      w.line("continue;");
-    }
-    if (k.q4) {
-      auto tr = w.scope("if (role == Gemm::TRANSFORM)");
-      w.line("Gemm::transform(wq, b_lo, b_hi, pipe, lj_smem{});", cfg.stream_k ? ", kt0, kt1" : "");
-      w.line("continue;");
-    }
+    emit_tile_preamble(k);
+    emit_producer_loop(k);
+    w.line("Gemm::consumer_registers();");
+    k.tile_loop.emplace(open_tile_loop(k));
+  } else {
+    emit_cta_tile(k);
+  }
+  w.comment(print_node(g, op.node));
+  if (cfg.persistent) {  // (the W rows are the producer's)
     if (cfg.pingpong) {
       auto other = w.scope("if (!Gemm::mine(j))");  // the other consumer warpgroup's tile
       w.line("pipe.skip_tile();");
@@ -108,6 +137,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
       w.line("Gemm::consume(acc, pipe, lj_smem, j, t + {} < n_tiles);", cfg.cluster > 1 ? "stride" : "gridDim.x");
     }
   } else {
+    emit_w_rows(k);
     w.line("float acc[Gemm::MI][Gemm::ACC];");
     w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem{})) return;  // the producer warpgroup is done", k.tx, k.tw,
            k.q4 ? (k.split ? ", split, wq" : ", 0, wq") : k.split ? ", split" : "");

@@ -27,8 +27,9 @@ std::optional<int64_t> number_before(std::string_view line, std::string_view uni
 
 std::string KernelResources::str() const {
   std::string spill = spills() ? fmt::format("spills ({} bytes stored, {} loaded)", spill_store_bytes, spill_load_bytes) : "no spills";
-  return fmt::format("{} registers, {}, {} bytes stack, {} bytes static shared memory, {} barrier{}", registers, spill, stack_bytes,
-                     static_shared_bytes, barriers, barriers == 1 ? "" : "s");
+  return fmt::format("{} registers, {}, {} bytes stack, {} bytes static shared memory, {} barrier{}{}{}", registers, spill, stack_bytes,
+                     static_shared_bytes, barriers, barriers == 1 ? "" : "s", setmaxnreg_ignored ? "; setmaxnreg ignored by ptxas" : "",
+                     wgmma_serialized ? "; wgmma serialized by ptxas" : "");
 }
 
 std::optional<KernelResources> parse_ptxas_info(std::string_view log, std::string_view kernel) {
@@ -56,6 +57,20 @@ std::optional<KernelResources> parse_ptxas_info(std::string_view log, std::strin
     }
   }
   if (!used) return std::nullopt;
+  // ptxas 12.x-13.x writes its performance-loss notes ahead of the entries, naming the function
+  // or not: "(C7507) Potential Performance Loss: 'setmaxnreg' ignored to maintain minimum register
+  // requirements." (C7508: "... ignored; unable to determine register count at entry."), "(C7511)
+  // Potential Performance Loss: wgmma.mma_async instructions are serialized due to ... in the
+  // function 'name'". One that names no function counts against every entry of the log (layerjit
+  // compiles one kernel per program).
+  const std::string named = fmt::format("function '{}'", kernel);
+  for (size_t at = log.find("Performance Loss"); at != std::string_view::npos; at = log.find("Performance Loss", at + 1)) {
+    const size_t line_end = log.find('\n', at);
+    const std::string_view note = log.substr(at, line_end == std::string_view::npos ? std::string_view::npos : line_end - at);
+    if (note.find("function '") != std::string_view::npos && note.find(named) == std::string_view::npos) continue;
+    if (note.find("'setmaxnreg' ignored") != std::string_view::npos) r.setmaxnreg_ignored = true;
+    if (note.find("wgmma.mma_async instructions are serialized") != std::string_view::npos) r.wgmma_serialized = true;
+  }
   return r;
 }
 

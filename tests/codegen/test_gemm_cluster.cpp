@@ -71,6 +71,7 @@ TEST_CASE("the Hopper GEMM in clusters of two: W by multicast, releases to both 
       auto r1 = jit::kernel_resources(cluster_kernel(g, single.c_str()), *rt::Target::parse("sm_90a"));
       INFO((r.ok() ? r->str() : r.message()) << " against one CTA's " << (r1.ok() ? r1->str() : r1.message()));
       REQUIRE(r.ok());
+      CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
       REQUIRE(r1.ok());
       CHECK(r->spill_store_bytes <= r1->spill_store_bytes);
       CHECK(r->spill_load_bytes <= r1->spill_load_bytes);

@@ -55,12 +55,14 @@ TEST_CASE("a ping-pong tile that cannot be staged whole beside its ring is stage
       CHECK(k.launch.shared_bytes <= 227 * 1024);
       CHECK(parse_matmul_config(k.config, nullptr)->staged_rows(elem_bytes, out_bytes, false, 227 * 1024) == rows);
       if (!halves) continue;
-      // It compiles; the other half's sums held through the first half's epilogue cost some spills
-      // there (bf16 with a residual: 20 bytes; i8: 670-750, test_w8a8_compile's known spills).
+      // It compiles without spills: the other half's sums held through the first half's epilogue
+      // fit in the consumers' 232 registers (they spilled 20-750 bytes while ptxas ignored
+      // setmaxnreg and capped every thread at 168).
       auto r = jit::kernel_resources(k, *rt::Target::parse("sm_90a"));
       REQUIRE(r.ok());
       INFO(r->str());
-      CHECK(r->spill_store_bytes + r->spill_load_bytes <= (i8 ? 752 : 80));
+      CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
+      CHECK(!r->spills());
     }
   }
 }

@@ -94,6 +94,7 @@ TEST_CASE("the bulk-fed fp8 and i8 GEMV: W through a ring of bulk copies, a weig
       auto r = jit::kernel_resources(b, *rt::Target::parse("sm_90a"));
       INFO(b.name << " (" << config << "): " << (r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());
+      CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
       CHECK(!r->spills());
       CHECK(r->stack_bytes == 0);
       CHECK(r->registers <= 128);
@@ -167,6 +168,7 @@ TEST_CASE("the bulk-fed GEMV with an activation-quantize prologue: x from the CT
     auto r = jit::kernel_resources(k, *rt::Target::parse("sm_90a"));
     INFO(k.name << ": " << (r.ok() ? r->str() : r.message()));
     REQUIRE(r.ok());
+    CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
     CHECK(!r->spills());
     // Two CTAs per SM: the ring beside the prologue's static shared memory (down: 46 KiB of it).
     CHECK(2 * (r->static_shared_bytes + k.launch.shared_bytes + 1024) <= 228 * 1024);

@@ -41,6 +41,7 @@ TEST_CASE("every rank's kernels of the sharded 8B layers compile for sm_90a with
       auto r = jit::kernel_resources(k, *target);
       INFO("tp = " << tp << ", " << k.name << " (" << k.config << "): " << (r.ok() ? r->str() : r.message()));
       REQUIRE(r.ok());
+      CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
       CHECK(!r->spills());
       ++compiled;
     }

@@ -209,6 +209,7 @@ TEST_CASE("every 4-bit weight-prologue kernel and tuner candidate compiles for s
           INFO(g.name() << " at " << rows << " rows, " << k.name << " (" << k.config << ") for " << arch << ": "
                         << (r.ok() ? r->str() : r.message()));
           REQUIRE(r.ok());
+          CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
           CHECK(r->spill_store_bytes + r->spill_load_bytes <= known_q4_spill(k.config, arch));
           ++compiled;
         }
@@ -347,6 +348,7 @@ TEST_CASE("the 4-bit GEMV with staged codes: cp.async into each warp's ring, one
       CHECK(count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 8);
       auto r = jit::kernel_resources(k, q.target);
       REQUIRE(r.ok());
+      CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
       INFO(r->str());
       CHECK(!r->spills());
       CHECK(r->registers <= 96);  // the codes no longer wait in registers (the u=4 kernel: 124)
@@ -394,6 +396,7 @@ TEST_CASE("the 4-bit GEMV at 9-16 rows: mt=16 multiplies each dequantized fragme
           CHECK(count(ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 2 * 2 * 8);  // U steps x chunks x 8
         auto r = jit::kernel_resources(k, q.target);
         REQUIRE(r.ok());
+        CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
         INFO(r->str());
         CHECK(!r->spills());
       }
@@ -471,6 +474,7 @@ TEST_CASE("the 4-bit GEMV with the rms_norm folded in: x times the norm's weight
     for (const char* arch : {"sm_80", "sm_90", "sm_90a"}) {
       auto r = jit::kernel_resources(k, *rt::Target::parse(arch));
       REQUIRE(r.ok());
+      CHECK(!r->performance_loss());  // no ptxas "Performance Loss" note
       INFO(arch << ": " << r->str());
       CHECK(!r->spills());
       CHECK(r->stack_bytes == 0);

@@ -2,6 +2,8 @@
 // footprint. Generated kernels are checked for spills in tests/codegen.
 #include <catch2/catch.hpp>
 
+#include <regex>
+
 #include "runtime/kernel_resources.h"
 
 using namespace lj;
@@ -35,6 +37,37 @@ TEST_CASE("ptxas verbose logs parse per entry", "[runtime][resources]") {
   CHECK(b->str() == "32 registers, no spills, 0 bytes stack, 0 bytes static shared memory, 0 barriers");
   CHECK(!rt::parse_ptxas_info(log, "third").has_value());
   CHECK(!rt::parse_ptxas_info(log, "firs").has_value());  // names match whole, quoted
+}
+
+TEST_CASE("ptxas performance-loss notes count against the kernels they concern", "[runtime][resources]") {
+  // CUDA 13.0's ptxas writes them ahead of the entries; C7507 names no function, C7511 does.
+  const std::string tail =
+      "ptxas info    : Compiling entry function 'gemm' for 'sm_90a'\n"
+      "ptxas info    : Function properties for gemm\n"
+      "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 168 registers, used 16 barriers\n";
+  const std::string c7507 =
+      "ptxas info    : (C7507) Potential Performance Loss: 'setmaxnreg' ignored to maintain minimum register requirements.\n";
+  auto ignored = rt::parse_ptxas_info(c7507 + tail, "gemm");
+  REQUIRE(ignored.has_value());
+  CHECK(ignored->setmaxnreg_ignored);
+  CHECK(!ignored->wgmma_serialized);
+  CHECK(ignored->performance_loss());
+  CHECK(!ignored->spills());
+  CHECK(ignored->str() == "168 registers, no spills, 0 bytes stack, 0 bytes static shared memory, 16 barriers; setmaxnreg ignored by ptxas");
+  const std::string c7511 =
+      "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async instructions are serialized due to insufficient "
+      "register resources for the wgmma pipeline in the function 'gemm2'\n";
+  auto other = rt::parse_ptxas_info(c7511 + tail, "gemm");  // another function's note
+  REQUIRE(other.has_value());
+  CHECK(!other->performance_loss());
+  auto serialized = rt::parse_ptxas_info(c7511 + std::regex_replace(tail, std::regex("gemm"), "gemm2"), "gemm2");
+  REQUIRE(serialized.has_value());
+  CHECK(serialized->wgmma_serialized);
+  CHECK(serialized->str().ends_with("; wgmma serialized by ptxas"));
+  auto clean = rt::parse_ptxas_info(tail, "gemm");
+  REQUIRE(clean.has_value());
+  CHECK(!clean->performance_loss());
 }
 
 TEST_CASE("a compiled kernel reports its resources", "[runtime][resources]") {

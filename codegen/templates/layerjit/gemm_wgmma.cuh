@@ -15,9 +15,10 @@
 // Edges cost nothing here: TMA fills rows past M or N and k past K with zeros, so the last tiles need
 // no masks (the epilogue never stores outside the output).
 //
-// PERSISTENT: one CTA per SM walks the tiles (blockIdx.x, + gridDim.x, ...; the emitted kernel loops
-// over begin()'s roles): the producer runs on into the next tile's k tiles while the consumers run
-// the epilogue, which stages into an area of its own after the ring instead of reusing it.
+// PERSISTENT: one CTA per SM walks the tiles (blockIdx.x, + gridDim.x, ...; the emitted kernel gives
+// the producer and the consumers a loop each, see producer_registers()): the producer runs on into
+// the next tile's k tiles while the consumers run the epilogue, which stages into an area of its own
+// after the ring instead of reusing it.
 //
 // PINGPONG (persistent too): each consumer warpgroup owns whole tiles of 128 x BN, two m64 halves
 // each, and the two take the CTA's tiles in turn: while one runs its epilogue the other's MMAs keep
@@ -155,8 +156,9 @@ struct lj_wgmma_gemm {
   }
   static __device__ __forceinline__ void tile(lj_i64 M, lj_i64& m0, lj_i64& n0) { tile_at(blockIdx.x / CLUSTER, M, m0, n0); }
 
-  // Once per CTA: the barriers, then the register budgets (setmaxnreg moves registers from the
-  // producer warpgroup, 40, to the consumers, 232; not with BM = 64). Returns this thread's role.
+  // Once per CTA: the barriers. Returns this thread's role; the caller then branches on it for good,
+  // the producer warpgroup into producer_registers() and its own code up to its exit, the consumers
+  // into consumer_registers() and theirs.
   static __device__ __forceinline__ Role begin(unsigned char* smem_raw) {
     unsigned long long* full = full_bars(smem_raw);
     unsigned long long* empty = full + STAGES;
@@ -174,12 +176,24 @@ struct lj_wgmma_gemm {
       lj_cluster_sync();  // (and the CTA's threads): the peer's copies and arrivals may follow at once
     else
       __syncthreads();
-    if (threadIdx.x < 128) {
-      if constexpr (BM == 128) lj_setmaxnreg_dec<40>();
-      return threadIdx.x == 0 ? PRODUCER : Q::ON && threadIdx.x >= 32 ? TRANSFORM : IDLE;
-    }
-    if constexpr (BM == 128) lj_setmaxnreg_inc<232>();
+    if (threadIdx.x < 128) return threadIdx.x == 0 ? PRODUCER : Q::ON && threadIdx.x >= 32 ? TRANSFORM : IDLE;
     return CONSUMER;
+  }
+
+  // The register budgets (not with BM = 64): setmaxnreg moves registers from the producer
+  // warpgroup, 40 a thread, to the consumers, 232, by every warp of the warpgroup; with 4-bit codes
+  // warps 1-3 of the producer warpgroup dequantize, which takes PRODUCER_REGS (fewer spilled) and
+  // leaves the consumers CONSUMER_REGS (128 x 40 + 256 x 232 = 128 x 72 + 256 x 216 <= 65536; 56 spilled).
+  // ptxas honours them only where no code after the producer's decrease can reach the consumers'
+  // (C7507: "'setmaxnreg' ignored to maintain minimum register requirements", every thread then
+  // capped at the 168 of a 384-thread CTA): so the two never join after begin(), each role's
+  // branch runs to its own exit.
+  static constexpr int PRODUCER_REGS = Q::ON ? 72 : 40, CONSUMER_REGS = Q::ON ? 216 : 232;
+  static __device__ __forceinline__ void producer_registers() {
+    if constexpr (BM == 128) lj_setmaxnreg_dec<PRODUCER_REGS>();
+  }
+  static __device__ __forceinline__ void consumer_registers() {
+    if constexpr (BM == 128) lj_setmaxnreg_inc<CONSUMER_REGS>();
   }
 
   // The producer thread: one tile's k tiles into the ring (x: BM rows; w: two boxes of BN / 2 rows
@@ -340,14 +354,18 @@ struct lj_wgmma_gemm {
     const Role role = begin(smem_raw);
     Pipe pipe;
     const int kt0 = kt_begin(split), kt1 = kt_begin(split + 1);
-    if (role == PRODUCER) {
-      lj_tma_prefetch(tx);
-      lj_tma_prefetch(tw);
-      produce(tx, tw, m0, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
-      if constexpr (CLUSTER > 1) producer_tail(pipe, smem_raw);
+    if (role != CONSUMER) {
+      producer_registers();
+      if (role == PRODUCER) {
+        lj_tma_prefetch(tx);
+        lj_tma_prefetch(tw);
+        produce(tx, tw, m0, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
+        if constexpr (CLUSTER > 1) producer_tail(pipe, smem_raw);
+      }
+      if (role == TRANSFORM) transform(q, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
+      return false;
     }
-    if (role == TRANSFORM) transform(q, b_lo, b_hi, pipe, smem_raw, kt0, kt1);
-    if (role != CONSUMER) return false;
+    consumer_registers();
     consume(acc, pipe, smem_raw, 0, false, kt0, kt1);
     return true;
   }
