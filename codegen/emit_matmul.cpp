@@ -485,11 +485,23 @@ void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
     if (s.rope < 0) continue;
     w.comment(print_node(g, s.rope));
     w.line("float rot[{}];", width);
-    // Half-style runs of 8 from staged tables: the 8 frequencies are consecutive, two 16-byte reads each.
-    if (!table_row.empty() && !op.rope_interleaved && width == 8) {
+    // Half-style runs of 8: the 8 frequencies are consecutive, two 16-byte reads each, from the staged
+    // tables or from the tables in memory where their rows allow 16-byte reads (8 element reads of
+    // each table cost a ping-pong tile's epilogue four times the L1 wavefronts, taken from the
+    // other warpgroup's wgmma operand reads: docs/perf.md, 2026-12-07).
+    const Shape& ts = g.value(op.cos).type.shape;
+    const bool vector_tables = !table_row.empty() || (angle.first.empty() && ctx.vector_width({op.cos, op.sin}, ts, 8) == 8);
+    if (vector_tables && !op.rope_interleaved && width == 8 && half % 8 == 0) {
       w.line("float c[8], s[8];");
-      w.line("lj_load<float, 8>(lj_cos_t + {} * {} + d % {}, c);", table_row, half, half);
-      w.line("lj_load<float, 8>(lj_sin_t + {} * {} + d % {}, s);", table_row, half, half);
+      if (!table_row.empty()) {
+        w.line("lj_load<float, 8>(lj_cos_t + {} * {} + d % {}, c);", table_row, half, half);
+        w.line("lj_load<float, 8>(lj_sin_t + {} * {} + d % {}, s);", table_row, half, half);
+      } else {
+        const std::string f = fmt::format("d % {}", half);
+        const char* tt = c_type(g.value(op.cos).type.dtype);
+        w.line("lj_load<{}, 8>({} + {}, c);", tt, ctx.buffer_param(op.cos, false), ctx.address(op.cos, ts, {m, f}));
+        w.line("lj_load<{}, 8>({} + {}, s);", tt, ctx.buffer_param(op.sin, false), ctx.address(op.sin, ts, {m, f}));
+      }
       w.line("#pragma unroll");
       w.line("for (int j = 0; j < 8; ++j) rot[j] = d < {} ? fmaf({}[j], c[j], -{}[j] * s[j]) : fmaf({}[j], c[j], {}[j] * s[j]);", half, y,
              partner, y, partner);
@@ -507,7 +519,6 @@ void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
         w.line("const bool first = d < {};  // i of the pair (i, i + {})", half, half);
         if (!own_angle) w.line("const lj_i64 fi = (d + j) % {};  // the pair's frequency", half);
       }
-      const Shape& ts = g.value(op.cos).type.shape;
       if (own_angle)
         w.line("const float c = {}, s = {};", angle.first, angle.second);
       else if (!table_row.empty())
