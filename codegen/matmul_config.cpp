@@ -685,6 +685,14 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
       c.persistent = c.pingpong = true;
       all.push_back(c);
     }
+    // A persistent grid of 128 x 256 tiles: the next tile's loads run under the epilogue. No faster on
+    // the plain GEMMs (H200, November), while ptxas still ignored setmaxnreg; a candidate since the
+    // register split takes effect, for the epilogues the layers fuse (SwiGLU, RoPE, a residual).
+    {
+      MatmulConfig c = wgmma(256, 3);
+      c.persistent = true;
+      all.push_back(c);
+    }
     // (Clusters of two sharing each W tile by multicast, `cluster=2`, are no candidates: on the H100
     // they measured within -7 % .. +2 % of the same config on one CTA for bf16, fp8 and i8 at
     // M = 4096, never a win worth a tuning slot: docs/perf.md "Clusters of two measured".)

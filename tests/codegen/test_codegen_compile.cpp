@@ -735,14 +735,18 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   CHECK_THAT(reject_reason(mma_pers, h), Catch::Contains("persistent is an option of the wgmma family"));
   CHECK(!parse_matmul_config("mma bm=128 persistent", &error));
   CHECK_THAT(error, Catch::Contains("'persistent' is not key=value"));
-  int pingpongs = 0, clusters = 0;
+  int pingpongs = 0, clusters = 0, plain_persistent = 0;
   for (const MatmulConfig& c : matmul_candidates(h)) {
-    CHECK((!c.persistent || c.pingpong));  // plain persistent: no gain measured, not a tuner candidate
     pingpongs += c.pingpong;
     clusters += c.cluster > 1;
+    if (c.persistent && !c.pingpong && !c.stream_k) {
+      ++plain_persistent;
+      CHECK(c.str() == pers->str());  // 128 x 256, 3 stages: the one whose epilogue tile fits
+    }
   }
-  CHECK(pingpongs == 3);  // 4, 5 and 6 stages (6: the epilogue tile staged a half at a time)
-  CHECK(clusters == 0);   // clusters of two: an explicit config only
+  CHECK(pingpongs == 3);         // 4, 5 and 6 stages (6: the epilogue tile staged a half at a time)
+  CHECK(plain_persistent == 1);  // a candidate since setmaxnreg takes effect
+  CHECK(clusters == 0);          // clusters of two: an explicit config only
   // A ping-pong epilogue tile is staged one m64 half at a time where the whole one would take the
   // ring past the device's shared memory; where it fits, it stays whole.
   const MatmulConfig pp6 = *parse_matmul_config("wgmma bm=128 bn=128 stages=6 gm=8 pingpong", nullptr);

@@ -63,8 +63,7 @@ std::vector<MatmulConfig> hopper_configs() {
   p.max_shared_bytes = ctx.info().max_smem_per_block_optin;
   for (const MatmulConfig& c : matmul_candidates(p))
     if (c.family == MatmulConfig::Family::Wgmma) out.push_back(c);
-  // The persistent and ping-pong kernels (not tuner candidates until measured), where their epilogue
-  // tiles fit.
+  // The persistent and ping-pong kernels beyond the tuner's candidates, where their epilogue tiles fit.
   for (int bn : {128, 256})
     for (int stages : {2, 3, 4, 5})
       for (const char* kind : {"persistent", "pingpong", "persistent cluster=2"}) {
