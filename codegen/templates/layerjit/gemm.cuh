@@ -232,7 +232,7 @@ struct lj_gemm {
           const int i = tid + j * THREADS, h = i % UNITS_PER_ROW;
           if (BN * UNITS_PER_ROW % THREADS != 0 && i >= BN * UNITS_PER_ROW) break;
           uint4 out[4];
-          w.unit(*reinterpret_cast<const uint4*>(sq + i * 16), q_row[j], kt * BK + 32 * h, out);
+          w.expand(*reinterpret_cast<const uint4*>(sq + i * 16), w.group(q_row[j], kt * BK + 32 * h), out);
 #pragma unroll
           for (int c = 0; c < 4; ++c) lj_st_shared16(q_tile + swz(i / UNITS_PER_ROW, 4 * h + c), out[c]);
         }

@@ -14,6 +14,15 @@
 #include "layerjit/gemv_q4.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <bool SMALL>
+struct lj_q4_offset {
+  using type = lj_i64;
+};
+template <>
+struct lj_q4_offset<true> {
+  using type = int;
+};
+
 // W = dequantize(q, s, z) {group = G}: codes q [NW, K] (element 2j of a row in the low nibble of its
 // byte j), scales s [NW, K / G], zero points z (u4 packed like q, or i8; TZ void: none, and i4 codes,
 // SIGNED, have a zero of 8). All three dense params.
@@ -29,20 +38,49 @@ struct lj_q4 {
   // Row n's codes from element k (bytes).
   __device__ __forceinline__ const unsigned char* codes(lj_i64 n, lj_i64 k) const { return q + n * (K / 2) + k / 2; }
 
-  // The 32 elements of row n from k (`c` their 16 bytes of codes) as four 16-byte chunks of T in k
-  // order; zeros for a row past NW or k past K (TMA and the clamped loads read zeros or another row
-  // there; such columns are never stored, such k meet zeros of x).
-  __device__ __forceinline__ void unit(uint4 c, lj_i64 n, lj_i64 k, uint4 (&out)[4]) const {
-    if (n >= NW || k >= K) {
+  // Where row n's scales begin (n * GROUPS; 32-bit where every row's fits, to spare the dequantizing
+  // threads' registers), and whether the row exists (n < NW).
+  using Off = typename lj_q4_offset<(NW * GROUPS < (1ll << 31))>::type;
+  struct Row {
+    Off at;
+    bool live;
+  };
+  __device__ __forceinline__ Row row(lj_i64 n) const { return {(Off)(n * GROUPS), n < NW}; }
+
+  // A unit's group constants as loaded from global memory: its scale and zero point, and whether it
+  // is live (false: a row past NW or k past K, which expands to zeros). Loaded apart from the codes so
+  // that a GEMM can fetch them a k tile ahead: dequantized one unit at a time, each unit's loads wait
+  // behind the previous unit's shared stores (asm volatile with a memory clobber), and the scales of a
+  // tile's rows, 64 bytes apart, come from L2 (the ring leaves little L1).
+  struct Group {
+    TS s;
+    int zero;
+    bool live;
+  };
+  __device__ __forceinline__ Group group(const Row& r, lj_i64 k) const {
+    Group g{};
+    g.live = r.live && k < K;
+    g.zero = SIGNED ? 8 : 0;
+    if (g.live) {
+      g.s = s[r.at + (Off)(k / G)];
+      if constexpr (lj_same<TZ, unsigned char>::value) g.zero = lj_q4_zero(z + r.at / 2, k / G);
+      else if constexpr (!lj_same<TZ, void>::value) g.zero = lj_q4_zero(z + r.at, k / G);
+    }
+    return g;
+  }
+  __device__ __forceinline__ Group group(lj_i64 n, lj_i64 k) const { return group(row(n), k); }
+
+  // The unit's 32 elements (`c` their 16 bytes of codes) as four 16-byte chunks of T in k order; zeros
+  // where the unit is not live (TMA and the clamped loads read zeros or another row there; such
+  // columns are never stored, such k meet zeros of x).
+  __device__ __forceinline__ void expand(uint4 c, const Group& g, uint4 (&out)[4]) const {
+    if (!g.live) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) out[j] = make_uint4(0u, 0u, 0u, 0u);
       return;
     }
-    const lj_i64 g = n * GROUPS + k / G;  // the unit's group
-    int zero = SIGNED ? 8 : 0;
-    if constexpr (!lj_same<TZ, void>::value) zero = lj_q4_zero(z + (lj_same<TZ, unsigned char>::value ? n * GROUPS / 2 : n * GROUPS), k / G);
     lj_q4_group<T, TS, TZ, SIGNED, lj_same<TS, T>::value> gr;
-    gr.set(s[g], zero);
+    gr.set(g.s, g.zero);
     const unsigned words[4] = {c.x, c.y, c.z, c.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {  // word j: elements k + 8j .. k + 8j + 7

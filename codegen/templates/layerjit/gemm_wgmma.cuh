@@ -188,7 +188,7 @@ struct lj_wgmma_gemm {
   // (C7507: "'setmaxnreg' ignored to maintain minimum register requirements", every thread then
   // capped at the 168 of a 384-thread CTA): so the two never join after begin(), each role's
   // branch runs to its own exit.
-  static constexpr int PRODUCER_REGS = Q::ON ? 72 : 40, CONSUMER_REGS = Q::ON ? 216 : 232;
+  static constexpr int PRODUCER_REGS = Q::ON ? 120 : 40, CONSUMER_REGS = Q::ON ? 192 : 232;
   static __device__ __forceinline__ void producer_registers() {
     if constexpr (BM == 128) lj_setmaxnreg_dec<PRODUCER_REGS>();
   }
@@ -260,18 +260,39 @@ struct lj_wgmma_gemm {
       unsigned long long* ready = full + 2 * STAGES;
       const int tt = threadIdx.x - 32;
       constexpr int UNITS = 2 * BN, PER_THREAD = (UNITS + TRANSFORM_THREADS - 1) / TRANSFORM_THREADS;
+      // Unit u = tt + 96 j of a k tile is tile row i = u / 2, elements 32 h .. 32 h + 31 with h = u % 2:
+      // the same rows every k tile, and one h (96 is even), so one group index, for all of a thread's.
+      const int h = tt & 1;
+      auto tile_row = [&](int j) { return (tt >> 1) + j * (TRANSFORM_THREADS / 2); };
+      auto present = [&](int j) { return UNITS % TRANSFORM_THREADS == 0 || tt + j * TRANSFORM_THREADS < UNITS; };
+      typename Q::Row rows[PER_THREAD];
+#pragma unroll
+      for (int j = 0; j < PER_THREAD; ++j) {
+        const int i = tile_row(j);
+        rows[j] = q.row(i < BN / 2 ? b_lo + i : b_hi + (i - BN / 2));
+      }
+      // The scales and zero points a k tile ahead (gemm_q4.cuh: they come from L2).
+      typename Q::Group next[PER_THREAD];
+      auto fetch = [&](int kt) {
+#pragma unroll
+        for (int j = 0; j < PER_THREAD; ++j)
+          if (present(j)) next[j] = q.group(rows[j], (lj_i64)kt * BK + 32 * h);
+      };
+      fetch(kt0);
       for (int kt = kt0; kt < kt1; ++kt) {
+        typename Q::Group cur[PER_THREAD];
+#pragma unroll
+        for (int j = 0; j < PER_THREAD; ++j) cur[j] = next[j];
+        if (kt + 1 < kt1) fetch(kt + 1);
         lj_mbar_wait(&full[pipe.stage], pipe.phase);
         unsigned char* sb = smem + pipe.stage * STAGE_BYTES + A_BYTES;
         const unsigned char* sq = sb + B_BYTES;
 #pragma unroll
         for (int j = 0; j < PER_THREAD; ++j) {
-          const int u = tt + j * TRANSFORM_THREADS;
-          if (UNITS % TRANSFORM_THREADS != 0 && u >= UNITS) break;
-          const int i = u >> 1, h = u & 1;  // tile row i, elements 32h .. 32h + 31 of the k tile
-          const lj_i64 n = i < BN / 2 ? b_lo + i : b_hi + (i - BN / 2);
+          if (!present(j)) break;
+          const int i = tile_row(j);
           uint4 out[4];
-          q.unit(*reinterpret_cast<const uint4*>(sq + i * 32 + h * 16), n, (lj_i64)kt * BK + 32 * h, out);
+          q.expand(*reinterpret_cast<const uint4*>(sq + i * 32 + h * 16), cur[j], out);
 #pragma unroll
           for (int c = 0; c < 4; ++c) lj_st_shared16(sb + i * 128 + (((4 * h + c) ^ (i & 7)) << 4), out[c]);
         }
