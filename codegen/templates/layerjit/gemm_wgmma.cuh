@@ -182,8 +182,9 @@ struct lj_wgmma_gemm {
 
   // The register budgets (not with BM = 64): setmaxnreg moves registers from the producer
   // warpgroup, 40 a thread, to the consumers, 232, by every warp of the warpgroup; with 4-bit codes
-  // warps 1-3 of the producer warpgroup dequantize, which takes PRODUCER_REGS (fewer spilled) and
-  // leaves the consumers CONSUMER_REGS (128 x 40 + 256 x 232 = 128 x 72 + 256 x 216 <= 65536; 56 spilled).
+  // warps 1-3 of the producer warpgroup dequantize, which takes 120 (at Llama sizes 72 spilled 20-148
+  // bytes, 104 still 32) and leaves the consumers 192, enough for a 64 x 256 accumulator: each split
+  // keeps the 384 x 168 registers of the launch (40 + 2 x 232 = 120 + 2 x 192 = 504 = 3 x 168).
   // ptxas honours them only where no code after the producer's decrease can reach the consumers'
   // (C7507: "'setmaxnreg' ignored to maintain minimum register requirements", every thread then
   // capped at the 168 of a 384-thread CTA): so the two never join after begin(), each role's
