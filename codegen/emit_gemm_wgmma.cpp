@@ -92,7 +92,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   emit_gemm_head(k, "gemm_wgmma.cuh", k.rope ? "#include \"layerjit/mma.cuh\"  // cp.async of the RoPE tables" : "");
   w.comment(fmt::format("Config: {}. TMA loads of x and W{}, wgmma from shared memory (sm_90a).", cfg.str(),
                         k.q4 ? "'s codes, dequantized into the W tile by warps 1-3" : ""));
-  // 64-row tiles name every parameter up to BM (they are never persistent, ping-pong or stream-K).
+  // 64- and 256-row tiles name every parameter up to BM (they are never persistent, ping-pong or stream-K).
   if (k.q4)  // every parameter up to the weight prologue's Q
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}, /*PERSISTENT*/ {}, /*PINGPONG*/ {}, "
            "/*SPLIT*/ {}, /*STREAM_K*/ {}, /*BM*/ {}, Q> Gemm;",
@@ -105,7 +105,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}{}{}{}> Gemm;", c_type(op.xt), cfg.bn,
            cfg.stages, cfg.group_m, op.glu ? "true" : "false", cfg.persistent ? ", /*PERSISTENT*/ true" : "",
            cfg.pingpong ? ", /*PINGPONG*/ true" : cfg.stream_k ? ", /*PINGPONG*/ false, /*SPLIT*/ 1, /*STREAM_K*/ true" : "",
-           cfg.bm == 64 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}, /*STREAM_K*/ false, /*BM*/ 64", cfg.split_k)
+           cfg.bm != 128 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}, /*STREAM_K*/ false, /*BM*/ {}", cfg.split_k, cfg.bm)
            : cfg.split_k > 1 ? fmt::format(", /*PERSISTENT*/ false, /*PINGPONG*/ false, /*SPLIT*/ {}", cfg.split_k) : "");
   w.blank();
   // setmaxnreg needs a register cap at entry: __launch_bounds__(threads, 1). 64-row tiles skip it

@@ -501,7 +501,11 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
       return fmt::format("wgmma needs the sm_90a target, target is sm_{}{}", p.sm, p.arch_specific ? "a" : "");
     if (!wgmma_dtype(p.dtype)) return fmt::format("wgmma takes bf16, f16, f8e4m3, f8e5m2 or i8 operands of one dtype, not {}", dtype_name(p.dtype));
     if (!p.tma) return "x or W rows are not a 2-D tensor with a 16-byte aligned start and row stride (TMA)";
-    if (c.bm != 128 && c.bm != 64) return fmt::format("bm={} (128: two consumer warpgroups of 64 rows; or 64: one)", c.bm);
+    if (c.bm != 128 && c.bm != 64 && c.bm != 256)
+      return fmt::format("bm={} (128: two consumer warpgroups of 64 rows; 64: one; 256: two of 128)", c.bm);
+    if (c.bm == 256 && (c.persistent || c.split_k > 1 || c.bn > 128))
+      return c.bn > 128 ? fmt::format("bm=256 with bn={}: a warpgroup's 128 x bn accumulators fit its registers up to bn=128", c.bn)
+                        : "bm=256 runs one whole tile per CTA: not persistent, ping-pong, stream-K or split-K";
     if (c.bm == 64 && (c.persistent || c.pingpong || c.stream_k))
       return "bm=64 runs one tile per CTA: not persistent, ping-pong or stream-K";
     if (c.bm == 64 && c.bn > 128) return fmt::format("bm=64 with bn={}: 64-row tiles are for few rows, where bn <= 128 keeps the CTAs many", c.bn);
@@ -610,9 +614,17 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
     }
     // (Not ping-pong: its 128 x 128 tile of accumulators per thread spills 72 bytes under the
     // 168-register cap, as on bf16 weights; tests/codegen/test_weight_prologue.cpp.)
-    if (wgmma_available(p) && (p.m == 0 || p.m > 16))
+    if (wgmma_available(p) && (p.m == 0 || p.m > 16)) {
       for (int bn : {128, 256})
         for (int stages : {3, 4}) all.push_back(wgmma(bn, stages));
+      // 256 x 128: the MMAs of a 128 x 256 tile for half its W tile, so half the dequantization per
+      // MAC (gemm_wgmma.cuh, BM_ = 256).
+      for (int stages : {3, 4}) {
+        MatmulConfig c = wgmma(128, stages);
+        c.bm = 256;
+        all.push_back(c);
+      }
+    }
     return pruned(all, p, rejected);
   }
   if (small_m || !mma_dtype(p.dtype) || p.sm < 80) {

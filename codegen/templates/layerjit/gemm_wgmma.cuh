@@ -55,6 +55,11 @@
 // SM's shared memory the emitter asks for two CTAs per SM (__launch_bounds__(256, 2): at most 128
 // registers per thread).
 //
+// BM_ = 256 (one tile per CTA, not split; BN <= 128): each consumer warpgroup multiplies 128 rows as
+// two m64 halves, as a ping-pong warpgroup does, but both at once on one tile. The MMAs per k tile
+// are those of a 128 x 256 tile; what halves is W's tile per MAC: with 4-bit codes the dequantizing
+// warps fill a 128-row W tile per k tile for 256 rows of x instead of a 256-row one for 128.
+//
 // SwiGLU (GLU = true): the two w boxes are the gate rows [c0, c0 + BN/2) and the up rows [N_OUT + c0,
 // ...) of the same output columns; stage() interleaves them back into the 8-gate/8-up column order
 // the matmul epilogue reads (see lj_gemm and emit_gemm.cpp).
@@ -80,7 +85,7 @@ struct lj_wgmma_gemm {
   static constexpr int CONSUMER_THREADS = BM == 64 ? 128 : 256;  // one or two consumer warpgroups
   static constexpr int THREADS = 128 + CONSUMER_THREADS;
   static constexpr int EPI_THREADS = PINGPONG ? 128 : CONSUMER_THREADS;  // the threads that stage and store one tile
-  static constexpr int MI = PINGPONG ? 2 : 1;               // m64 halves of the tile per consumer warpgroup
+  static constexpr int MI = PINGPONG || BM_ == 256 ? 2 : 1;  // m64 halves of the tile per consumer warpgroup
   // Q::ON: after W's tile, its codes (32 bytes per row; a multiple of 1024 bytes for every BN).
   static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, CODE_BYTES = Q::ON ? BN * 32 : 0;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + CODE_BYTES;
@@ -104,7 +109,8 @@ struct lj_wgmma_gemm {
   static_assert(!PINGPONG || PERSISTENT, "ping-pong consumers take turns over a persistent CTA's tiles");
   static_assert(SPLIT >= 1 && SPLIT <= K_TILES && !(SPLIT > 1 && PERSISTENT), "split-K: one tile per CTA, a k tile each at least");
   static_assert(!STREAM_K || (PERSISTENT && !PINGPONG), "stream-K: a persistent grid, both consumer warpgroups on each share");
-  static_assert(BM == 128 || (BM == 64 && !PERSISTENT), "tiles of 128 rows, or of 64 (one consumer warpgroup) one per CTA");
+  static_assert(BM == 128 || (BM == 64 && !PERSISTENT) || (BM == 256 && !PERSISTENT && SPLIT == 1 && BN <= 128),
+                "tiles of 128 rows, or of 64 (one consumer warpgroup) or 256 (BN <= 128, not split) one per CTA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && SPLIT == 1 && !STREAM_K && !Q::ON && BM == 128),
                 "clusters of two: whole 128-row tiles, W loaded by TMA");
   // Split-K: floats of one CTA's partial (the consumer threads' accumulators, thread-minor).
@@ -128,7 +134,7 @@ struct lj_wgmma_gemm {
     }
   };
 
-  static __device__ __forceinline__ int consumer_wg() { return threadIdx.x / 128 - 1; }  // 0 (or 1 with BM = 128)
+  static __device__ __forceinline__ int consumer_wg() { return threadIdx.x / 128 - 1; }  // 0 (or 1 with BM >= 128)
   // This thread's index among the EPI_THREADS that stage and store its tile (consumers only).
   static __device__ __forceinline__ int epi_thread() { return PINGPONG ? threadIdx.x & 127 : threadIdx.x - 128; }
   // PINGPONG: whether the CTA's j-th tile is this consumer warpgroup's.
@@ -191,10 +197,10 @@ struct lj_wgmma_gemm {
   // branch runs to its own exit.
   static constexpr int PRODUCER_REGS = Q::ON ? 120 : 40, CONSUMER_REGS = Q::ON ? 192 : 232;
   static __device__ __forceinline__ void producer_registers() {
-    if constexpr (BM == 128) lj_setmaxnreg_dec<PRODUCER_REGS>();
+    if constexpr (BM >= 128) lj_setmaxnreg_dec<PRODUCER_REGS>();
   }
   static __device__ __forceinline__ void consumer_registers() {
-    if constexpr (BM == 128) lj_setmaxnreg_inc<CONSUMER_REGS>();
+    if constexpr (BM >= 128) lj_setmaxnreg_inc<CONSUMER_REGS>();
   }
 
   // The producer thread: one tile's k tiles into the ring (x: BM rows; w: two boxes of BN / 2 rows
@@ -339,7 +345,7 @@ struct lj_wgmma_gemm {
     }
     if (PINGPONG && j > 0) lj_named_barrier(3 + (j & 1), 256);
     // The rows of 128 bytes this warpgroup multiplies: its 64 of the shared tile, or both halves.
-    const int a_off = PINGPONG ? 0 : consumer_wg() * 64 * 128;
+    const int a_off = PINGPONG ? 0 : consumer_wg() * MI * 64 * 128;
     const bool signals = (threadIdx.x & 31) == 0;
     int prev = 0;
     for (int kt = kt0; kt < kt1; ++kt) {
@@ -436,7 +442,7 @@ struct lj_wgmma_gemm {
     if (PINGPONG && j > 0) lj_named_barrier(5 + (j & 1), 256);
     lj_named_barrier(bar, EPI_THREADS);
     const int lane = threadIdx.x & 31;
-    const int r0 = (PINGPONG ? 0 : consumer_wg() * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
+    const int r0 = (PINGPONG ? 0 : consumer_wg() * MI * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
     float s[MI][2];  // the row scale of the thread's rows (1 without one)
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
