@@ -828,6 +828,17 @@ TEST_CASE("matmul configs print, parse back and are pruned with a reason", "[cod
   MatmulConfig b32 = *b64;
   b32.bm = 32;
   CHECK_THAT(reject_reason(b32, h), Catch::Contains("bm=32"));
+  // 256-row tiles: two consumer warpgroups of 128 rows each, one whole tile per CTA, bn <= 128.
+  auto b256 = parse_matmul_config("wgmma bm=256 bn=128 stages=4 gm=8", &error);
+  REQUIRE(b256.has_value());
+  CHECK(b256->str() == "wgmma bm=256 bn=128 stages=4 gm=8");
+  CHECK(reject_reason(*b256, h).empty());
+  CHECK(b256->threads() == 384);
+  CHECK(b256->shared_bytes(2) == 1024 + 4 * (256 + 128) * 64 * 2 + 2 * 4 * 8);
+  for (const char* bad : {"wgmma bm=256 bn=128 stages=4 gm=8 persistent", "wgmma bm=256 bn=128 stages=4 gm=8 pingpong",
+                          "wgmma bm=256 bn=128 stages=4 gm=8 streamk", "wgmma bm=256 bn=128 stages=4 gm=8 sk=2"})
+    CHECK_THAT(reject_reason(*parse_matmul_config(bad, &error), h), Catch::Contains("bm=256 runs one whole tile per CTA"));
+  CHECK_THAT(reject_reason(*parse_matmul_config("wgmma bm=256 bn=256 stages=3 gm=8", &error), h), Catch::Contains("up to bn=128"));
   int bm64 = 0;  // tuner candidates at few rows only
   for (const MatmulConfig& c : matmul_candidates(h128)) bm64 += c.family == MatmulConfig::Family::Wgmma && c.bm == 64;
   CHECK(bm64 == 9);
