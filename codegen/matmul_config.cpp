@@ -612,11 +612,14 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
       for (Tile t : {Tile{16, 64, 1, 2}, Tile{32, 64, 2, 2}, Tile{64, 64, 2, 2}, Tile{128, 128, 2, 2}, Tile{128, 256, 2, 4}})
         for (int bk : {32, 64}) all.push_back(mma(t.bm, t.bn, bk, t.wm, t.wn, t.bm <= 32 ? 6 : 4));
     }
-    // (Not ping-pong: its 128 x 128 tile of accumulators per thread spills 72 bytes under the
-    // 168-register cap, as on bf16 weights; tests/codegen/test_weight_prologue.cpp.)
     if (wgmma_available(p) && (p.m == 0 || p.m > 16)) {
       for (int bn : {128, 256})
         for (int stages : {3, 4}) all.push_back(wgmma(bn, stages));
+      // Ping-pong: one consumer warpgroup's epilogue under the other's MMAs (it spilled while
+      // setmaxnreg was ignored; with the 120 / 192 split it compiles clean).
+      MatmulConfig pp = wgmma(128, 4);
+      pp.persistent = pp.pingpong = true;
+      all.push_back(pp);
       // 256 x 128: the MMAs of a 128 x 256 tile for half its W tile, so half the dequantization per
       // MAC (gemm_wgmma.cuh, BM_ = 256).
       for (int stages : {3, 4}) {

@@ -51,7 +51,7 @@ struct lj_q4 {
   // is live (false: a row past NW or k past K, which expands to zeros). Loaded apart from the codes so
   // that a GEMM can fetch them a k tile ahead: dequantized one unit at a time, each unit's loads wait
   // behind the previous unit's shared stores (asm volatile with a memory clobber), and the scales of a
-  // tile's rows, 64 bytes apart, come from L2 (the ring leaves little L1).
+  // tile's rows, a row's K / G apart, come from L2 (the ring leaves little L1).
   struct Group {
     TS s;
     int zero;
