@@ -79,7 +79,10 @@ struct GemmStaging {
   int64_t ring_bytes = 0;   ///< shared memory the RoPE tables may take beside the staged tile
   std::string stage = "Gemm::stage";  ///< the family's stage() (a ping-pong half: Gemm::stage_half<H>)
   int rows = 0;             ///< the rows staged and stored (0: the whole tile, bm), from m0
+  std::string row_scales;   ///< the row scales read before the main loop (empty: stage() reads them)
 };
+/// `lj_row_scale(r)`, a folded RMSNorm's factor of the tile's row r (0 past M), as a lambda over m0.
+void emit_row_scale_lambda(GemmKernel& k);
 /// The epilogue of the tile whose fp32 sums are `acc`: the rounded tile staged in shared memory,
 /// then 8 consecutive outputs of a row per thread through the fused nodes (or RoPE) to memory.
 void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging);

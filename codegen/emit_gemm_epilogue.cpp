@@ -9,6 +9,17 @@
 
 namespace lj {
 
+void emit_row_scale_lambda(GemmKernel& k) {
+  SourceWriter& w = k.w;
+  // A folded RMSNorm: each row's sums times its factor, before the one rounding to y's dtype.
+  const std::string sn = k.ctx.graph().value(k.op.row_scale).name;
+  w.comment(fmt::format("Rows of the sums scaled by %{} (rows past M: 0, never stored).", sn));
+  auto lam = w.scope("auto lj_row_scale = [&](int r) -> float", "};");
+  w.line("const lj_i64 m = m0 + r;");
+  w.line("if (m >= M) return 0.f;");
+  w.line("return {};  // %{}", row_scale_expr(w, k.ctx, k.op, "m", "sc"), sn);
+}
+
 void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
   SourceWriter& w = k.w;
   KernelContext& ctx = k.ctx;
@@ -27,16 +38,11 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
   w.comment(op.epilogue.empty() ? "8 consecutive outputs of a row and stores them as one access."
                                 : "8 consecutive outputs of a row, applies the fused nodes in registers and stores only %" + on + ".");
   const std::string& staged = staging.tile;
-  if (op.row_scale >= 0) {
-    // A folded RMSNorm: each row's sums times its factor, before the one rounding to y's dtype.
-    const std::string sn = g.value(op.row_scale).name;
-    w.comment(fmt::format("Rows of the sums scaled by %{} (rows past M: 0, never stored).", sn));
-    {
-      auto lam = w.scope("auto lj_row_scale = [&](int r) -> float", "};");
-      w.line("const lj_i64 m = m0 + r;");
-      w.line("if (m >= M) return 0.f;");
-      w.line("return {};  // %{}", row_scale_expr(w, ctx, op, "m", "sc"), sn);
-    }
+  if (op.row_scale >= 0 && !staging.row_scales.empty()) {
+    w.line("{}(acc, {}{}, {});  // rows scaled by %{}", staging.stage, staged, staging.scaled_args, staging.row_scales,
+           g.value(op.row_scale).name);
+  } else if (op.row_scale >= 0) {
+    emit_row_scale_lambda(k);
     w.line("{}(acc, {}{}, lj_row_scale);", staging.stage, staged, staging.scaled_args);
   } else {
     w.line("{}(acc, {}{});", staging.stage, staged, staging.args);

@@ -83,6 +83,17 @@ void emit_producer_loop(GemmKernel& k) {
   w.line("return;");
 }
 
+// A folded RMSNorm's (or a per-token quantization's) row scales of the consumer thread's rows,
+// read before its main loop: their global loads (one per row) wait under the MMAs instead of after
+// them, where each tile's epilogue waited on them before staging. Not in the i8 kernels, whose s32
+// sums and f32 epilogue tile leave no room for them (ptxas spilled 24 more bytes there).
+bool row_scales_first(const GemmKernel& k) { return k.op.row_scale >= 0 && k.op.xt != DType::I8; }
+void emit_row_scale_preload(GemmKernel& k) {
+  if (!row_scales_first(k)) return;
+  emit_row_scale_lambda(k);
+  k.w.line("const Gemm::RowScales lj_rs = Gemm::row_scales(lj_row_scale);  // read before the main loop");
+}
+
 }  // namespace
 
 GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, const MatmulConfig& cfg, const EmitOptions& opts) {
@@ -128,6 +139,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
       w.line("pipe.skip_tile();");
       w.line("continue;");
     }
+    emit_row_scale_preload(k);
     w.line("float acc[Gemm::MI][Gemm::ACC];");
     if (cfg.stream_k) {
       w.line("Gemm::consume(acc, pipe, lj_smem, j, i < share_end, kt0, kt1);");
@@ -138,6 +150,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
     }
   } else {
     emit_w_rows(k);
+    emit_row_scale_preload(k);
     w.line("float acc[Gemm::MI][Gemm::ACC];");
     w.line("if (!Gemm::mainloop(&{}, &{}, m0, b_lo, b_hi, acc, lj_smem{})) return;  // the producer warpgroup is done", k.tx, k.tw,
            k.q4 ? (k.split ? ", split, wq" : ", 0, wq") : k.split ? ", split" : "");
@@ -150,6 +163,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   staging.scaled_args = cfg.pingpong ? ", j" : ", 0";
   staging.args = cfg.pingpong ? ", j" : "";
   staging.ring_bytes = int64_t{cfg.stages} * (cfg.bm + cfg.bn) * 128;
+  if (row_scales_first(k)) staging.row_scales = "lj_rs";
   if (k.staged_rows == cfg.bm) {
     emit_gemm_epilogue(k, staging);
   } else {

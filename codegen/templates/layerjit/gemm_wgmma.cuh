@@ -436,18 +436,47 @@ struct lj_wgmma_gemm {
   // and with the previous tile's staged values in a persistent kernel). Barrier 1, or with PINGPONG
   // 1 + the warpgroup, after the epilogue of the CTA's tile j - 1 (the other warpgroup's) has let go
   // of the shared staging area (named barrier 5 + j % 2, see epilogue_done).
+  // The row scales of a consumer thread's rows of its tile, s[mi][h] for tile row r0 + 64 mi + 8 h
+  // (the rows its accumulators hold, as stage() and stage_half() store them). Read before the main
+  // loop (row_scales(scale)), their one global load per row waits under the MMAs instead of after
+  // them; 1 in the producer warpgroup, which never stages.
+  struct RowScales {
+    float s[MI][2];
+  };
+  template <class Scale>
+  static __device__ __forceinline__ RowScales row_scales(Scale scale) {
+    RowScales rs;
+    const int lane = threadIdx.x & 31;
+    const int r0 = (PINGPONG ? 0 : consumer_wg() * MI * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) rs.s[mi][h] = threadIdx.x >= 128 ? scale(r0 + mi * 64 + 8 * h) : 1.f;
+    return rs;
+  }
+
   template <class TY, class Scale = lj_no_row_scale>
   static __device__ __forceinline__ void stage(const float (&acc)[MI][ACC], TY* tile, int j = 0, Scale scale = {}) {
     const int bar = PINGPONG ? 1 + consumer_wg() : 1;
     if (PINGPONG && j > 0) lj_named_barrier(5 + (j & 1), 256);
     lj_named_barrier(bar, EPI_THREADS);
+    const RowScales rs = lj_scales_rows<Scale>::value ? row_scales(scale) : RowScales{};
+    store_staged<lj_scales_rows<Scale>::value>(acc, tile, rs);
+    lj_named_barrier(bar, EPI_THREADS);
+  }
+  // ... with the row scales read before the main loop.
+  template <class TY>
+  static __device__ __forceinline__ void stage(const float (&acc)[MI][ACC], TY* tile, int j, const RowScales& rs) {
+    const int bar = PINGPONG ? 1 + consumer_wg() : 1;
+    if (PINGPONG && j > 0) lj_named_barrier(5 + (j & 1), 256);
+    lj_named_barrier(bar, EPI_THREADS);
+    store_staged<true>(acc, tile, rs);
+    lj_named_barrier(bar, EPI_THREADS);
+  }
+  template <bool SCALED, class TY>
+  static __device__ __forceinline__ void store_staged(const float (&acc)[MI][ACC], TY* tile, const RowScales& rs) {
     const int lane = threadIdx.x & 31;
     const int r0 = (PINGPONG ? 0 : consumer_wg() * MI * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
-    float s[MI][2];  // the row scale of the thread's rows (1 without one)
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) s[mi][h] = lj_scales_rows<Scale>::value ? scale(r0 + mi * 64 + 8 * h) : 1.f;
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -457,12 +486,11 @@ struct lj_wgmma_gemm {
           const int r = r0 + mi * 64 + 8 * h;
           int c = j * 8 + (lane & 3) * 2;
           if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
-          if (lj_scales_rows<Scale>::value)
-            lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h] * s[mi][h], acc[mi][4 * j + 2 * h + 1] * s[mi][h]);
+          if (SCALED)
+            lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h] * rs.s[mi][h], acc[mi][4 * j + 2 * h + 1] * rs.s[mi][h]);
           else
             lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
         }
-    lj_named_barrier(bar, EPI_THREADS);
   }
 
   // PINGPONG, where the whole tile's staging would leave the ring too few stages: the H-th m64 half
@@ -472,15 +500,25 @@ struct lj_wgmma_gemm {
   // warpgroup's epilogue lets go of the staging area before half 0 (named barrier 5 + j % 2).
   template <int H, class TY, class Scale = lj_no_row_scale>
   static __device__ __forceinline__ void stage_half(const float (&acc)[MI][ACC], TY* tile, int j = 0, Scale scale = {}) {
+    const int r0 = ((threadIdx.x & 127) / 32) * 16 + ((threadIdx.x & 31) >> 2);
+    float s[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) s[h] = lj_scales_rows<Scale>::value ? scale(r0 + 8 * h) : 1.f;
+    stage_half_scaled<H>(acc, tile, j, s);
+  }
+  // ... with the row scales read before the main loop.
+  template <int H, class TY>
+  static __device__ __forceinline__ void stage_half(const float (&acc)[MI][ACC], TY* tile, int j, const RowScales& rs) {
+    stage_half_scaled<H>(acc, tile, j, rs.s[H]);
+  }
+  template <int H, class TY>
+  static __device__ __forceinline__ void stage_half_scaled(const float (&acc)[MI][ACC], TY* tile, int j, const float (&s)[2]) {
     static_assert(PINGPONG && H >= 0 && H < MI, "a ping-pong tile's m64 halves");
     const int bar = 1 + consumer_wg();
     if (H == 0 && j > 0) lj_named_barrier(5 + (j & 1), 256);
     lj_named_barrier(bar, EPI_THREADS);
     const int lane = threadIdx.x & 31;
     const int r0 = ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
-    float s[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) s[h] = lj_scales_rows<Scale>::value ? scale(r0 + 8 * h) : 1.f;
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
