@@ -222,7 +222,7 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
     auto j_loop = w.scope("for (int j = 0; j < 8; ++j)");
     std::optional<SourceWriter::Scope> guard;
     if (!full) guard.emplace(w.scope("if (n + j < N_OUT)"));
-    emit_epilogue_element(w, ctx, op, "m", "(n + j)", acc, "r", "", preloaded);
+    emit_epilogue_element(w, ctx, op, "m", "(n + j)", acc, "r", "", preloaded, /*acc_rounded=*/true);
     w.line("out[j] = r;");
   }
   if (full) {

@@ -97,10 +97,12 @@ std::string column_scaled(KernelContext& ctx, const MatmulOperands& op, const st
 /// for y, or gate and up with glu), rounded to y's dtype first as an unfused matmul would store them.
 /// Declares `<result>`, the fp32 value to store (without an epilogue: the sum itself). Loads of group inputs (bias,
 /// residual, scales) are emitted here unless `preloaded` has them (vector loads made by the caller);
-/// `stem` keeps coordinate names distinct per call.
+/// `stem` keeps coordinate names distinct per call. `acc_rounded`: `acc` already holds values of y's
+/// dtype (the GEMMs' staged tile), so they are used as they are.
 void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
                            const std::string& n, const std::vector<std::string>& acc, const std::string& result,
-                           const std::string& stem, const std::map<OperandRead, std::string>& preloaded = {});
+                           const std::string& stem, const std::map<OperandRead, std::string>& preloaded = {},
+                           bool acc_rounded = false);
 
 /// Loads the position of row `m` into `pos` and checks it against every cache the epilogue writes.
 void emit_rope_position(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m);
