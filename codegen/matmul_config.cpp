@@ -234,6 +234,16 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
     c.persistent = c.pingpong = true;
     return c;
   }
+  // W from 4-bit codes: 256 x 128 tiles, whose dequantizing warps fill one W tile per k tile for
+  // twice the rows of x (H100, forty-fourth session, `layerjit tune bench/quant/int4_projections.lj
+  // --packed-weights` at M = 4096 against the 128 x 256 default: qkv 0.6395 -> 0.4307 ms, o 0.4356
+  // -> 0.2917, gate_up 3.0016 -> 1.9523 with 4 stages, down (K = 14336) 2.0781 -> 0.9544 with 3),
+  // where they fill the SMs; 3 stages at that K as the tuner chose (4 at K = 4096).
+  if (p.weight_codes && (p.m > 0 ? (p.m + 255) / 256 : 16) * ((p.n + 127) / 128) >= p.sm_count) {
+    MatmulConfig c = wgmma(128, p.k > 8192 ? 3 : 4);
+    c.bm = 256;
+    return c;
+  }
   if (row_tiles * ((p.n + 255) / 256) * 4 >= p.sm_count * 3) return wgmma(256, 4);
   const bool fp8 = dtype_bytes(p.dtype) == 1;
   // Where 128 x 64 tiles fit one wave: those, 8 stages deep, split only while the grid stays within
