@@ -293,7 +293,7 @@ std::string pointwise_expr(const Node& n, const std::vector<std::string>& a) {
 
 void emit_pointwise_node(SourceWriter& w, const Graph& g, NodeId n, int space_rank, const std::vector<ValueId>& group_inputs,
                          const std::map<OperandRead, std::string>& loaded, std::map<ValueId, std::string>& reg,
-                         const std::vector<ValueId>& stored) {
+                         const std::vector<ValueId>& stored, ValueId rounded_by_store) {
   auto listed = [](const std::vector<ValueId>& vs, ValueId v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
   const Node& node = g.node(n);
   std::vector<std::string> ops;
@@ -303,7 +303,11 @@ void emit_pointwise_node(SourceWriter& w, const Graph& g, NodeId n, int space_ra
   }
   const ValueId r = node.results[0];
   const std::string t = "t_" + ident(g.value(r).name);
-  w.line("const float {} = {};  // {}", t, rounded_expr(g.value(r).type.dtype, pointwise_expr(node, ops)), print_node(g, n));
+  const std::string expr = pointwise_expr(node, ops);
+  if (r == rounded_by_store && g.value(r).type.dtype != DType::F32)
+    w.line("const float {} = {};  // {} (rounded by its store)", t, expr, print_node(g, n));
+  else
+    w.line("const float {} = {};  // {}", t, rounded_expr(g.value(r).type.dtype, expr), print_node(g, n));
   reg[r] = t;
   if (listed(stored, r)) w.line("y_{}[j] = {};", ident(g.value(r).name), t);
 }

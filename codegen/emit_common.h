@@ -91,9 +91,11 @@ OperandRead operand_read(const Graph& g, const Node& n, int index, int space_ran
 /// `const float t_<result> = <expr rounded to the result dtype>;  // <IR statement>`. Operands are read
 /// from `reg` (values computed earlier in the kernel) or `loaded` (group inputs, by how they are
 /// read); the result is recorded in `reg` and copied to `y_<result>[j]` when `stored` lists it.
+/// `rounded_by_store`: a result the caller only stores in its own dtype, so it is left unrounded
+/// here (the store's conversion rounds it once, to the same value).
 void emit_pointwise_node(SourceWriter& w, const Graph& g, NodeId n, int space_rank, const std::vector<ValueId>& group_inputs,
                          const std::map<OperandRead, std::string>& loaded, std::map<ValueId, std::string>& reg,
-                         const std::vector<ValueId>& stored);
+                         const std::vector<ValueId>& stored, ValueId rounded_by_store = -1);
 
 /// `expr` rounded through dtype `t` (unchanged for f32): fused kernels keep every intermediate at
 /// its IR dtype, so a fused group computes exactly what the unfused ops would store.

@@ -410,7 +410,11 @@ void emit_epilogue_element(SourceWriter& w, KernelContext& ctx, const MatmulOper
   // emit_pointwise_node names its temporaries t_<value>: a scope per element keeps them apart.
   {
     auto scope = w.scope("");
-    for (NodeId id : op.epilogue) emit_pointwise_node(w, g, id, rank, grp.inputs, loaded, reg, {});
+    // Where %out is only stored, in its dtype, the store's conversion is its one rounding.
+    bool reused = false;
+    for (NodeId id : op.epilogue)
+      for (ValueId v : g.node(id).operands) reused = reused || v == op.out;
+    for (NodeId id : op.epilogue) emit_pointwise_node(w, g, id, rank, grp.inputs, loaded, reg, {}, reused ? -1 : op.out);
     w.line("{} = {};", result, reg.at(op.out));
   }
 }
