@@ -1,4 +1,4 @@
-# Sourced by the bench/quant scripts: graph_ms LABEL LAYERJIT ARGS... runs `LAYERJIT bench ARGS...`,
+# Sourced by the bench/quant scripts and bench/ab.sh: graph_ms LABEL LAYERJIT ARGS... runs `LAYERJIT bench ARGS...`,
 # prints its whole report, and sets GRAPH_MS to the fused plan's ms per call as one CUDA graph (empty
 # and returns 1 when the call failed, after saying so on stderr).
 graph_ms() {
