@@ -239,7 +239,7 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
   // --packed-weights` at M = 4096 against the 128 x 256 default: qkv 0.6395 -> 0.4307 ms, o 0.4356
   // -> 0.2917, gate_up 3.0016 -> 1.9523 with 4 stages, down (K = 14336) 2.0781 -> 0.9544 with 3),
   // where they fill the SMs; 3 stages at that K as the tuner chose (4 at K = 4096).
-  if (p.weight_codes && (p.m > 0 ? (p.m + 255) / 256 : 16) * ((p.n + 127) / 128) >= p.sm_count) {
+  if (p.weight_codes && (row_tiles + 1) / 2 * ((p.n + 127) / 128) >= p.sm_count) {  // 256-row tiles
     MatmulConfig c = wgmma(128, p.k > 8192 ? 3 : 4);
     c.bm = 256;
     return c;

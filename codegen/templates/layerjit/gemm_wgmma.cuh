@@ -457,24 +457,21 @@ struct lj_wgmma_gemm {
 
   template <class TY, class Scale = lj_no_row_scale>
   static __device__ __forceinline__ void stage(const float (&acc)[MI][ACC], TY* tile, int j = 0, Scale scale = {}) {
-    const int bar = PINGPONG ? 1 + consumer_wg() : 1;
-    if (PINGPONG && j > 0) lj_named_barrier(5 + (j & 1), 256);
-    lj_named_barrier(bar, EPI_THREADS);
-    const RowScales rs = lj_scales_rows<Scale>::value ? row_scales(scale) : RowScales{};
-    store_staged<lj_scales_rows<Scale>::value>(acc, tile, rs);
-    lj_named_barrier(bar, EPI_THREADS);
+    stage_scaled<lj_scales_rows<Scale>::value>(acc, tile, j, [&] { return lj_scales_rows<Scale>::value ? row_scales(scale) : RowScales{}; });
   }
   // ... with the row scales read before the main loop.
   template <class TY>
   static __device__ __forceinline__ void stage(const float (&acc)[MI][ACC], TY* tile, int j, const RowScales& rs) {
+    stage_scaled<true>(acc, tile, j, [&] { return rs; });
+  }
+  // Both: `scales()` gives the row scales, called after the first barrier (where stage() reads them
+  // itself, its loads come there, as before the scales could be read ahead).
+  template <bool SCALED, class TY, class Scales>
+  static __device__ __forceinline__ void stage_scaled(const float (&acc)[MI][ACC], TY* tile, int j, Scales scales) {
     const int bar = PINGPONG ? 1 + consumer_wg() : 1;
     if (PINGPONG && j > 0) lj_named_barrier(5 + (j & 1), 256);
     lj_named_barrier(bar, EPI_THREADS);
-    store_staged<true>(acc, tile, rs);
-    lj_named_barrier(bar, EPI_THREADS);
-  }
-  template <bool SCALED, class TY>
-  static __device__ __forceinline__ void store_staged(const float (&acc)[MI][ACC], TY* tile, const RowScales& rs) {
+    const RowScales rs = scales();
     const int lane = threadIdx.x & 31;
     const int r0 = (PINGPONG ? 0 : consumer_wg() * MI * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
 #pragma unroll
@@ -491,6 +488,7 @@ struct lj_wgmma_gemm {
           else
             lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
         }
+    lj_named_barrier(bar, EPI_THREADS);
   }
 
   // PINGPONG, where the whole tile's staging would leave the ring too few stages: the H-th m64 half
