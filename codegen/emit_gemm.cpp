@@ -36,7 +36,7 @@ GemmKernel::GemmKernel(KernelContext& c, const MatmulOperands& o, const MatmulCo
     // none), and the lj_q4 over them.
     const char* tz = op.wz < 0 ? "void" : is_packed(g.value(op.wz).type.dtype) ? "unsigned char" : "signed char";
     const std::string ps = ctx.buffer_param(op.ws, false), pz = op.wz < 0 ? "nullptr" : ctx.buffer_param(op.wz, false);
-    q4_type = fmt::format("lj_q4<{}, {}, {}, {}, /*NW*/ {}, K, /*G*/ {}>", c_type(op.xt), c_type(g.value(op.ws).type.dtype), tz,
+    q4_type = fmt::format("lj_q4<{}, {}, {}, {}, /*NW*/ {}, K, /*G*/ {}", c_type(op.xt), c_type(g.value(op.ws).type.dtype), tz,
                           g.value(op.wq).type.dtype == DType::I4 ? "true" : "false", op.n, op.group);
     q4_init = fmt::format("{}, {}, {}", pw, ps, op.wz < 0 ? "nullptr" : fmt::format("(const {}*){}", tz, pz));
   }
@@ -64,6 +64,19 @@ GemmKernel::GemmKernel(KernelContext& c, const MatmulOperands& o, const MatmulCo
   staged_rows = cfg.staged_rows(dtype_bytes(op.xt), dtype_bytes(op.yt), q4, eo.max_shared_bytes);
   pipeline_smem = std::max(cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt), q4, eo.max_shared_bytes),
                            staged_rows * (cfg.bn + 8) * dtype_bytes(op.yt));
+  if (q4) {
+    // The Hopper GEMM, one tile per CTA: the tile's scales and zero points for all of K copied into
+    // shared memory once (gemm_q4.cuh, STAGED), where they fit beside the ring; read from L2 a k tile
+    // ahead otherwise.
+    const int64_t groups = op.k / op.group, half = cfg.bn / 2;
+    const int64_t s_run = half * groups * dtype_bytes(g.value(op.ws).type.dtype);
+    const int64_t z_run = op.wz < 0 ? 0 : is_packed(g.value(op.wz).type.dtype) ? half * groups / 2 : half * groups;
+    // (The ring, then 128 bytes of barriers, then the constants.)
+    const int64_t with = int64_t{cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt), true)} - 3 * cfg.stages * 8 + 128 + 2 * (s_run + z_run);
+    const bool staged = hopper && !cfg.persistent && cfg.bn % 64 == 0 && s_run % 16 == 0 && z_run % 16 == 0 && with <= eo.max_shared_bytes;
+    q4_type += staged ? fmt::format(", /*STAGED*/ {}>", cfg.bn) : ">";
+    if (staged) pipeline_smem = std::max(pipeline_smem, static_cast<int>(with));
+  }
 }
 
 void emit_gemm_head(GemmKernel& k, const char* main_header, const std::string& extra_include) {

@@ -263,6 +263,56 @@ TEST_CASE("the INT4 prefill layer's GEMMs on codes at T = 4096 compile for sm_90
   CHECK(compiled >= 8);
 }
 
+// The Hopper GEMM on codes, one tile per CTA: the tile's W rows' scales and zero points for all of
+// K are copied into shared memory once (cp.async by the dequantizing warps) where they fit beside
+// the ring, instead of read from L2 every k tile; a ring too big for them, or a persistent CTA (a
+// new tile's constants while the last one's are read), keeps the L2 reads.
+TEST_CASE("the Hopper GEMM on 4-bit codes stages its tile's scales and zero points in shared memory where they fit", "[codegen]") {
+  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_int4.lj");
+  const Graph& g = m.graphs.at(0);
+  auto target = rt::Target::parse("sm_90a");
+  REQUIRE(target.ok());
+  EmitOptions eo;
+  eo.sm = target->sm, eo.arch_specific = target->arch_specific;
+  eo.hint.set("T", 4096);
+  FusionOptions fo;
+  fo.packed_weight_gemms = true;
+  fo.sizes = eo.hint;
+  const Lowered l = lower(g, fo);
+  std::vector<const FusionGroup*> q4;
+  for (const FusionGroup& grp : l.plan.groups)
+    if (grp.matmul.dequant >= 0) q4.push_back(&grp);
+  REQUIRE(q4.size() == 4);  // qkv, o, gate/up (K = 4096: 32 groups), down (K = 14336: 112)
+  auto emit = [&](const FusionGroup& grp, const char* config) {
+    eo.matmul = *parse_matmul_config(config, nullptr);
+    return emit_group(*l.graph, grp, eo);
+  };
+  // bf16 scales, u4 zero points: 128 rows x 32 groups x 2 bytes, and half a byte each.
+  const int ring4 = 1024 + 4 * (256 + 128) * 128 + 4 * 128 * 32;
+  const GeneratedKernel qkv = emit(*q4[0], "wgmma bm=256 bn=128 stages=4 gm=8");
+  CHECK(qkv.source.find("/*STAGED*/ 128> Q;") != std::string::npos);
+  CHECK(qkv.launch.shared_bytes == ring4 + 128 + 128 * 32 * 2 + 128 * 32 / 2);
+  const std::string ptx = ptx_of(qkv, *target);
+  CHECK(count(ptx, "cp.async.cg.shared.global") >= 2);  // the scales' and the zero points' runs
+  CHECK(count(ptx, "cp.async.wait_group 0") == 1);
+  // down, 3 stages: 112 groups a row fit; with 4 stages they would not (250 KB), so the L2 reads stay.
+  const GeneratedKernel down3 = emit(*q4[3], "wgmma bm=256 bn=128 stages=3 gm=8");
+  CHECK(down3.source.find("/*STAGED*/ 128> Q;") != std::string::npos);
+  CHECK(down3.launch.shared_bytes == 1024 + 3 * (256 + 128) * 128 + 3 * 128 * 32 + 128 + 128 * 112 * 2 + 128 * 112 / 2);
+  const GeneratedKernel down4 = emit(*q4[3], "wgmma bm=256 bn=128 stages=4 gm=8");
+  CHECK(down4.source.find("STAGED") == std::string::npos);
+  CHECK(down4.launch.shared_bytes == ring4 + 3 * 4 * 8);
+  CHECK(ptx_of(down4, *target).find("cp.async.cg.shared.global") == std::string::npos);
+  const GeneratedKernel pp = emit(*q4[1], "wgmma bm=128 bn=128 stages=4 gm=8 pingpong");
+  CHECK(pp.source.find("STAGED") == std::string::npos);
+  for (const GeneratedKernel* k : {&qkv, &down3}) {
+    auto r = jit::kernel_resources(*k, *target);
+    INFO(k->name << " (" << k->config << "): " << (r.ok() ? r->str() : r.message()));
+    REQUIRE(r.ok());
+    CHECK(!r->spills());
+  }
+}
+
 TEST_CASE("the 4-bit GEMV's PTX: bf16 mma.sync on dequantized codes, packed 16-bit FMAs where the scales have x's type", "[codegen]") {
   const std::vector<Graph> gs = lj_test::weight_prologue_graphs();
   auto ptx = [&](const char* name, const char* arch) {

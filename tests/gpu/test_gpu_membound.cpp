@@ -113,44 +113,73 @@ TEST_CASE("4-bit weight prologues match the reference at prefill sizes", "[gpu][
     }
 }
 
-/// Every config the tuner may pick for a 4-bit matmul on each weight-prologue graph of
-/// codegen_graphs.h: at one row the GEMV's (k steps in flight, warps per CTA: shares of K that are
-/// whole batches, EVEN, or not; groups of 32 to whole rows; chunks of x rows past M), at 9 rows the
-/// GEMV's and the mma.sync GEMM's tiles, at 200 rows the GEMMs' (the Hopper one's on sm_90a).
-TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu][membound][int4]") {
+namespace {
+
+/// Every config the tuner may pick for a 4-bit matmul on `graphs` at each of `rows` (`layer`: the
+/// quantized Llama decode layers, B sequences over 40 cached tokens, their 256 x 128 tiles only),
+/// for this device's architecture (on Hopper the wgmma GEMM's configs at 200 rows too). Returns the
+/// number of kernels checked.
+int check_q4_candidates(const std::vector<const Graph*>& graphs, const std::vector<int64_t>& rows_list, bool layer) {
   rt::Context& ctx = lj_test::gpu();
   auto stream = rt::Stream::create(ctx);
   LJ_REQUIRE_OK(stream);
-  int checked = 0, layer_tiles = 0;
-  for (const Graph& g : lj_test::weight_prologue_graphs()) {
-    // The layers' projections: the case above, at the default; here only their 256 x 128 tiles at
-    // 200 rows (the default at M = 4096, where the case above does not reach: RoPE with cache
-    // writes, SwiGLU and residual epilogues over a consumer warpgroup's two m64 halves).
-    const bool layer = g.name().rfind("q4_llama", 0) == 0;
-    for (int64_t rows : layer ? std::vector<int64_t>{200} : std::vector<int64_t>{1, 9, 200}) {
+  int checked = 0;
+  for (const Graph* g : graphs)
+    for (int64_t rows : rows_list) {
       FusionOptions fo;
-      fo.packed_weight_gemms = true;  // the GEMMs at 200 rows
-      fo.sizes = layer ? binds({{"B", rows}, {"C", 40}}) : binds({{"T", rows}});  // (the layers are decode layers)
-      const FusionPlan plan = plan_fusion(g, fo);
+      fo.packed_weight_gemms = true;  // the GEMMs at 9 and 200 rows
+      fo.sizes = layer ? binds({{"B", rows}, {"C", 40}}) : binds({{"T", rows}});
+      const FusionPlan plan = plan_fusion(*g, fo);
       for (const FusionGroup& grp : plan.groups) {
         if (grp.kind != GroupKind::Matmul || grp.matmul.dequant < 0) continue;
         lj_test::GroupCase c;
-        c.graph = &g;
+        c.graph = g;
         c.bind = fo.sizes;
         c.seed = static_cast<uint64_t>(300 + rows);
         c.emit.hint = fo.sizes;
-        for (const MatmulConfig& cfg : matmul_candidates(matmul_problem(g, grp, c.emit))) {
+        c.emit.sm = ctx.info().cc();
+        c.emit.arch_specific = c.emit.sm == 90;  // the Hopper GEMM's candidates where it runs
+        for (const MatmulConfig& cfg : matmul_candidates(matmul_problem(*g, grp, c.emit))) {
           if (layer && cfg.bm != 256) continue;
-          INFO(g.name() << " at " << rows << " rows, " << cfg.str());
+          INFO(g->name() << " at " << rows << " rows, " << cfg.str());
           c.emit.matmul = cfg;
           lj_test::check_group(ctx, *stream, c, grp);
-          ++(layer ? layer_tiles : checked);
+          ++checked;
         }
       }
     }
-  }
+  return checked;
+}
+
+std::vector<const Graph*> q4_graphs(bool layers) {
+  static const std::vector<Graph> all = lj_test::weight_prologue_graphs();
+  std::vector<const Graph*> out;
+  for (const Graph& g : all)
+    if ((g.name().rfind("q4_llama", 0) == 0) == layers) out.push_back(&g);
+  return out;
+}
+
+}  // namespace
+
+/// At one row the GEMV's configs (k steps in flight, warps per CTA: shares of K that are whole
+/// batches, EVEN, or not; groups of 32 to whole rows; chunks of x rows past M), at 9 rows the GEMV's
+/// and the mma.sync GEMM's tiles, at 200 rows the GEMMs' (the Hopper one's on sm_90a: 64-, 128- and
+/// 256-row tiles, ping-pong, split-K, the tile's group constants staged in shared memory or not).
+TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference", "[gpu][membound][int4]") {
+  const int checked = check_q4_candidates(q4_graphs(false), {1, 9, 200}, false);
   CHECK(checked >= 7 * 2 * 6);  // u=1 and u=2 with 4, 8 and 16 warps on every graph, u=4 where K allows
-  CHECK(layer_tiles >= 2 * 4 * 2);  // 3 and 4 stages for qkv, o, gate/up and down of both layers
+}
+
+/// The quantized Llama layers' projections in 256 x 128 tiles at 200 rows (the default at M = 4096,
+/// where the case above does not reach: RoPE with cache writes, SwiGLU and residual epilogues over a
+/// consumer warpgroup's two m64 halves). Hopper only.
+TEST_CASE("the quantized Llama layers' projections in 256-row tiles match the reference", "[gpu][membound][int4]") {
+  if (lj_test::gpu().info().cc() != 90) {
+    WARN("skipped: the 256-row tiles are the Hopper GEMM's");
+    return;
+  }
+  const int checked = check_q4_candidates(q4_graphs(true), {200}, true);
+  CHECK(checked >= 2 * 4 * 2);  // 3 and 4 stages for qkv, o, gate/up and down of both layers
 }
 
 /// With norm prologues (opt-in: FusionOptions::norm_prologues) each rms_norm before a 4-bit GEMV at

@@ -11,6 +11,7 @@
 // in, four 16-byte chunks of T out, in k order. The GEMV's pair trick gives (e_i, e_{i+4}) from a
 // word of 8 codes; two byte permutes per two pairs put them back in order, (e0, e1) ... (e6, e7).
 #pragma once
+#include "layerjit/cp_async.cuh"
 #include "layerjit/gemv_q4.cuh"
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -25,12 +26,26 @@ struct lj_q4_offset<true> {
 
 // W = dequantize(q, s, z) {group = G}: codes q [NW, K] (element 2j of a row in the low nibble of its
 // byte j), scales s [NW, K / G], zero points z (u4 packed like q, or i8; TZ void: none, and i4 codes,
-// SIGNED, have a zero of 8). All three dense params.
-template <class T, class TS, class TZ, bool SIGNED, lj_i64 NW_, lj_i64 K, lj_i64 G>
+// SIGNED, have a zero of 8). All three dense params, 16-byte aligned.
+// STAGED (the Hopper GEMM, one tile per CTA): 0, or the W rows of a tile (two runs of STAGED / 2
+// rows, each starting at a multiple of STAGED / 2) whose scales and zero points for the whole of K
+// the dequantizing warps copy into shared memory once, at the tile's start (stage_tile), and read
+// from there (group_staged) instead of from L2 every k tile.
+template <class T, class TS, class TZ, bool SIGNED, lj_i64 NW_, lj_i64 K, lj_i64 G, int STAGED_ = 0>
 struct lj_q4 {
   static constexpr bool ON = true;
   static constexpr lj_i64 NW = NW_, GROUPS = K / G;
+  static constexpr int STAGED = STAGED_;
   static_assert(K % 32 == 0 && G % 32 == 0, "a unit's 32 codes lie in one group and inside K");
+  // Zero points: u4 packed two to a byte (indexed by nibble), i8, or none.
+  static constexpr bool Z_PACKED = lj_same<TZ, unsigned char>::value, Z_NONE = lj_same<TZ, void>::value;
+  // STAGED: a run of STAGED / 2 rows' scales (and zero points) is contiguous in global memory and
+  // starts 16-byte aligned (its first row a multiple of STAGED / 2, a multiple of 32); in shared
+  // memory the two runs follow each other, tile row i's scales at i * GROUPS as in global memory.
+  static constexpr lj_i64 S_RUN = (lj_i64)STAGED / 2 * GROUPS * (lj_i64)sizeof(TS);
+  static constexpr lj_i64 Z_RUN = Z_NONE ? 0 : Z_PACKED ? (lj_i64)STAGED / 2 * GROUPS / 2 : (lj_i64)STAGED / 2 * GROUPS;
+  static constexpr int TILE_BYTES = (int)(2 * S_RUN + 2 * Z_RUN);  // the shared memory a tile's constants take
+  static_assert(STAGED == 0 || (STAGED % 64 == 0 && S_RUN % 16 == 0 && Z_RUN % 16 == 0), "runs of whole 16-byte chunks");
   const unsigned char* __restrict__ q;
   const TS* __restrict__ s;
   const TZ* z;
@@ -69,6 +84,48 @@ struct lj_q4 {
     return g;
   }
   __device__ __forceinline__ Group group(lj_i64 n, lj_i64 k) const { return group(row(n), k); }
+
+  // STAGED: thread t of `threads` copies its share of the tile's constants (rows b_lo.. and b_hi..,
+  // STAGED / 2 each; rows past NW become zeros, never read) into `tile` by cp.async (16-byte chunks,
+  // the last of a run cut at the array's end), and commits them as one group.
+  __device__ __forceinline__ void stage_tile(unsigned char* tile, lj_i64 b_lo, lj_i64 b_hi, int t, int threads) const {
+    static_assert(STAGED > 0, "stage_tile: a tile's rows staged");
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const lj_i64 b = half ? b_hi : b_lo;
+      const lj_i64 rows = b >= NW ? 0 : NW - b < STAGED / 2 ? NW - b : STAGED / 2;
+      copy_run<S_RUN>(tile + half * S_RUN, reinterpret_cast<const unsigned char*>(s + b * GROUPS), rows * GROUPS * (lj_i64)sizeof(TS), t,
+                      threads);
+      if constexpr (!Z_NONE) {
+        const lj_i64 zb = Z_PACKED ? b * GROUPS / 2 : b * GROUPS, zn = Z_PACKED ? (rows * GROUPS + 1) / 2 : rows * GROUPS;
+        copy_run<Z_RUN>(tile + 2 * S_RUN + half * Z_RUN, reinterpret_cast<const unsigned char*>(z) + zb, zn, t, threads);
+      }
+    }
+    lj_cp_async_commit();
+  }
+  // One run of RUN bytes of shared memory from `bytes` bytes at src (the rest zeros).
+  template <lj_i64 RUN>
+  static __device__ __forceinline__ void copy_run(unsigned char* dst, const unsigned char* src, lj_i64 bytes, int t, int threads) {
+    for (int c = t; c < (int)(RUN / 16); c += threads) {
+      const lj_i64 left = bytes - 16 * (lj_i64)c;
+      lj_cp_async16(dst + 16 * c, left > 0 ? src + 16 * c : src, left >= 16 ? 16 : left > 0 ? (int)left : 0);
+    }
+  }
+
+  // STAGED: the group constants of tile row i (live: the row exists) at element k, from the tile's
+  // copy in shared memory.
+  __device__ __forceinline__ Group group_staged(const unsigned char* tile, int i, bool live, lj_i64 k) const {
+    Group g{};
+    g.live = live && k < K;
+    g.zero = SIGNED ? 8 : 0;
+    if (g.live) {
+      const int at = i * (int)GROUPS + (int)(k / G);
+      g.s = reinterpret_cast<const TS*>(tile)[at];
+      if constexpr (Z_PACKED) g.zero = lj_q4_zero(tile + 2 * S_RUN, at);
+      else if constexpr (!Z_NONE) g.zero = lj_q4_zero(reinterpret_cast<const signed char*>(tile + 2 * S_RUN), at);
+    }
+    return g;
+  }
 
   // The unit's 32 elements (`c` their 16 bytes of codes) as four 16-byte chunks of T in k order; zeros
   // where the unit is not live (TMA and the clamped loads read zeros or another row there; such

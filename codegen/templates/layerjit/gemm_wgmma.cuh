@@ -74,6 +74,16 @@
 #include "layerjit/split_k.cuh"
 #include "layerjit/wgmma.cuh"
 
+// Q's tile of group constants in shared memory (gemm_q4.cuh): W rows staged (0: none) and bytes.
+template <class Q, bool = Q::ON>
+struct lj_q4_tile {
+  static constexpr int STAGED = 0, BYTES = 0;
+};
+template <class Q>
+struct lj_q4_tile<Q, true> {
+  static constexpr int STAGED = Q::STAGED, BYTES = Q::TILE_BYTES;
+};
+
 template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false,
           int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128, class Q = lj_no_q4, int CLUSTER_ = 1>
 struct lj_wgmma_gemm {
@@ -97,8 +107,9 @@ struct lj_wgmma_gemm {
   // Ring buffers (1024-byte aligned for the 128-byte swizzle), then the full, empty (and with Q::ON
   // ready) barriers (128 bytes), then, when persistent, the epilogue tile (the ring is refilled during
   // the epilogue).
-  static constexpr int BARRIERS = Q::ON ? 3 : 2;
-  static constexpr int SMEM_BYTES = 1024 + RING_BYTES + (PERSISTENT ? 128 : BARRIERS * STAGES * 8);
+  // Q_STAGED (one tile per CTA): the tile's scales and zero points after the barriers' 128 bytes.
+  static constexpr int BARRIERS = Q::ON ? 3 : 2, Q_STAGED = lj_q4_tile<Q>::STAGED;
+  static constexpr int SMEM_BYTES = 1024 + RING_BYTES + (PERSISTENT ? 128 : Q_STAGED ? 128 + lj_q4_tile<Q>::BYTES : BARRIERS * STAGES * 8);
   static constexpr int STAGE_LD = BN + 8;  // staged epilogue tile row, as lj_gemm's
 
   static_assert(sizeof(T) == 2 || sizeof(T) == 1, "wgmma here takes 16-bit, fp8 or i8 operands");
@@ -111,6 +122,7 @@ struct lj_wgmma_gemm {
   static_assert(!STREAM_K || (PERSISTENT && !PINGPONG), "stream-K: a persistent grid, both consumer warpgroups on each share");
   static_assert(BM == 128 || (BM == 64 && !PERSISTENT) || (BM == 256 && !PERSISTENT && SPLIT == 1 && BN <= 128),
                 "tiles of 128 rows, or of 64 (one consumer warpgroup) or 256 (BN <= 128, not split) one per CTA");
+  static_assert(Q_STAGED == 0 || (Q_STAGED == BN && !PERSISTENT), "a tile's W rows' constants staged, one tile per CTA");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && SPLIT == 1 && !STREAM_K && !Q::ON && BM == 128),
                 "clusters of two: whole 128-row tiles, W loaded by TMA");
   // Split-K: floats of one CTA's partial (the consumer threads' accumulators, thread-minor).
@@ -146,6 +158,8 @@ struct lj_wgmma_gemm {
   static __device__ __forceinline__ unsigned long long* full_bars(unsigned char* smem_raw) {
     return reinterpret_cast<unsigned long long*>(aligned(smem_raw) + RING_BYTES);
   }
+  // Q_STAGED: the tile's group constants (gemm_q4.cuh).
+  static __device__ __forceinline__ unsigned char* tile_constants(unsigned char* smem_raw) { return aligned(smem_raw) + RING_BYTES + 128; }
   // Where the epilogue stages the tile: the start of shared memory once the ring is idle, or, in a
   // persistent kernel, the area after the barriers (with PINGPONG the two warpgroups' epilogues take
   // turns on it: stage() and epilogue_done()).
@@ -278,12 +292,24 @@ struct lj_wgmma_gemm {
         const int i = tile_row(j);
         rows[j] = q.row(i < BN / 2 ? b_lo + i : b_hi + (i - BN / 2));
       }
-      // The scales and zero points a k tile ahead (gemm_q4.cuh: they come from L2).
+      // The scales and zero points a k tile ahead: from L2 (gemm_q4.cuh), or with Q::STAGED from the
+      // tile's copy in shared memory, made once by these threads (named barrier 2) while the first
+      // codes are on their way.
+      unsigned char* consts = tile_constants(smem_raw);
+      if constexpr (Q_STAGED > 0) {
+        q.stage_tile(consts, b_lo, b_hi, tt, TRANSFORM_THREADS);
+        lj_cp_async_wait<0>();
+        lj_named_barrier(2, TRANSFORM_THREADS);
+      }
       typename Q::Group next[PER_THREAD];
       auto fetch = [&](int kt) {
 #pragma unroll
         for (int j = 0; j < PER_THREAD; ++j)
-          if (present(j)) next[j] = q.group(rows[j], (lj_i64)kt * BK + 32 * h);
+          if (present(j)) {
+            const lj_i64 k = (lj_i64)kt * BK + 32 * h;
+            if constexpr (Q_STAGED > 0) next[j] = q.group_staged(consts, tile_row(j), rows[j].live, k);
+            else next[j] = q.group(rows[j], k);
+          }
       };
       fetch(kt0);
       for (int kt = kt0; kt < kt1; ++kt) {
