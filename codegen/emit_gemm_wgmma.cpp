@@ -101,13 +101,17 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   SourceWriter& w = k.w;
   const Graph& g = ctx.graph();
   emit_gemm_head(k, "gemm_wgmma.cuh", k.rope ? "#include \"layerjit/mma.cuh\"  // cp.async of the RoPE tables" : "");
-  w.comment(fmt::format("Config: {}. TMA loads of x and W{}, wgmma from shared memory (sm_90a).", cfg.str(),
-                        k.q4 ? "'s codes, dequantized into the W tile by warps 1-3" : ""));
+  w.comment(cfg.wreg ? fmt::format("Config: {}. TMA loads of x and W's codes; W dequantized into registers, y^T = W x^T (wgmma with A "
+                                    "from registers, sm_90a).",
+                                    cfg.str())
+                      : fmt::format("Config: {}. TMA loads of x and W{}, wgmma from shared memory (sm_90a).", cfg.str(),
+                                    k.q4 ? "'s codes, dequantized into the W tile by warps 1-3" : ""));
   // 64- and 256-row tiles name every parameter up to BM (they are never persistent, ping-pong or stream-K).
   if (k.q4)  // every parameter up to the weight prologue's Q
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}, /*PERSISTENT*/ {}, /*PINGPONG*/ {}, "
-           "/*SPLIT*/ {}, /*STREAM_K*/ {}, /*BM*/ {}, Q> Gemm;",
-           c_type(op.xt), cfg.bn, cfg.stages, cfg.group_m, op.glu, cfg.persistent, cfg.pingpong, cfg.split_k, cfg.stream_k, cfg.bm);
+           "/*SPLIT*/ {}, /*STREAM_K*/ {}, /*BM*/ {}, Q{}> Gemm;",
+           c_type(op.xt), cfg.bn, cfg.stages, cfg.group_m, op.glu, cfg.persistent, cfg.pingpong, cfg.split_k, cfg.stream_k, cfg.bm,
+           cfg.wreg ? ", /*CLUSTER*/ 1, /*WREG*/ true" : "");
   else if (cfg.cluster > 1)  // every parameter up to CLUSTER
     w.line("typedef lj_wgmma_gemm<{}, N, K, /*BN*/ {}, /*STAGES*/ {}, /*GROUP_M*/ {}, /*GLU*/ {}, /*PERSISTENT*/ {}, /*PINGPONG*/ {}, "
            "/*SPLIT*/ 1, /*STREAM_K*/ false, /*BM*/ 128, lj_no_q4, /*CLUSTER*/ {}> Gemm;",
@@ -162,7 +166,7 @@ GeneratedKernel emit_gemm_wgmma(KernelContext& ctx, const MatmulOperands& op, co
   staging.tile = fmt::format("Gemm::staging<{}>(lj_smem)", c_type(op.yt));
   staging.scaled_args = cfg.pingpong ? ", j" : ", 0";
   staging.args = cfg.pingpong ? ", j" : "";
-  staging.ring_bytes = int64_t{cfg.stages} * (cfg.bm + cfg.bn) * 128;
+  staging.ring_bytes = int64_t{cfg.stages} * (cfg.bm * 128 + (cfg.wreg ? cfg.bn * 32 : cfg.bn * 128));
   if (row_scales_first(k)) staging.row_scales = "lj_rs";
   if (k.staged_rows == cfg.bm) {
     emit_gemm_epilogue(k, staging);

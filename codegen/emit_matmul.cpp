@@ -580,6 +580,13 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   if (op.tail_quantize >= 0) p.tail_row = ctx.graph().value(op.out).type.shape.back().value();
   p.arch_specific = opts.arch_specific;
   p.weight_codes = op.dequant >= 0;
+  if (p.weight_codes) {
+    const Graph& g = ctx.graph();
+    const int64_t groups = op.k / op.group;
+    p.code_constant_row_bytes = groups * dtype_bytes(g.value(op.ws).type.dtype) +
+                                (op.wz < 0 ? 0 : is_packed(g.value(op.wz).type.dtype) ? (groups + 1) / 2 : groups);  // (u4: rounded up)
+  }
+  p.row_scaled = op.row_scale >= 0;
   // (Codes are dense params: a map over their bytes always fits, K being a multiple of 32.)
   p.tma = tma_rows(ctx, op.x) && (p.weight_codes || tma_rows(ctx, op.w));
   p.m = op.rows.constant;

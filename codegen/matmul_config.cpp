@@ -18,9 +18,9 @@ std::string MatmulConfig::str() const {
   }
   if (family == Family::Gemv) return fmt::format("gemv mt={} u={} warps={}", rows_per_pass, loads_in_flight, warps);
   if (family == Family::Wgmma)
-    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
+    return fmt::format("wgmma bm={} bn={} stages={} gm={}{}{}{}{}", bm, bn, stages, group_m, split_k > 1 ? fmt::format(" sk={}", split_k) : "",
                        pingpong ? " pingpong" : stream_k ? " streamk" : persistent ? " persistent" : "",
-                       cluster > 1 ? fmt::format(" cluster={}", cluster) : "");
+                       cluster > 1 ? fmt::format(" cluster={}", cluster) : "", wreg ? " wreg" : "");
   return fmt::format("mma bm={} bn={} bk={} wm={} wn={} stages={} gm={}{}", bm, bn, bk, warps_m, warps_n, stages, group_m,
                      split_k > 1 ? fmt::format(" sk={}", split_k) : "");
 }
@@ -38,6 +38,12 @@ int wgmma_shared_bytes(const MatmulConfig& c, int elem_bytes, int out_bytes, boo
 }
 
 }  // namespace
+
+int64_t wreg_shared_bytes(const MatmulConfig& c, int64_t constant_row_bytes) {
+  // The ring (x's tile and the codes, 32 bytes a W row, per stage), 128 bytes of barriers, the
+  // tile's W rows' scales and zero points.
+  return 1024 + int64_t{c.stages} * (c.bm * 128 + c.bn * 32) + 128 + c.bn * constant_row_bytes;
+}
 
 int MatmulConfig::staged_rows(int elem_bytes, int out_bytes, bool weight_codes, int max_shared) const {
   if (family != Family::Wgmma || !pingpong || max_shared <= 0) return bm;
@@ -85,6 +91,10 @@ std::optional<MatmulConfig> parse_matmul_config(std::string_view text, std::stri
     }
     if (item == "streamk" && c.family == MatmulConfig::Family::Wgmma) {
       c.persistent = c.stream_k = true;  // a persistent grid whose CTAs take equal shares of k tiles
+      continue;
+    }
+    if (item == "wreg" && c.family == MatmulConfig::Family::Wgmma) {
+      c.wreg = true;  // W dequantized into registers, the product transposed
       continue;
     }
     if (item == "pingpong" && c.family == MatmulConfig::Family::Wgmma) {
@@ -533,6 +543,17 @@ std::string reject_reason(const MatmulConfig& c, const MatmulProblem& p) {
     if (c.cluster > 1 && p.weight_codes) return "cluster=2 with 4-bit codes: the W tile is dequantized by each CTA, not loaded by TMA";
     if (c.cluster > 1 && p.sm_count < 2) return fmt::format("cluster=2 on {} SM: a cluster needs two", p.sm_count);
     if (p.weight_codes && c.stages > 5) return fmt::format("stages={} with 4-bit codes (at most 5: three barriers per stage)", c.stages);
+    if (c.wreg) {
+      if (!p.weight_codes) return "wreg dequantizes W from 4-bit codes into registers: this W is not made from codes";
+      if (c.bm != 256 || c.bn != 128) return fmt::format("wreg with bm={} bn={}: 256 x 128 tiles (each consumer warpgroup 64 W rows by 256 x rows)", c.bm, c.bn);
+      if (p.dtype != DType::BF16 && p.dtype != DType::F16) return fmt::format("wreg multiplies bf16 or f16, not {}", dtype_name(p.dtype));
+      if (p.row_scaled) return "wreg: per-row scales of x run along the transposed product's columns (not supported)";
+      const int64_t smem = wreg_shared_bytes(c, p.code_constant_row_bytes);
+      if (smem > p.max_shared_bytes)
+        return fmt::format("wreg: {} KiB of shared memory with the tile's scales and zero points, the device allows {}", smem / 1024,
+                           p.max_shared_bytes / 1024);
+      return "";
+    }
     const int smem = c.shared_bytes(dtype_bytes(p.dtype), p.out_bytes, p.weight_codes, p.max_shared_bytes);
     if (smem > p.max_shared_bytes)
       return fmt::format("{} KiB of shared memory{}, the device allows {}", smem / 1024,
@@ -637,6 +658,8 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
         c.bm = 256;
         all.push_back(c);
       }
+      // (W in registers, `wreg`, is an explicit config until measured on a GPU: ptxas serializes
+      // its wgmmas in the kernels with a residual epilogue, docs/gemm.md.)
     }
     return pruned(all, p, rejected);
   }

@@ -63,6 +63,10 @@ struct MatmulConfig {
   /// partial in scratch; the last to finish adds them up in a fixed order and runs the epilogue
   /// (templates/layerjit/split_k.cuh). Printed "sk=N".
   int split_k = 1;
+  /// Wgmma on 4-bit codes, 256 x 128 tiles one per CTA: W dequantized into registers by the consumer
+  /// warpgroups and the product transposed (y^T = W x^T, wgmma's RS form: gemm_wgmma.cuh, WREG), no
+  /// W tile in shared memory and no dequantizing warps. Printed " wreg".
+  bool wreg = false;
 
   /// "mma bm=128 bn=128 bk=32 wm=2 wn=2 stages=4 gm=8", "wgmma bm=128 bn=256 stages=4 gm=8" (with
   /// " persistent", " pingpong" or " streamk" when set, " sk=N" for split-K), "gemv mt=4 u=4 warps=8" or "gemv mma u=4 warps=8": the tuning DB's text, and what `plan`/`tune`
@@ -90,6 +94,10 @@ struct MatmulConfig {
 /// dynamic shared memory of `stages` stages (16 rows padded by 16 bytes, and a barrier each), as
 /// gemv_mma.cuh's lj_gemv_bulk_ring<S, kGemvBulkStageBytes> lays them out.
 inline constexpr int64_t kGemvBulkStageBytes = 1024;
+/// Dynamic shared memory of a `wreg` config (wgmma on 4-bit codes, W in registers): its ring of x
+/// tiles and codes, the barriers, and the tile's bn W rows' scales and zero points at
+/// `constant_row_bytes` a row.
+int64_t wreg_shared_bytes(const MatmulConfig& c, int64_t constant_row_bytes);
 inline constexpr int64_t gemv_bulk_ring_bytes(int stages) { return stages * (16 * (kGemvBulkStageBytes + 16) + 8); }
 
 /// Parses str()'s text; nullopt with `error` set ("what, where, why") on anything else.
@@ -132,6 +140,11 @@ struct MatmulProblem {
   /// tensor-core GEMV reads codes ("gemv mma" with 16-bit x; templates/layerjit/gemv_q4.cuh). `dtype`
   /// is then x's and the dequantized W's 16-bit type.
   bool weight_codes = false;
+  /// With weight_codes: bytes of one W row's scales and zero points (a tile's are staged in shared
+  /// memory by some configs).
+  int64_t code_constant_row_bytes = 0;
+  /// Each row of x's sums is multiplied by a row scale (a folded norm, per-token scales).
+  bool row_scaled = false;
 };
 
 /// Decode GEMV for M = 1, 16-row mma.sync tiles up to 32 rows (above 16 rows: one 64x64 tile over all

@@ -140,7 +140,14 @@ int check_q4_candidates(const std::vector<const Graph*>& graphs, const std::vect
         c.emit.sm = ctx.info().cc();
         c.emit.arch_specific = c.emit.sm == 90;  // the Hopper GEMM's candidates where it runs
         c.emit.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-        for (const MatmulConfig& cfg : matmul_candidates(matmul_problem(*g, grp, c.emit))) {
+        std::vector<MatmulConfig> configs = matmul_candidates(matmul_problem(*g, grp, c.emit));
+        // W in registers (explicit configs, not yet tuner candidates) where the GEMMs run on Hopper.
+        if (c.emit.arch_specific && rows > 64)
+          for (const char* text : {"wgmma bm=256 bn=128 stages=4 gm=8 wreg", "wgmma bm=256 bn=128 stages=5 gm=8 wreg"}) {
+            const MatmulConfig w = *parse_matmul_config(text, nullptr);
+            if (reject_reason(w, matmul_problem(*g, grp, c.emit)).empty()) configs.push_back(w);
+          }
+        for (const MatmulConfig& cfg : configs) {
           if (layer && cfg.bm != 256) continue;
           INFO(g->name() << " at " << rows << " rows, " << cfg.str());
           c.emit.matmul = cfg;

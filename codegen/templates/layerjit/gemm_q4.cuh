@@ -34,7 +34,7 @@ struct lj_q4_offset<true> {
 template <class T, class TS, class TZ, bool SIGNED, lj_i64 NW_, lj_i64 K, lj_i64 G, int STAGED_ = 0>
 struct lj_q4 {
   static constexpr bool ON = true;
-  static constexpr lj_i64 NW = NW_, GROUPS = K / G;
+  static constexpr lj_i64 NW = NW_, GROUPS = K / G, GROUP = G;
   static constexpr int STAGED = STAGED_;
   static_assert(K % 32 == 0 && G % 32 == 0, "a unit's 32 codes lie in one group and inside K");
   // Zero points: u4 packed two to a byte (indexed by nibble), i8, or none.
@@ -125,6 +125,25 @@ struct lj_q4 {
       else if constexpr (!Z_NONE) g.zero = lj_q4_zero(reinterpret_cast<const signed char*>(tile + 2 * S_RUN), at);
     }
     return g;
+  }
+
+  // A group's constants ready for the 16-bit pairs (gemv_q4.cuh), zeros where g is not live.
+  using Dequant = lj_q4_group<T, TS, TZ, SIGNED, lj_same<TS, T>::value>;
+  static __device__ __forceinline__ Dequant dequant(const Group& g) {
+    Dequant d;
+    d.set(g.live ? g.s : TS{}, g.zero);
+    return d;
+  }
+  // The Hopper GEMM with W in registers (gemm_wgmma.cuh, WREG): a thread's two A registers of one W
+  // row for one k16 step, mma.sync's m16k16 fragment layout: elements (2t, 2t + 1) of the step and
+  // (2t + 8, 2t + 9), t = lane % 4. w0, w1: the step's 8 code bytes as two words; byte t of each holds
+  // the thread's pairs (sel = t | (4 + t) << 4). Moved to nibbles 0 and 4, 2 and 6 of one word, they
+  // are the pairs dequantize as elsewhere (gemv_q4.cuh: nibbles i and i + 4 of a word).
+  static __device__ __forceinline__ void wreg_pairs(unsigned w0, unsigned w1, unsigned sel, const Dequant& d, unsigned& lo, unsigned& hi) {
+    const unsigned x = __byte_perm(w0, w1, sel);  // byte 0: codes of 2t, 2t + 1; byte 1: of 2t + 8, 2t + 9
+    const unsigned word = (x & 0x0000ffffu) | ((x << 12) & 0xffff0000u);
+    lo = d.pair(word, 0);
+    hi = d.pair(word, 2);
   }
 
   // The unit's 32 elements (`c` their 16 bytes of codes) as four 16-byte chunks of T in k order; zeros

@@ -69,6 +69,14 @@
 // ("full"), dequantize them into the slot's W tile in the layout TMA gives a bf16 or f16 tile (rows
 // of 128 bytes, 16-byte chunks swizzled), order those writes before the async proxy's reads, and
 // arrive on the slot's "ready" barrier, on which the consumers wait before their MMAs.
+//
+// WREG (with Q::ON, BM = 256, BN = 128, one tile per CTA): W in registers instead. The product is
+// transposed, y^T = W x^T: consumer warpgroup g multiplies the tile's W rows 64 g .. 64 g + 63 (box
+// b_lo, or b_hi: the gate or the up rows with SwiGLU) by all BM x rows, one wgmma m64n256k16 per
+// k16 step with A from registers (each thread dequantizes its own m16k16 fragments from the slot's
+// codes) and B = the x tile as TMA loads it. No W tile, no dequantizing warps, no ready barriers;
+// the tile's group constants are staged (Q::STAGED) by the consumers. stage() writes the
+// accumulators transposed, so the staged tile, and the epilogue, are as in the other modes.
 #pragma once
 #include "layerjit/gemm.cuh"
 #include "layerjit/split_k.cuh"
@@ -85,8 +93,9 @@ struct lj_q4_tile<Q, true> {
 };
 
 template <class T, lj_i64 N, lj_i64 K, int BN, int STAGES, int GROUP_M, bool GLU, bool PERSISTENT = false, bool PINGPONG = false,
-          int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128, class Q = lj_no_q4, int CLUSTER_ = 1>
+          int SPLIT_K = 1, bool STREAM_K = false, int BM_ = 128, class Q = lj_no_q4, int CLUSTER_ = 1, bool WREG_ = false>
 struct lj_wgmma_gemm {
+  static constexpr bool WREG = WREG_;  // W dequantized into registers, the product transposed (above)
   static constexpr int CLUSTER = CLUSTER_;  // CTAs per cluster: 2 share the W tile by multicast
   static constexpr int SPLIT = SPLIT_K;  // CTAs per output tile (split-K)
   // BK: one 128-byte swizzle row of k, 64 16-bit or 128 8-bit elements; every size below is in bytes
@@ -95,12 +104,14 @@ struct lj_wgmma_gemm {
   static constexpr int CONSUMER_THREADS = BM == 64 ? 128 : 256;  // one or two consumer warpgroups
   static constexpr int THREADS = 128 + CONSUMER_THREADS;
   static constexpr int EPI_THREADS = PINGPONG ? 128 : CONSUMER_THREADS;  // the threads that stage and store one tile
-  static constexpr int MI = PINGPONG || BM_ == 256 ? 2 : 1;  // m64 halves of the tile per consumer warpgroup
+  // m64 halves of the tile per consumer warpgroup (WREG: its 64 W rows, one m64 block).
+  static constexpr int MI = !WREG && (PINGPONG || BM_ == 256) ? 2 : 1;
   // Q::ON: after W's tile, its codes (32 bytes per row; a multiple of 1024 bytes for every BN).
-  static constexpr int A_BYTES = BM * 128, B_BYTES = BN * 128, CODE_BYTES = Q::ON ? BN * 32 : 0;
+  static constexpr int A_BYTES = BM * 128, B_BYTES = WREG ? 0 : BN * 128, CODE_BYTES = Q::ON ? BN * 32 : 0;
   static constexpr int STAGE_BYTES = A_BYTES + B_BYTES + CODE_BYTES;
   static constexpr int TRANSFORM_THREADS = 96;  // Q::ON: warps 1-3 of the producer warpgroup
-  static constexpr int ACC = BN / 2;  // fp32 accumulators per thread and m64 half (64 x BN over 128 threads)
+  // fp32 accumulators per thread and m64 half (64 x BN over 128 threads; WREG: 64 W rows x BM)
+  static constexpr int ACC = WREG ? BM / 2 : BN / 2;
   static constexpr lj_i64 TILES_N = (N + BN - 1) / BN;
   static constexpr lj_i64 K_TILES = (K + BK - 1) / BK;
   static constexpr int RING_BYTES = STAGES * STAGE_BYTES;
@@ -108,7 +119,7 @@ struct lj_wgmma_gemm {
   // ready) barriers (128 bytes), then, when persistent, the epilogue tile (the ring is refilled during
   // the epilogue).
   // Q_STAGED (one tile per CTA): the tile's scales and zero points after the barriers' 128 bytes.
-  static constexpr int BARRIERS = Q::ON ? 3 : 2, Q_STAGED = lj_q4_tile<Q>::STAGED;
+  static constexpr int BARRIERS = Q::ON && !WREG ? 3 : 2, Q_STAGED = lj_q4_tile<Q>::STAGED;
   static constexpr int SMEM_BYTES = 1024 + RING_BYTES + (PERSISTENT ? 128 : Q_STAGED ? 128 + lj_q4_tile<Q>::BYTES : BARRIERS * STAGES * 8);
   static constexpr int STAGE_LD = BN + 8;  // staged epilogue tile row, as lj_gemm's
 
@@ -123,6 +134,8 @@ struct lj_wgmma_gemm {
   static_assert(BM == 128 || (BM == 64 && !PERSISTENT) || (BM == 256 && !PERSISTENT && SPLIT == 1 && BN <= 128),
                 "tiles of 128 rows, or of 64 (one consumer warpgroup) or 256 (BN <= 128, not split) one per CTA");
   static_assert(Q_STAGED == 0 || (Q_STAGED == BN && !PERSISTENT), "a tile's W rows' constants staged, one tile per CTA");
+  static_assert(!WREG || (Q::ON && Q_STAGED == BN && BM == 256 && BN == 128 && SPLIT == 1 && sizeof(T) == 2),
+                "W in registers: 4-bit codes, 256 x 128 tiles one per CTA, the tile's constants staged");
   static_assert(CLUSTER == 1 || (CLUSTER == 2 && SPLIT == 1 && !STREAM_K && !Q::ON && BM == 128),
                 "clusters of two: whole 128-row tiles, W loaded by TMA");
   // Split-K: floats of one CTA's partial (the consumer threads' accumulators, thread-minor).
@@ -188,7 +201,7 @@ struct lj_wgmma_gemm {
         lj_mbar_init(&full[s], 1);   // the producer's arrive.expect_tx (plus the bytes)
         // One arrival per warp of the slot's consumer(s), in every CTA of the cluster.
         lj_mbar_init(&empty[s], CLUSTER * (PINGPONG ? 4 : CONSUMER_THREADS / 32));
-        if constexpr (Q::ON) lj_mbar_init(&empty[STAGES + s], TRANSFORM_THREADS / 32);  // ready: one per dequantizing warp
+        if constexpr (Q::ON && !WREG) lj_mbar_init(&empty[STAGES + s], TRANSFORM_THREADS / 32);  // ready: one per dequantizing warp
       }
       lj_mbar_init_fence();
     }
@@ -196,7 +209,7 @@ struct lj_wgmma_gemm {
       lj_cluster_sync();  // (and the CTA's threads): the peer's copies and arrivals may follow at once
     else
       __syncthreads();
-    if (threadIdx.x < 128) return threadIdx.x == 0 ? PRODUCER : Q::ON && threadIdx.x >= 32 ? TRANSFORM : IDLE;
+    if (threadIdx.x < 128) return threadIdx.x == 0 ? PRODUCER : Q::ON && !WREG && threadIdx.x >= 32 ? TRANSFORM : IDLE;
     return CONSUMER;
   }
 
@@ -209,7 +222,7 @@ struct lj_wgmma_gemm {
   // (C7507: "'setmaxnreg' ignored to maintain minimum register requirements", every thread then
   // capped at the 168 of a 384-thread CTA): so the two never join after begin(), each role's
   // branch runs to its own exit.
-  static constexpr int PRODUCER_REGS = Q::ON ? 120 : 40, CONSUMER_REGS = Q::ON ? 192 : 232;
+  static constexpr int PRODUCER_REGS = Q::ON && !WREG ? 120 : 40, CONSUMER_REGS = Q::ON && !WREG ? 192 : 232;
   static __device__ __forceinline__ void producer_registers() {
     if constexpr (BM >= 128) lj_setmaxnreg_dec<PRODUCER_REGS>();
   }
@@ -275,7 +288,7 @@ struct lj_wgmma_gemm {
   // writes 8 distinct swizzled chunk positions).
   static __device__ __forceinline__ void transform(const Q& q, lj_i64 b_lo, lj_i64 b_hi, Pipe& pipe, unsigned char* smem_raw,
                                                    int kt0 = 0, int kt1 = (int)K_TILES) {
-    if constexpr (Q::ON) {
+    if constexpr (Q::ON && !WREG) {
       unsigned char* smem = aligned(smem_raw);
       unsigned long long* full = full_bars(smem_raw);
       unsigned long long* ready = full + 2 * STAGES;
@@ -420,8 +433,72 @@ struct lj_wgmma_gemm {
       return false;
     }
     consumer_registers();
-    consume(acc, pipe, smem_raw, 0, false, kt0, kt1);
+    if constexpr (WREG)
+      consume_wreg(acc, q, b_lo, b_hi, pipe, smem_raw);
+    else
+      consume(acc, pipe, smem_raw, 0, false, kt0, kt1);
     return true;
+  }
+
+  // WREG, the consumer warpgroups of the CTA's one tile: first the tile's group constants into shared
+  // memory (all 256 threads, named barrier 2), then per k tile and k16 step s: each thread's A
+  // fragments of its two W rows (tile rows r0 and r0 + 8 of its warp's 16) dequantized from the slot's
+  // codes, and one m64n256k16 with B = the slot's x tile. Each step's MMAs are a commit group, and
+  // step s's fragment registers are rewritten only once the group that read them last (the previous
+  // k tile's step s) has retired (wait for all but the 3 newest groups); after step 3's wait the
+  // previous k tile's slot is released.
+  static __device__ __forceinline__ void consume_wreg(float (&acc)[MI][ACC], const Q& q, lj_i64 b_lo, lj_i64 b_hi, Pipe& pipe,
+                                                      unsigned char* smem_raw) {
+    if constexpr (WREG) {
+      const unsigned char* smem = aligned(smem_raw);
+      unsigned long long* full = full_bars(smem_raw);
+      unsigned long long* empty = full + STAGES;
+      const unsigned char* consts = tile_constants(smem_raw);
+      q.stage_tile(tile_constants(smem_raw), b_lo, b_hi, threadIdx.x - 128, CONSUMER_THREADS);
+#pragma unroll
+      for (int i = 0; i < ACC; ++i) acc[0][i] = 0;
+      lj_wgmma_fence_acc(acc[0]);
+      lj_cp_async_wait<0>();
+      lj_named_barrier(2, CONSUMER_THREADS);
+      const int lane = threadIdx.x & 31, t = lane & 3;
+      const int r0 = consumer_wg() * 64 + ((threadIdx.x & 127) >> 5) * 16 + (lane >> 2);
+      auto live = [&](int r) { return (r < BN / 2 ? b_lo + r : b_hi + (r - BN / 2)) < Q::NW; };
+      const bool live0 = live(r0), live8 = live(r0 + 8);
+      const unsigned sel = (unsigned)t | (unsigned)(4 + t) << 4;
+      const bool signals = (threadIdx.x & 31) == 0;
+      int prev = 0;
+      unsigned a[4][4];
+      typename Q::Dequant d0, d8;
+#pragma unroll 1
+      for (int kt = 0; kt < (int)K_TILES; ++kt) {
+        lj_mbar_wait(&full[pipe.stage], pipe.phase);
+        const unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
+        const unsigned long long db = lj_wgmma_desc_sw128(sa);  // the x tile, B
+        // Row r0's 32 code bytes of the k tile (row r0 + 8's 256 bytes on), 8 a k16 step.
+        const uint2* c0 = reinterpret_cast<const uint2*>(sa + A_BYTES + r0 * 32);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          if (s == 0 || (Q::GROUP < BK && (16 * s) % Q::GROUP == 0)) {  // a new group (a k step lies in one)
+            const lj_i64 k = (lj_i64)kt * BK + 16 * s;
+            d0 = Q::dequant(q.group_staged(consts, r0, live0, k));
+            d8 = Q::dequant(q.group_staged(consts, r0 + 8, live8, k));
+          }
+          const uint2 k0 = c0[s], k8 = c0[32 + s];
+          lj_wgmma_wait<3>();
+          Q::wreg_pairs(k0.x, k0.y, sel, d0, a[s][0], a[s][2]);
+          Q::wreg_pairs(k8.x, k8.y, sel, d8, a[s][1], a[s][3]);
+          lj_wgmma_fence();
+          lj_wgmma_rs<T>::n256(acc[0], a[s], db + 2 * s);  // +32 bytes: the next k16 of the x tile
+          lj_wgmma_commit();
+        }
+        if (kt > 0 && signals) release(&empty[prev]);
+        prev = pipe.stage;
+        pipe.advance();
+      }
+      lj_wgmma_wait<0>();
+      lj_wgmma_fence_acc(acc[0]);
+      if (signals) release(&empty[prev]);
+    }
   }
 
   // Split-K: the first k tile of split `s` (kt_begin(SPLIT) = K_TILES), ranges within one tile apart.
@@ -499,7 +576,22 @@ struct lj_wgmma_gemm {
     lj_named_barrier(bar, EPI_THREADS);
     const RowScales rs = scales();
     const int lane = threadIdx.x & 31;
-    const int r0 = (PINGPONG ? 0 : consumer_wg() * MI * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
+    const int r0 = (PINGPONG || WREG ? 0 : consumer_wg() * MI * 64) + ((threadIdx.x & 127) / 32) * 16 + (lane >> 2);
+    if constexpr (WREG) {
+      // acc: W rows (tile columns) 64 g + r0 and + 8 by x rows (tile rows) 8 j + 2 (lane % 4) + e.
+      static_assert(!SCALED, "W in registers: no row scales (their rows run along acc's columns)");
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int c = consumer_wg() * 64 + r0 + 8 * h;
+        if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
+#pragma unroll
+        for (int j = 0; j < BM / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) tile[(8 * j + 2 * (lane & 3) + e) * STAGE_LD + c] = lj_from_float<TY>(acc[0][4 * j + 2 * h + e]);
+      }
+      lj_named_barrier(bar, EPI_THREADS);
+      return;
+    }
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll

@@ -247,6 +247,30 @@ struct lj_wgmma<signed char> {
   LJ_WGMMA_STEPS(LJ_WGMMA_S8_ASM, "k32.s32.s8.s8", int, "+r")
 };
 
+// D(64 x 256, fp32) += A(64 x 16, registers) * B(256 x 16, smem, K-major)^T: the 4-bit GEMM whose
+// product is transposed (gemm_wgmma.cuh, WREG): A is W dequantized in registers, in mma.sync's m16k16
+// fragment layout per warp (a[0..3]: rows lane/4 and +8, k pairs 2 (lane%4) and +8); B is the x
+// tile as TMA loads it (imm-trans-b 0).
+#define LJ_WGMMA_RS_K_ASM(INSTR, REGS, A, B, SCALE, ...)                                             \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\nwgmma.mma_async.sync.aligned." INSTR " " REGS \
+               ", " A ", " B ", p, 1, 1, 0;\n}\n"                                                            \
+               : __VA_ARGS__                                                                           \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1))
+template <class T>
+struct lj_wgmma_rs;
+template <>
+struct lj_wgmma_rs<lj_bf16> {
+  static __device__ __forceinline__ void n256(float (&d)[128], const unsigned (&a)[4], unsigned long long b) {
+    LJ_WGMMA_RS_K_ASM("m64n256k16.f32.bf16.bf16", LJ_WGMMA_REGS_128, "{%128, %129, %130, %131}", "%132", "%133", LJ_WGMMA_ACC_128("+f"));
+  }
+};
+template <>
+struct lj_wgmma_rs<lj_f16> {
+  static __device__ __forceinline__ void n256(float (&d)[128], const unsigned (&a)[4], unsigned long long b) {
+    LJ_WGMMA_RS_K_ASM("m64n256k16.f32.f16.f16", LJ_WGMMA_REGS_128, "{%128, %129, %130, %131}", "%132", "%133", LJ_WGMMA_ACC_128("+f"));
+  }
+};
+
 template <class T, class ACC>
 __device__ __forceinline__ void lj_wgmma_64xN(ACC (&d)[32], unsigned long long a, unsigned long long b) {
   lj_wgmma<T>::n64(d, a, b);
