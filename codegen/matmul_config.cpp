@@ -658,8 +658,13 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
         c.bm = 256;
         all.push_back(c);
       }
-      // (W in registers, `wreg`, is an explicit config until measured on a GPU: ptxas serializes
-      // its wgmmas in the kernels with a residual epilogue, docs/gemm.md.)
+      // ... and with W in registers (no W tile: more stages fit; not yet measured, and ptxas
+      // serializes its wgmmas where the epilogue adds a residual: docs/gemm.md).
+      for (int stages : {4, 5}) {
+        MatmulConfig c = wgmma(128, stages);
+        c.bm = 256, c.wreg = true;
+        all.push_back(c);
+      }
     }
     return pruned(all, p, rejected);
   }

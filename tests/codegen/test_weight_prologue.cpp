@@ -70,6 +70,27 @@ Q4Case q4_case(const std::vector<Graph>& gs, const std::string& name, int64_t ro
   return c;
 }
 
+// The INT4 example layer's prefill graph at T = 4096 with its weights kept as codes, lowered, and
+// emit options for sm_90a: the Hopper GEMMs on codes at Llama sizes. Built in place (l refers to m).
+struct Int4PrefillOnCodes {
+  Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_int4.lj");
+  rt::Target target = *rt::Target::parse("sm_90a");
+  EmitOptions eo = emit_options();
+  Lowered l = lower(m.graphs.at(0), fusion_options());
+  EmitOptions emit_options() const {
+    EmitOptions e;
+    e.sm = target.sm, e.arch_specific = target.arch_specific;
+    e.hint.set("T", 4096);
+    return e;
+  }
+  FusionOptions fusion_options() const {
+    FusionOptions fo;
+    fo.packed_weight_gemms = true;
+    fo.sizes = eo.hint;
+    return fo;
+  }
+};
+
 // A kernel's PTX (NVRTC's message if it does not compile).
 std::string ptx_of(const GeneratedKernel& k, const rt::Target& target) {
   rt::CompileJob job = jit::compile_job(k, target);
@@ -231,18 +252,11 @@ TEST_CASE("every 4-bit weight-prologue kernel and tuner candidate compiles for s
 // small graphs above compiled without spills while the INT4 layer's GEMMs on codes at T = 4096
 // spilled 20-148 bytes in the producer warpgroup's 72 registers (2026-12-07).
 TEST_CASE("the INT4 prefill layer's GEMMs on codes at T = 4096 compile for sm_90a without spills, every candidate of its QKV", "[codegen]") {
-  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_int4.lj");
-  const Graph& g = m.graphs.at(0);
-  REQUIRE(g.name() == "llama3_8b_int4_prefill");
-  auto target = rt::Target::parse("sm_90a");
-  REQUIRE(target.ok());
-  EmitOptions eo;
-  eo.sm = target->sm, eo.arch_specific = target->arch_specific;
-  eo.hint.set("T", 4096);
-  FusionOptions fo;
-  fo.packed_weight_gemms = true;
-  fo.sizes = eo.hint;
-  const Lowered l = lower(g, fo);
+  Int4PrefillOnCodes c4;
+  const Lowered& l = c4.l;
+  const rt::Target* target = &c4.target;
+  EmitOptions& eo = c4.eo;
+  REQUIRE(c4.m.graphs.at(0).name() == "llama3_8b_int4_prefill");
   int compiled = 0, groups = 0;
   for (const FusionGroup& grp : l.plan.groups) {
     if (grp.matmul.dequant < 0) continue;
@@ -268,17 +282,10 @@ TEST_CASE("the INT4 prefill layer's GEMMs on codes at T = 4096 compile for sm_90
 // the ring, instead of read from L2 every k tile; a ring too big for them, or a persistent CTA (a
 // new tile's constants while the last one's are read), keeps the L2 reads.
 TEST_CASE("the Hopper GEMM on 4-bit codes stages its tile's scales and zero points in shared memory where they fit", "[codegen]") {
-  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_int4.lj");
-  const Graph& g = m.graphs.at(0);
-  auto target = rt::Target::parse("sm_90a");
-  REQUIRE(target.ok());
-  EmitOptions eo;
-  eo.sm = target->sm, eo.arch_specific = target->arch_specific;
-  eo.hint.set("T", 4096);
-  FusionOptions fo;
-  fo.packed_weight_gemms = true;
-  fo.sizes = eo.hint;
-  const Lowered l = lower(g, fo);
+  Int4PrefillOnCodes c4;
+  const Lowered& l = c4.l;
+  const rt::Target* target = &c4.target;
+  EmitOptions& eo = c4.eo;
   std::vector<const FusionGroup*> q4;
   for (const FusionGroup& grp : l.plan.groups)
     if (grp.matmul.dequant >= 0) q4.push_back(&grp);
@@ -336,24 +343,17 @@ TEST_CASE("the Hopper GEMM on 4-bit codes with W in registers: its rules, source
   p.row_scaled = false, p.code_constant_row_bytes = 448 * 2 + 224;  // groups of 32 at K = 14336: 143 KiB
   CHECK_THAT(reject_reason(*wreg, p), Catch::Contains("KiB of shared memory"));
 
-  const Module m = parse_file(std::string(LAYERJIT_SOURCE_DIR) + "/examples/llama3_8b_int4.lj");
-  const Graph& g = m.graphs.at(0);
-  auto target = rt::Target::parse("sm_90a");
-  REQUIRE(target.ok());
-  EmitOptions eo;
-  eo.sm = target->sm, eo.arch_specific = target->arch_specific;
-  eo.hint.set("T", 4096);
-  FusionOptions fo;
-  fo.packed_weight_gemms = true;
-  fo.sizes = eo.hint;
-  const Lowered l = lower(g, fo);
+  Int4PrefillOnCodes c4;
+  const Lowered& l = c4.l;
+  const rt::Target* target = &c4.target;
+  EmitOptions& eo = c4.eo;
   int emitted = 0;
   for (const FusionGroup& grp : l.plan.groups) {
     if (grp.matmul.dequant < 0) continue;
     eo.matmul.reset();
     const MatmulProblem prob = matmul_problem(*l.graph, grp, eo);
     const std::vector<MatmulConfig> cands = matmul_candidates(prob);
-    CHECK(std::none_of(cands.begin(), cands.end(), [](const MatmulConfig& c) { return c.wreg; }));  // explicit only, for now
+    CHECK(std::count_if(cands.begin(), cands.end(), [](const MatmulConfig& c) { return c.wreg; }) == 2);  // 4 and 5 stages
     eo.matmul = *wreg;
     const GeneratedKernel k = emit_group(*l.graph, grp, eo);
     INFO(k.name);

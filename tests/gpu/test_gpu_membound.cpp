@@ -140,14 +140,7 @@ int check_q4_candidates(const std::vector<const Graph*>& graphs, const std::vect
         c.emit.sm = ctx.info().cc();
         c.emit.arch_specific = c.emit.sm == 90;  // the Hopper GEMM's candidates where it runs
         c.emit.max_shared_bytes = ctx.info().max_smem_per_block_optin;
-        std::vector<MatmulConfig> configs = matmul_candidates(matmul_problem(*g, grp, c.emit));
-        // W in registers (explicit configs, not yet tuner candidates) where the GEMMs run on Hopper.
-        if (c.emit.arch_specific && rows > 64)
-          for (const char* text : {"wgmma bm=256 bn=128 stages=4 gm=8 wreg", "wgmma bm=256 bn=128 stages=5 gm=8 wreg"}) {
-            const MatmulConfig w = *parse_matmul_config(text, nullptr);
-            if (reject_reason(w, matmul_problem(*g, grp, c.emit)).empty()) configs.push_back(w);
-          }
-        for (const MatmulConfig& cfg : configs) {
+        for (const MatmulConfig& cfg : matmul_candidates(matmul_problem(*g, grp, c.emit))) {
           if (layer && cfg.bm != 256) continue;
           INFO(g->name() << " at " << rows << " rows, " << cfg.str());
           c.emit.matmul = cfg;
@@ -180,7 +173,8 @@ TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference at 1 an
 
 /// At 200 rows the GEMMs' configs (the Hopper one's on sm_90a: 64-, 128- and 256-row tiles,
 /// ping-pong over several tiles a CTA, split-K, the tile's group constants staged in shared memory
-/// or not; 170 kernels with the layers' below, 88 on sm_80, counted 2026-12-07).
+/// or not, W in registers; 170 kernels with the layers' below before `wreg`, 88 on sm_80, counted
+/// 2026-12-07).
 TEST_CASE("every 4-bit GEMV config the tuner tries matches the reference at 200 rows", "[gpu][membound][int4]") {
   const int checked = check_q4_candidates(q4_graphs(false), {200}, false);
   CHECK(checked >= 7 * 8);
