@@ -68,19 +68,18 @@ GemmKernel::GemmKernel(KernelContext& c, const MatmulOperands& o, const MatmulCo
     // The Hopper GEMM, one tile per CTA: the tile's scales and zero points for all of K copied into
     // shared memory once (gemm_q4.cuh, STAGED), where they fit beside the ring; read from L2 a k tile
     // ahead otherwise.
-    const int64_t groups = op.k / op.group, half = cfg.bn / 2;
-    const int64_t s_run = half * groups * dtype_bytes(g.value(op.ws).type.dtype);
-    const int64_t z_run = op.wz < 0 ? 0 : is_packed(g.value(op.wz).type.dtype) ? half * groups / 2 : half * groups;
-    // (The ring, then 128 bytes of barriers, then the constants. W in registers: no W tile in the
-    // ring, and the constants always staged, the pruner having checked that they fit.)
-    const int64_t with = cfg.wreg ? wreg_shared_bytes(cfg, 0) + 2 * (s_run + z_run)
-                                  : int64_t{cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt), true)} - 3 * cfg.stages * 8 + 128 +
-                                        2 * (s_run + z_run);
-    const bool staged = cfg.wreg || (hopper && !cfg.persistent && cfg.bn % 64 == 0 && s_run % 16 == 0 && z_run % 16 == 0 &&
-                                     with <= eo.max_shared_bytes);
-    if (cfg.wreg) pipeline_smem = staged_rows * (cfg.bn + 8) * dtype_bytes(op.yt);  // (the ring's own size below)
+    // (The ring, then 128 bytes of barriers, then the constants: runs of bn / 2 rows, whole 16-byte
+    // chunks where bn is a multiple of 64. W in registers: no W tile in the ring, and the constants
+    // always staged, the pruner having checked that they fit.)
+    const int64_t consts = q4_constant_bytes(g, op, cfg.bn);
+    const int64_t with = cfg.wreg ? wreg_shared_bytes(cfg, 0) + consts
+                                  : int64_t{cfg.shared_bytes(dtype_bytes(op.xt), dtype_bytes(op.yt), true)} - 3 * cfg.stages * 8 + 128 + consts;
+    const bool staged = cfg.wreg || (hopper && !cfg.persistent && cfg.bn % 64 == 0 && with <= eo.max_shared_bytes);
     q4_type += staged ? fmt::format(", /*STAGED*/ {}>", cfg.bn) : ">";
-    if (staged) pipeline_smem = std::max(pipeline_smem, static_cast<int>(with));
+    if (cfg.wreg)  // (the SS ring pipeline_smem holds above has a W tile this ring has not)
+      pipeline_smem = std::max(static_cast<int>(with), staged_rows * (cfg.bn + 8) * dtype_bytes(op.yt));
+    else if (staged)
+      pipeline_smem = std::max(pipeline_smem, static_cast<int>(with));
   }
 }
 

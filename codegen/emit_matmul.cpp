@@ -566,6 +566,15 @@ std::optional<TensorMapSpec> tma_rows(const KernelContext& ctx, ValueId v) {
 namespace {
 
 // The problem of operands already described in `ctx` (emit_matmul has them; no second analysis).
+}  // namespace
+
+int64_t q4_constant_bytes(const Graph& g, const MatmulOperands& op, int64_t rows) {
+  const int64_t n = rows * (op.k / op.group);  // (row, group) pairs
+  return n * dtype_bytes(g.value(op.ws).type.dtype) + (op.wz < 0 ? 0 : is_packed(g.value(op.wz).type.dtype) ? (n + 1) / 2 : n);
+}
+
+namespace {
+
 MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, const EmitOptions& opts) {
   MatmulProblem p;
   p.n = op.n, p.k = op.k, p.sm = opts.sm, p.max_shared_bytes = opts.max_shared_bytes, p.sm_count = opts.sm_count;
@@ -580,12 +589,7 @@ MatmulProblem problem_of(const KernelContext& ctx, const MatmulOperands& op, con
   if (op.tail_quantize >= 0) p.tail_row = ctx.graph().value(op.out).type.shape.back().value();
   p.arch_specific = opts.arch_specific;
   p.weight_codes = op.dequant >= 0;
-  if (p.weight_codes) {
-    const Graph& g = ctx.graph();
-    const int64_t groups = op.k / op.group;
-    p.code_constant_row_bytes = groups * dtype_bytes(g.value(op.ws).type.dtype) +
-                                (op.wz < 0 ? 0 : is_packed(g.value(op.wz).type.dtype) ? (groups + 1) / 2 : groups);  // (u4: rounded up)
-  }
+  if (p.weight_codes) p.code_constant_row_bytes = q4_constant_bytes(ctx.graph(), op, 1);
   p.row_scaled = op.row_scale >= 0;
   // (Codes are dense params: a map over their bytes always fits, K being a multiple of 32.)
   p.tma = tma_rows(ctx, op.x) && (p.weight_codes || tma_rows(ctx, op.w));

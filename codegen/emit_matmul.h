@@ -128,6 +128,10 @@ void emit_rope_stores(SourceWriter& w, KernelContext& ctx, const MatmulOperands&
 
 /// The row scale of row `m` (a flat row index of x) as a float expression, after the coordinate lines
 /// it needs; "" without a row scale. `stem` keeps names distinct per call.
+/// With 4-bit W (op.dequant): the bytes of `rows` W rows' scales and zero points (u4 zero points
+/// packed two to a byte, an odd count rounded up).
+int64_t q4_constant_bytes(const Graph& g, const MatmulOperands& op, int64_t rows);
+
 std::string row_scale_expr(SourceWriter& w, KernelContext& ctx, const MatmulOperands& op, const std::string& m,
                            const std::string& stem);
 

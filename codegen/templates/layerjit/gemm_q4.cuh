@@ -127,11 +127,12 @@ struct lj_q4 {
     return g;
   }
 
-  // A group's constants ready for the 16-bit pairs (gemv_q4.cuh), zeros where g is not live.
+  // A group's constants ready for the 16-bit pairs (gemv_q4.cuh); a group that is not live has a
+  // scale of 0 (group() and group_staged() leave it value-initialized), so its elements are zeros.
   using Dequant = lj_q4_group<T, TS, TZ, SIGNED, lj_same<TS, T>::value>;
   static __device__ __forceinline__ Dequant dequant(const Group& g) {
     Dequant d;
-    d.set(g.live ? g.s : TS{}, g.zero);
+    d.set(g.s, g.zero);
     return d;
   }
   // The Hopper GEMM with W in registers (gemm_wgmma.cuh, WREG): a thread's two A registers of one W

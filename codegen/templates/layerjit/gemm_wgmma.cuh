@@ -453,8 +453,8 @@ struct lj_wgmma_gemm {
       const unsigned char* smem = aligned(smem_raw);
       unsigned long long* full = full_bars(smem_raw);
       unsigned long long* empty = full + STAGES;
-      const unsigned char* consts = tile_constants(smem_raw);
-      q.stage_tile(tile_constants(smem_raw), b_lo, b_hi, threadIdx.x - 128, CONSUMER_THREADS);
+      unsigned char* consts = tile_constants(smem_raw);
+      q.stage_tile(consts, b_lo, b_hi, threadIdx.x - 128, CONSUMER_THREADS);
 #pragma unroll
       for (int i = 0; i < ACC; ++i) acc[0][i] = 0;
       lj_wgmma_fence_acc(acc[0]);
@@ -534,6 +534,12 @@ struct lj_wgmma_gemm {
                                              (int)(last - first + 1), [&](int s) { return slot(first + s); }, threadIdx.x - 128, 1);
   }
 
+  // Where tile column c (W tile row c) is staged: with SwiGLU the gate rows [0, BN / 2) and the up
+  // rows [BN / 2, BN) interleave, 8 gate then 8 up columns per 16, as the matmul epilogue reads them.
+  static __device__ __forceinline__ int staged_column(int c) {
+    return !GLU ? c : c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
+  }
+
   // Epilogue staging by the EPI_THREADS that own the tile: the tile rounded to TY into
   // [BM][STAGE_LD] at staging<TY>() (the first barrier: the tile's consumers are done with the ring,
   // and with the previous tile's staged values in a persistent kernel). Barrier 1, or with PINGPONG
@@ -582,30 +588,27 @@ struct lj_wgmma_gemm {
       static_assert(!SCALED, "W in registers: no row scales (their rows run along acc's columns)");
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        int c = consumer_wg() * 64 + r0 + 8 * h;
-        if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
+        const int c = staged_column(consumer_wg() * 64 + r0 + 8 * h);
 #pragma unroll
         for (int j = 0; j < BM / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) tile[(8 * j + 2 * (lane & 3) + e) * STAGE_LD + c] = lj_from_float<TY>(acc[0][4 * j + 2 * h + e]);
       }
-      lj_named_barrier(bar, EPI_THREADS);
-      return;
+    } else {
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = r0 + mi * 64 + 8 * h;
+            const int c = staged_column(j * 8 + (lane & 3) * 2);
+            if (SCALED)
+              lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h] * rs.s[mi][h], acc[mi][4 * j + 2 * h + 1] * rs.s[mi][h]);
+            else
+              lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
+          }
     }
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = r0 + mi * 64 + 8 * h;
-          int c = j * 8 + (lane & 3) * 2;
-          if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
-          if (SCALED)
-            lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h] * rs.s[mi][h], acc[mi][4 * j + 2 * h + 1] * rs.s[mi][h]);
-          else
-            lj_store2<TY>(tile + r * STAGE_LD + c, acc[mi][4 * j + 2 * h], acc[mi][4 * j + 2 * h + 1]);
-        }
     lj_named_barrier(bar, EPI_THREADS);
   }
 
@@ -640,8 +643,7 @@ struct lj_wgmma_gemm {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = r0 + 8 * h;
-        int c = j * 8 + (lane & 3) * 2;
-        if (GLU) c = c < BN / 2 ? (c >> 3) * 16 + (c & 7) : ((c - BN / 2) >> 3) * 16 + 8 + (c & 7);
+        const int c = staged_column(j * 8 + (lane & 3) * 2);
         lj_store2<TY>(tile + r * STAGE_LD + c, acc[H][4 * j + 2 * h] * s[h], acc[H][4 * j + 2 * h + 1] * s[h]);
       }
     lj_named_barrier(bar, EPI_THREADS);
