@@ -119,9 +119,13 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
   // spent ~13 us per tile waiting on its 16 chunks one by one). 8 raw packs are 32 registers; all 16
   // spilled under the 168-register cap of a 384-thread CTA (the wgmma consumers' 232 since
   // setmaxnreg takes effect).
+  // Not in the GEMM with W in registers (wreg): there ptxas serializes the main loop's wgmmas
+  // (C7514) whenever the epilogue's loop has a constant trip count, batched or not (seen with
+  // NVRTC 13.0, not with nvcc's PTX of the same source); the loop below, bounded by the thread's
+  // index, compiles clean, its reads one chunk at a time.
   std::map<OperandRead, std::string> raw;
   std::optional<SourceWriter::Scope> batches, loop;
-  if (!vec_reads.empty()) {
+  if (!vec_reads.empty() && !cfg.wreg) {
     w.line("constexpr int ITERS = ({} * CHUNKS + Gemm::EPI_THREADS - 1) / Gemm::EPI_THREADS;  // chunks per thread", rows);
     // (A persistent kernel keeps its loop state live too: 4 chunks fit there, 8 spilled; 2 where a
     // half-staged tile keeps the other half's sums live.)
@@ -210,10 +214,19 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
     acc = {"y[j]"};
   }
   std::map<OperandRead, std::string> preloaded;
+  std::vector<std::string> row_coords;
+  if (batches == std::nullopt && !vec_reads.empty()) {
+    row_coords = emit_coords(w, Shape(os.begin(), os.end() - 1), "m", "ec");
+    row_coords.push_back("n");
+  }
   for (const OperandRead& rd : vec_reads) {
     const std::string r = "v_" + ident(g.value(rd.value).name);
     w.line("float {}[8];  // %{}", r, g.value(rd.value).name);
-    w.line("lj_unpack({}[b], {});", raw[rd], r);
+    if (batches)
+      w.line("lj_unpack({}[b], {});", raw[rd], r);
+    else
+      w.line("lj_load<{}, 8>({} + {}, {});", c_type(g.value(rd.value).type.dtype), ctx.buffer_param(rd.value, false),
+             ctx.address(rd.value, os, row_coords), r);
     preloaded[rd] = r + "[j]";
   }
   w.line("float out[8];");
