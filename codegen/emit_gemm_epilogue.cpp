@@ -119,19 +119,23 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
   // spent ~13 us per tile waiting on its 16 chunks one by one). 8 raw packs are 32 registers; all 16
   // spilled under the 168-register cap of a 384-thread CTA (the wgmma consumers' 232 since
   // setmaxnreg takes effect).
-  // Not in the GEMM with W in registers (wreg): there ptxas serializes the main loop's wgmmas
-  // (C7514) whenever the epilogue's loop has a constant trip count, batched or not (seen with
-  // NVRTC 13.0, not with nvcc's PTX of the same source); the loop below, bounded by the thread's
-  // index, compiles clean, its reads one chunk at a time.
+  // In the GEMM with W in registers (wreg) the batches are walked from the thread's first chunk
+  // (`i0`), not counted (`it0` up to ITERS): with NVRTC 13.0, an epilogue loop of constant trip count
+  // there, batched or not, makes ptxas serialize the main loop's wgmmas (C7514; not with nvcc's PTX
+  // of the same source), the thread-bounded one does not.
+  const bool from_thread = cfg.wreg;
   std::map<OperandRead, std::string> raw;
   std::optional<SourceWriter::Scope> batches, loop;
-  if (!vec_reads.empty() && !cfg.wreg) {
+  if (!vec_reads.empty()) {
     w.line("constexpr int ITERS = ({} * CHUNKS + Gemm::EPI_THREADS - 1) / Gemm::EPI_THREADS;  // chunks per thread", rows);
     // (A persistent kernel keeps its loop state live too: 4 chunks fit there, 8 spilled; 2 where a
     // half-staged tile keeps the other half's sums live.)
     const int batch = !cfg.persistent ? 8 : rows < cfg.bm ? 2 : 4;
     w.line("constexpr int BATCH = ITERS < {} ? ITERS : {};  // chunks whose operands are loaded together", batch, batch);
-    batches.emplace(w.scope("for (int it0 = 0; it0 < ITERS; it0 += BATCH)"));
+    batches.emplace(w.scope(from_thread ? fmt::format("for (int i0 = Gemm::epi_thread(); i0 < {} * CHUNKS; i0 += BATCH * Gemm::EPI_THREADS)", rows)
+                                        : "for (int it0 = 0; it0 < ITERS; it0 += BATCH)"));
+    const std::string chunk_index = from_thread ? "const int i = i0 + b * Gemm::EPI_THREADS;"
+                                                : "const int i = Gemm::epi_thread() + (it0 + b) * Gemm::EPI_THREADS;";
     for (const OperandRead& rd : vec_reads) {
       raw[rd] = "pre_" + ident(g.value(rd.value).name);
       w.line("lj_pack<{}, 8> {}[BATCH];  // %{}, raw", c_type(g.value(rd.value).type.dtype), raw[rd], g.value(rd.value).name);
@@ -139,9 +143,9 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
     {
       w.line("#pragma unroll");
       auto pre = w.scope("for (int b = 0; b < BATCH; ++b)");
-      w.line("const int i = Gemm::epi_thread() + (it0 + b) * Gemm::EPI_THREADS;");
+      w.line("{}", chunk_index);
       chunk_of("i");
-      w.line("if (it0 + b >= ITERS || i >= {} * CHUNKS || m >= M || n >= N_OUT) continue;", rows);
+      w.line("if ({}i >= {} * CHUNKS || m >= M || n >= N_OUT) continue;", from_thread ? "" : "it0 + b >= ITERS || ", rows);
       std::vector<std::string> coords = emit_coords(w, Shape(os.begin(), os.end() - 1), "m", "ec");
       coords.push_back("n");
       for (const OperandRead& rd : vec_reads)
@@ -150,9 +154,9 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
     }
     w.line("#pragma unroll");
     loop.emplace(w.scope("for (int b = 0; b < BATCH; ++b)"));
-    w.line("const int i = Gemm::epi_thread() + (it0 + b) * Gemm::EPI_THREADS;");
+    w.line("{}", chunk_index);
     chunk_of("i");
-    w.line("if (it0 + b >= ITERS || i >= {} * CHUNKS) break;", rows);
+    w.line("if ({}i >= {} * CHUNKS) break;", from_thread ? "" : "it0 + b >= ITERS || ", rows);
   } else {
     loop.emplace(w.scope(fmt::format("for (int i = Gemm::epi_thread(); i < {} * CHUNKS; i += Gemm::EPI_THREADS)", rows)));
     chunk_of("i");
@@ -214,19 +218,10 @@ void emit_gemm_epilogue(GemmKernel& k, const GemmStaging& staging) {
     acc = {"y[j]"};
   }
   std::map<OperandRead, std::string> preloaded;
-  std::vector<std::string> row_coords;
-  if (batches == std::nullopt && !vec_reads.empty()) {
-    row_coords = emit_coords(w, Shape(os.begin(), os.end() - 1), "m", "ec");
-    row_coords.push_back("n");
-  }
   for (const OperandRead& rd : vec_reads) {
     const std::string r = "v_" + ident(g.value(rd.value).name);
     w.line("float {}[8];  // %{}", r, g.value(rd.value).name);
-    if (batches)
-      w.line("lj_unpack({}[b], {});", raw[rd], r);
-    else
-      w.line("lj_load<{}, 8>({} + {}, {});", c_type(g.value(rd.value).type.dtype), ctx.buffer_param(rd.value, false),
-             ctx.address(rd.value, os, row_coords), r);
+    w.line("lj_unpack({}[b], {});", raw[rd], r);
     preloaded[rd] = r + "[j]";
   }
   w.line("float out[8];");
