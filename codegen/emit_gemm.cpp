@@ -45,11 +45,14 @@ GemmKernel::GemmKernel(KernelContext& c, const MatmulOperands& o, const MatmulCo
     LJ_CHECK(sx && sw, g.node(op.node).loc, "{}: config '{}' loads x and W with TMA, which needs rows one 16-byte aligned stride apart",
              ctx.kernel_name(), cfg.str());
     sx->box_rows = cfg.bm, sx->box_cols = kt;
-    if (q4) {  // the codes' bytes, dense rows of K / 2, 32 of each row per k tile, not swizzled
+    if (q4) {  // the codes' bytes, dense rows of K / 2, 32 of each row per k tile
       sw->rows = DimProduct{op.n, {}};
       sw->cols = sw->row_stride = op.k / 2;
       sw->box_cols = 32;
-      sw->swizzle = false;
+      // Not swizzled for the dequantizing warps (16 bytes a thread, a quarter warp's 128 contiguous);
+      // wreg's threads read 8 bytes of 8 rows 32 bytes apart, rows r and r + 4 on the same banks
+      // unswizzled: the 32-byte swizzle swaps the halves of every other 128 bytes (gemm_wgmma.cuh).
+      sw->swizzle_bytes = cfg.wreg ? 32 : 0;
     } else {
       sw->box_cols = kt;
     }

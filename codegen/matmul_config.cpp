@@ -244,14 +244,19 @@ MatmulConfig wgmma_large(const MatmulProblem& p) {
     c.persistent = c.pingpong = true;
     return c;
   }
-  // W from 4-bit codes: 256 x 128 tiles, whose dequantizing warps fill one W tile per k tile for
-  // twice the rows of x (H100, forty-fourth session, `layerjit tune bench/quant/int4_projections.lj
-  // --packed-weights` at M = 4096 against the 128 x 256 default: qkv 0.6395 -> 0.4307 ms, o 0.4356
-  // -> 0.2917, gate_up 3.0016 -> 1.9523 with 4 stages, down (K = 14336) 2.0781 -> 0.9544 with 3),
-  // where they fill the SMs; 3 stages at that K as the tuner chose (4 at K = 4096).
+  // W from 4-bit codes: 256 x 128 tiles where they fill the SMs. With W dequantized into registers
+  // (wreg) where the pruner takes it (H100, forty-sixth session, `layerjit tune
+  // bench/quant/int4_projections.lj --packed-weights` at M = 4096, wreg 4 stages against the 256 x 128
+  // tile below: qkv 0.4256 -> 0.3019 ms, o 0.2848 -> 0.2033, gate_up 1.9777 -> 1.3945, down 0.9209 ->
+  // 0.6702; the INT4 layer's four projections 1.36-1.45x). Else the dequantizing warps fill one W tile
+  // per k tile for twice the rows of x (forty-fourth session, against the 128 x 256 default: qkv
+  // 0.6395 -> 0.4307 ms, o 0.4356 -> 0.2917, gate_up 3.0016 -> 1.9523 with 4 stages, down (K = 14336)
+  // 2.0781 -> 0.9544 with 3 stages, 4 at K = 4096).
   if (p.weight_codes && (row_tiles + 1) / 2 * ((p.n + 127) / 128) >= p.sm_count) {  // 256-row tiles
-    MatmulConfig c = wgmma(128, p.k > 8192 ? 3 : 4);
-    c.bm = 256;
+    MatmulConfig c = wgmma(128, 4);
+    c.bm = 256, c.wreg = true;
+    if (reject_reason(c, p).empty()) return c;
+    c.wreg = false, c.stages = p.k > 8192 ? 3 : 4;
     return c;
   }
   if (row_tiles * ((p.n + 255) / 256) * 4 >= p.sm_count * 3) return wgmma(256, 4);
@@ -658,8 +663,7 @@ std::vector<MatmulConfig> matmul_candidates(const MatmulProblem& p, std::vector<
         c.bm = 256;
         all.push_back(c);
       }
-      // ... and with W in registers (no W tile: more stages fit; not yet measured, and ptxas
-      // serializes its wgmmas where the epilogue adds a residual: docs/gemm.md).
+      // ... and with W in registers (no W tile: more stages fit).
       for (int stages : {4, 5}) {
         MatmulConfig c = wgmma(128, stages);
         c.bm = 256, c.wreg = true;

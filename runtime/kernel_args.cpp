@@ -38,7 +38,7 @@ Result<KernelArgs> pack_kernel_args(const Context& ctx, const KernelAbi& k, cons
         const auto eb = static_cast<uint64_t>(dtype_bytes(p.dtype));
         auto map = encode_tensor_map_2d(ctx, base + static_cast<uint64_t>(t.offset) * eb, p.dtype, static_cast<uint64_t>(rows),
                                         static_cast<uint64_t>(t.cols), static_cast<uint64_t>(t.row_stride) * eb,
-                                        static_cast<uint32_t>(t.box_rows), static_cast<uint32_t>(t.box_cols), t.swizzle);
+                                        static_cast<uint32_t>(t.box_rows), static_cast<uint32_t>(t.box_cols), t.swizzle_bytes);
         if (!map.ok()) return Error{fmt::format("{}: parameter {}: {}", k.name, p.name, map.error().message)};
         args.add(*map);
         break;

@@ -68,7 +68,7 @@ nlohmann::json params_json(const Graph& g, const GeneratedKernel& k) {
                     {"row_stride", p.tmap.row_stride},
                     {"offset", p.tmap.offset},
                     {"box", {p.tmap.box_rows, p.tmap.box_cols}},
-                    {"swizzle", "128B"}});
+                    {"swizzle", p.tmap.swizzle_bytes > 0 ? fmt::format("{}B", p.tmap.swizzle_bytes) : "none"}});
     } else {
       ps.push_back({{"name", p.name},
                     {"kind", "buffer"},

@@ -335,6 +335,12 @@ TEST_CASE("the Hopper GEMM on 4-bit codes with W in registers: its rules, source
   CHECK_THAT(reject_reason(*wreg, p), Catch::Contains("not made from codes"));
   p.weight_codes = true, p.code_constant_row_bytes = 32 * 2 + 16;
   CHECK(reject_reason(*wreg, p).empty());
+  // The default on codes where the pruner takes it (measured 1.36-1.45x the 256 x 128 SS tile on an
+  // H100); where it does not, that tile.
+  CHECK(default_matmul_config(p).str() == "wgmma bm=256 bn=128 stages=4 gm=8 wreg");
+  p.row_scaled = true;
+  CHECK(default_matmul_config(p).str() == "wgmma bm=256 bn=128 stages=4 gm=8");
+  p.row_scaled = false;
   CHECK(wreg_shared_bytes(*wreg, 80) == 1024 + 5 * (256 * 128 + 128 * 32) + 128 + 128 * 80);
   auto w128 = parse_matmul_config("wgmma bm=128 bn=128 stages=4 gm=8 wreg", &error);
   CHECK_THAT(reject_reason(*w128, p), Catch::Contains("256 x 128 tiles"));
@@ -367,6 +373,10 @@ TEST_CASE("the Hopper GEMM on 4-bit codes with W in registers: its rules, source
     CHECK(ptx.find("setmaxnreg.inc.sync.aligned.u32 232;") != std::string::npos);
     CHECK(ptx.find("fence.proxy.async") == std::string::npos);  // no W tile written for the async proxy
     CHECK(ptx.find("prmt.b32") != std::string::npos);
+    // The codes' map swizzles 32 bytes (the consumers' 8-byte reads of rows 32 bytes apart
+    // conflict-free), the x tile's 128 as everywhere.
+    for (const KernelParam& prm : k.params)
+      if (prm.kind == KernelParam::Kind::TensorMap) CHECK(prm.tmap.swizzle_bytes == (prm.tmap.box_cols == 32 ? 32 : 128));
     auto r = jit::kernel_resources(k, *target);
     INFO((r.ok() ? r->str() : r.message()));
     REQUIRE(r.ok());

@@ -153,6 +153,11 @@ TEST_CASE("tensor maps: views the driver would refuse are named with the limit t
   CHECK_THAT(tensor_map_problem(0x10000, DType::BF16, 4096, 4095, 8190, 128, 64), Catch::Contains("row stride is not a multiple of 16"));
   CHECK_THAT(tensor_map_problem(0x10000, DType::BF16, 4096, 4096, 8192, 128, 128), Catch::Contains("wider than the 128-byte swizzle"));
   CHECK_THAT(tensor_map_problem(0x10000, DType::BF16, 4096, 4096, 8192, 512, 64), Catch::Contains("more than 256 rows"));
+  // A narrower swizzle bounds the box row by its span (4-bit codes: rows of 32 bytes, the 32-byte one).
+  CHECK(tensor_map_problem(0x10000, DType::I8, 4096, 2048, 2048, 64, 32, 32).empty());
+  CHECK(tensor_map_problem(0x10000, DType::I8, 4096, 2048, 2048, 64, 128, 0).empty());
+  CHECK_THAT(tensor_map_problem(0x10000, DType::I8, 4096, 2048, 2048, 64, 64, 32), Catch::Contains("wider than the 32-byte swizzle"));
+  CHECK_THAT(tensor_map_problem(0x10000, DType::I8, 4096, 2048, 2048, 64, 32, 16), Catch::Contains("a swizzle of 16 bytes"));
   CHECK_THAT(tensor_map_problem(0x10000, DType::BF16, 0, 4096, 8192, 128, 64), Catch::Contains("the tensor is empty"));
   // The message says which view: its size, dtype, address, stride and box.
   CHECK_THAT(tensor_map_problem(0x10008, DType::F16, 7, 64, 128, 128, 64),

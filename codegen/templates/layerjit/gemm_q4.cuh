@@ -39,9 +39,9 @@ struct lj_q4 {
   static_assert(K % 32 == 0 && G % 32 == 0, "a unit's 32 codes lie in one group and inside K");
   // Zero points: u4 packed two to a byte (indexed by nibble), i8, or none.
   static constexpr bool Z_PACKED = lj_same<TZ, unsigned char>::value, Z_NONE = lj_same<TZ, void>::value;
-  // STAGED: a run of STAGED / 2 rows' scales (and zero points) is contiguous in global memory and
-  // starts 16-byte aligned (its first row a multiple of STAGED / 2, a multiple of 32); in shared
-  // memory the two runs follow each other, tile row i's scales at i * GROUPS as in global memory.
+  // STAGED: a run of STAGED / 2 rows' scales (and zero points) is contiguous in global memory (at
+  // any row: copy_run); in shared memory the two runs follow each other, tile row i's scales at
+  // i * GROUPS as in global memory.
   static constexpr lj_i64 S_RUN = (lj_i64)STAGED / 2 * GROUPS * (lj_i64)sizeof(TS);
   static constexpr lj_i64 Z_RUN = Z_NONE ? 0 : Z_PACKED ? (lj_i64)STAGED / 2 * GROUPS / 2 : (lj_i64)STAGED / 2 * GROUPS;
   static constexpr int TILE_BYTES = (int)(2 * S_RUN + 2 * Z_RUN);  // the shared memory a tile's constants take
@@ -86,8 +86,8 @@ struct lj_q4 {
   __device__ __forceinline__ Group group(lj_i64 n, lj_i64 k) const { return group(row(n), k); }
 
   // STAGED: thread t of `threads` copies its share of the tile's constants (rows b_lo.. and b_hi..,
-  // STAGED / 2 each; rows past NW become zeros, never read) into `tile` by cp.async (16-byte chunks,
-  // the last of a run cut at the array's end), and commits them as one group.
+  // STAGED / 2 each; rows past NW become zeros, never read) into `tile` (copy_run), and commits the
+  // cp.async copies as one group.
   __device__ __forceinline__ void stage_tile(unsigned char* tile, lj_i64 b_lo, lj_i64 b_hi, int t, int threads) const {
     static_assert(STAGED > 0, "stage_tile: a tile's rows staged");
 #pragma unroll
@@ -103,12 +103,18 @@ struct lj_q4 {
     }
     lj_cp_async_commit();
   }
-  // One run of RUN bytes of shared memory from `bytes` bytes at src (the rest zeros).
+  // One run of RUN bytes of shared memory from `bytes` bytes at src (the rest zeros): by cp.async
+  // where src is 16-byte aligned, else byte by byte (a run that starts at an arbitrary row: a SwiGLU
+  // tile's up rows start at N_OUT + n0 / 2, a RoPE tile's at a head's second half).
   template <lj_i64 RUN>
   static __device__ __forceinline__ void copy_run(unsigned char* dst, const unsigned char* src, lj_i64 bytes, int t, int threads) {
-    for (int c = t; c < (int)(RUN / 16); c += threads) {
-      const lj_i64 left = bytes - 16 * (lj_i64)c;
-      lj_cp_async16(dst + 16 * c, left > 0 ? src + 16 * c : src, left >= 16 ? 16 : left > 0 ? (int)left : 0);
+    if ((reinterpret_cast<unsigned long long>(src) & 15) == 0) {
+      for (int c = t; c < (int)(RUN / 16); c += threads) {
+        const lj_i64 left = bytes - 16 * (lj_i64)c;
+        lj_cp_async16(dst + 16 * c, left > 0 ? src + 16 * c : src, left >= 16 ? 16 : left > 0 ? (int)left : 0);
+      }
+    } else {
+      for (int c = t; c < (int)RUN; c += threads) dst[c] = c < bytes ? src[c] : 0;
     }
   }
 
