@@ -105,7 +105,9 @@ void emit_gemm_head(GemmKernel& k, const char* main_header, const std::string& e
   }
   w.line("constexpr lj_i64 K = {};  // reduction length", op.k);
   if (k.q4) {
-    w.comment(print_node(k.ctx.graph(), op.dequant) + ": W's weight prologue, dequantized into shared memory");
+    w.comment(print_node(k.ctx.graph(), op.dequant) +
+              (k.cfg.wreg ? ": W's weight prologue, dequantized into registers (wgmma's A operand)"
+                          : ": W's weight prologue, dequantized into shared memory"));
     w.line("typedef {} Q;", k.q4_type);
   }
   if (k.rope) {
