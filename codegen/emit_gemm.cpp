@@ -49,10 +49,11 @@ GemmKernel::GemmKernel(KernelContext& c, const MatmulOperands& o, const MatmulCo
       sw->rows = DimProduct{op.n, {}};
       sw->cols = sw->row_stride = op.k / 2;
       sw->box_cols = 32;
-      // Not swizzled for the dequantizing warps (16 bytes a thread, a quarter warp's 128 contiguous);
-      // wreg's threads read 8 bytes of 8 rows 32 bytes apart, rows r and r + 4 on the same banks
-      // unswizzled: the 32-byte swizzle swaps the halves of every other 128 bytes (gemm_wgmma.cuh).
-      sw->swizzle_bytes = cfg.wreg ? 32 : 0;
+      // Not swizzled. wreg's reads (8 bytes of 8 rows 32 bytes apart) put rows r and r + 4 on the
+      // same banks; the 32-byte swizzle took 12 % of the shared wavefronts away but added the
+      // swizzled address to every k step of the consumers' serial chain: 5-7 % slower on an H100
+      // (docs/perf.md, forty-seventh session).
+      sw->swizzle_bytes = 0;
     } else {
       sw->box_cols = kt;
     }

@@ -24,7 +24,7 @@ echo "$warm"
 grep -Eq '^20 kernels for sm_90a in [0-9.]+ s \(20 from the cache, 0 compiled; 0 NVRTC compiles\)' <<<"$warm" || { echo "warm run missed the cache"; exit 1; }
 grep -q '"cache": "hit"' "$work/warm/manifest.json"
 # The bf16 layer's tensor maps (its Hopper GEMMs' x and W, the attention's q, k, v) all swizzle 128
-# bytes; the manifest names each map's swizzle (4-bit codes: 32B or none).
+# bytes; the manifest names each map's swizzle (4-bit codes: none).
 grep -q '"swizzle": "128B"' "$work/cold/manifest.json"
 if grep -q '"swizzle": "\(none\|32B\|64B\)"' "$work/cold/manifest.json"; then echo "a bf16 map not swizzled 128 bytes"; exit 1; fi
 # Every kernel of the manifest has its three files, in both runs, with the same bytes.

@@ -474,12 +474,9 @@ struct lj_wgmma_gemm {
         lj_mbar_wait(&full[pipe.stage], pipe.phase);
         const unsigned char* sa = smem + pipe.stage * STAGE_BYTES;
         const unsigned long long db = lj_wgmma_desc_sw128(sa);  // the x tile, B
-        // Row r0's 32 code bytes of the k tile (row r0 + 8's 256 bytes on), 8 a k16 step, as TMA's
-        // 32-byte swizzle stores them: the two 16-byte halves of a row swapped where bit 7 of its
-        // address is set (rows 4-7 of every 8; the slot is 1024-byte aligned), so that a warp's
-        // eight rows, 32 bytes apart, read disjoint banks.
+        // Row r0's 32 code bytes of the k tile (row r0 + 8's 256 bytes on), 8 a k16 step; unswizzled
+        // (see emit_gemm.cpp: constant offsets keep the k steps' address arithmetic out of the chain).
         const uint2* c0 = reinterpret_cast<const uint2*>(sa + A_BYTES + r0 * 32);
-        const int flip = (r0 >> 2) & 1;  // the same for row r0 + 8
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
           if (s == 0 || (Q::GROUP < BK && (16 * s) % Q::GROUP == 0)) {  // a new group (a k step lies in one)
@@ -487,8 +484,7 @@ struct lj_wgmma_gemm {
             d0 = Q::dequant(q.group_staged(consts, r0, live0, k));
             d8 = Q::dequant(q.group_staged(consts, r0 + 8, live8, k));
           }
-          const int at = (((s >> 1) ^ flip) << 1) | (s & 1);  // step s's 8 bytes: half s / 2, swizzled
-          const uint2 k0 = c0[at], k8 = c0[32 + at];
+          const uint2 k0 = c0[s], k8 = c0[32 + s];
           lj_wgmma_wait<3>();
           Q::wreg_pairs(k0.x, k0.y, sel, d0, a[s][0], a[s][2]);
           Q::wreg_pairs(k8.x, k8.y, sel, d8, a[s][1], a[s][3]);
