@@ -2,7 +2,8 @@
 # Two layerjit builds on one graph, alternated: `layerjit bench ARGS` of build A, then of build B,
 # for N rounds (each build with its own kernel cache and its own compile worker, when one sits
 # beside it). Prints every call's report, then one table: the fused plan's ms per call as one CUDA
-# graph per build and round, each build's median, and B's median over A's (below 1: B is faster).
+# graph per build and round, each build's median, and B's median over A's (below 1: B is faster);
+# then the same for the sum of the kernels alone where the reports have it.
 # For a code-generation change on the GPU: one run of each is within the noise (the same build's
 # prefill layer varied 0.1-1 % between runs, docs/perf.md), alternating shares clock drift alike.
 #
@@ -24,7 +25,7 @@ fi
 builds=("$1" "$2")
 shift 3
 . "$(cd "$(dirname "$0")" && pwd)/quant/graph_ms.sh"
-declare -A ms
+declare -A ms alone
 status=0
 for ((r = 1; r <= rounds; r++)); do
   for i in 0 1; do
@@ -38,7 +39,7 @@ for ((r = 1; r <= rounds; r++)); do
       LAYERJIT_CACHE_DIR="$cache" graph_ms "$name round $r" "$lj" bench "$@" || status=1
     fi
     [[ -n "$GRAPH_MS" ]] || status=1
-    ms["$name|$r"]="$GRAPH_MS"
+    ms["$name|$r"]="$GRAPH_MS" alone["$name|$r"]="$ALONE_MS"
   done
 done
 rm -rf "${TMPDIR:-/tmp}/layerjit-ab-cache-A-$$" "${TMPDIR:-/tmp}/layerjit-ab-cache-B-$$"
@@ -57,5 +58,18 @@ b="$(for ((r = 1; r <= rounds; r++)); do echo "${ms["B|$r"]:-}"; done | grep . |
 if [[ -n "$a" && -n "$b" ]]; then
   echo "| median | $a | $b |"
   awk -v a="$a" -v b="$b" 'BEGIN { printf "B / A: %.4f (%+.2f %%)\n", b / a, (b / a - 1) * 100 }'
+fi
+# The sums of the kernels alone, where the reports have them (graph_ms.sh: compare like with like).
+a="$(for ((r = 1; r <= rounds; r++)); do echo "${alone["A|$r"]:-}"; done | grep . | median)"
+b="$(for ((r = 1; r <= rounds; r++)); do echo "${alone["B|$r"]:-}"; done | grep . | median)"
+if [[ -n "$a" && -n "$b" ]]; then
+  echo
+  echo "| round | A ms (kernels alone) | B ms (kernels alone) |"
+  echo "|-------|----------------------|----------------------|"
+  for ((r = 1; r <= rounds; r++)); do
+    echo "| $r | ${alone["A|$r"]:-failed} | ${alone["B|$r"]:-failed} |"
+  done
+  echo "| median | $a | $b |"
+  awk -v a="$a" -v b="$b" 'BEGIN { printf "B / A alone: %.4f (%+.2f %%)\n", b / a, (b / a - 1) * 100 }'
 fi
 exit $status
