@@ -48,28 +48,30 @@ median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1
 echo
 echo "A: ${builds[0]}"
 echo "B: ${builds[1]}"
-echo "| round | A ms (CUDA graph) | B ms (CUDA graph) |"
-echo "|-------|-------------------|-------------------|"
-for ((r = 1; r <= rounds; r++)); do
-  echo "| $r | ${ms["A|$r"]:-failed} | ${ms["B|$r"]:-failed} |"
-done
-a="$(for ((r = 1; r <= rounds; r++)); do echo "${ms["A|$r"]:-}"; done | grep . | median)"
-b="$(for ((r = 1; r <= rounds; r++)); do echo "${ms["B|$r"]:-}"; done | grep . | median)"
-if [[ -n "$a" && -n "$b" ]]; then
-  echo "| median | $a | $b |"
-  awk -v a="$a" -v b="$b" 'BEGIN { printf "B / A: %.4f (%+.2f %%)\n", b / a, (b / a - 1) * 100 }'
-fi
-# The sums of the kernels alone, where the reports have them (graph_ms.sh: compare like with like).
-a="$(for ((r = 1; r <= rounds; r++)); do echo "${alone["A|$r"]:-}"; done | grep . | median)"
-b="$(for ((r = 1; r <= rounds; r++)); do echo "${alone["B|$r"]:-}"; done | grep . | median)"
-if [[ -n "$a" && -n "$b" ]]; then
-  echo
-  echo "| round | A ms (kernels alone) | B ms (kernels alone) |"
-  echo "|-------|----------------------|----------------------|"
+# One table: each round's figure of both builds from the array named $1 (column "A ms ($2)"), their
+# medians and B / A (the line headed $3). With $4 = optional: nothing unless both medians exist, and a
+# blank line before it.
+table() {
+  local -n figures=$1
+  local what=$2 label=$3 optional=${4:-} a b r
+  a="$(for ((r = 1; r <= rounds; r++)); do echo "${figures["A|$r"]:-}"; done | grep . | median)"
+  b="$(for ((r = 1; r <= rounds; r++)); do echo "${figures["B|$r"]:-}"; done | grep . | median)"
+  if [[ -n "$optional" ]]; then
+    [[ -n "$a" && -n "$b" ]] || return 0
+    echo
+  fi
+  local header="| round | A ms ($what) | B ms ($what) |"
+  echo "$header"
+  echo "$header" | sed 's/[^|]/-/g'
   for ((r = 1; r <= rounds; r++)); do
-    echo "| $r | ${alone["A|$r"]:-failed} | ${alone["B|$r"]:-failed} |"
+    echo "| $r | ${figures["A|$r"]:-failed} | ${figures["B|$r"]:-failed} |"
   done
-  echo "| median | $a | $b |"
-  awk -v a="$a" -v b="$b" 'BEGIN { printf "B / A alone: %.4f (%+.2f %%)\n", b / a, (b / a - 1) * 100 }'
-fi
+  if [[ -n "$a" && -n "$b" ]]; then
+    echo "| median | $a | $b |"
+    awk -v a="$a" -v b="$b" -v label="$label" 'BEGIN { printf "%s: %.4f (%+.2f %%)\n", label, b / a, (b / a - 1) * 100 }'
+  fi
+}
+table ms "CUDA graph" "B / A"
+# The sums of the kernels alone, where the reports have them (graph_ms.sh: compare like with like).
+table alone "kernels alone" "B / A alone" optional
 exit $status

@@ -15,7 +15,7 @@ namespace lj {
 /// A 2-D view of a buffer's rows for TMA tile loads: `rows` rows of `cols` elements, `row_stride`
 /// elements apart, starting `offset` elements into the buffer; loaded in boxes of box_rows x box_cols
 /// elements with the 128-byte swizzle (`swizzle_bytes`: TMA's 16-byte chunks of each swizzle span
-/// permuted by the row; 32 for 4-bit codes read by rows of 32 bytes), or as dense box rows
+/// permuted by the row; 32 and 64 are encodable, no kernel emits them), or as dense box rows
 /// (`swizzle_bytes` 0; 4-bit codes, whose map is over bytes). A box row is at most the swizzle span.
 /// Emitted only where the host encoding is known to succeed (16-byte aligned start and stride).
 struct TensorMapSpec {
